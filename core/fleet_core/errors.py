@@ -1,0 +1,72 @@
+"""Typed errors of the Fleet core; each has a stable ``kind`` the protocol layer maps to a code."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class FleetError(Exception):
+    """Base of every error a person may see; the message is written for that person."""
+
+    kind: ClassVar[str] = "FleetError"
+
+    def __init__(self, message: str, **data: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.data = data
+
+
+class ConfigError(FleetError):
+    kind = "ConfigError"
+
+
+class InvalidInput(FleetError):
+    kind = "InvalidInput"
+
+
+class SessionNotFound(FleetError):
+    kind = "SessionNotFound"
+
+
+class SessionExists(FleetError):
+    kind = "SessionExists"
+
+
+class SessionOwned(FleetError):
+    kind = "SessionOwned"
+
+
+class TurnBusy(FleetError):
+    kind = "TurnBusy"
+
+
+class TurnNotFound(FleetError):
+    kind = "TurnNotFound"
+
+
+class IdempotencyConflict(FleetError):
+    kind = "IdempotencyConflict"
+
+
+class WorkspacePathError(FleetError):
+    kind = "WorkspacePath"
+
+
+class WorkspaceFileNotFound(FleetError):
+    kind = "WorkspaceFileNotFound"
+
+
+class FileTooLarge(FleetError):
+    kind = "FileTooLarge"
+
+
+class DatasetChanged(FleetError):
+    kind = "DatasetChanged"
+
+
+class ModelUnavailable(FleetError):
+    kind = "ModelUnavailable"
+
+
+class StoreError(FleetError):
+    kind = "StoreError"

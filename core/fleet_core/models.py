@@ -1,0 +1,86 @@
+"""Domain records shared by the runtime, the store and every front end.
+
+Fields are snake_case in Python and camelCase on the wire (``model_dump(by_alias=True)``).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+TurnStatus = Literal["running", "completed", "failed", "cancelled"]
+Route = Literal["direct", "flex", "rlm"]
+
+
+class Record(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True)
+
+    def wire(self) -> dict[str, Any]:
+        """The camelCase JSON form, without unset optional fields."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+class DatasetContext(Record):
+    path: str
+    size_bytes: int
+    sha256: str
+    description: str | None = None
+
+
+class SessionInfo(Record):
+    session_id: str
+    mode: str
+    turn_count: int = 0
+    created_at: datetime
+    updated_at: datetime
+    dataset: DatasetContext | None = None
+    selections: dict[str, Any] = Field(default_factory=dict)
+
+
+class WorkspaceFile(Record):
+    path: str
+    size_bytes: int
+    sha256: str
+
+
+class TurnError(Record):
+    kind: str
+    message: str
+
+
+class TurnSummary(Record):
+    turn_id: str
+    seq: int
+    status: TurnStatus
+    task: str
+    answer: str | None = None
+    route: str | None = None
+    learned_note: str | None = None
+    trace_id: str | None = None
+    created_at: datetime
+    error: TurnError | None = None
+
+
+class ProvenanceRecord(Record):
+    """Where a promoted artifact came from."""
+
+    path: str
+    root_path: str
+    sha256: str
+    size_bytes: int
+    agent_id: str
+    source_sandbox: str | None = None
+    parent_chain: list[str] = Field(default_factory=list)
+    turn_id: str | None = None
+
+
+class Memory(Record):
+    memory_id: str
+    kind: str
+    content: str
+    sources: dict[str, Any] = Field(default_factory=dict)
+    reviewed: bool = False
+    created_at: datetime

@@ -1,0 +1,510 @@
+"""Durable state: every SQL statement of the product lives in this package."""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, Engine, RowMapping, delete, func, insert, select, update
+from sqlalchemy.exc import IntegrityError, OperationalError
+
+from fleet_core.errors import (
+    IdempotencyConflict,
+    SessionExists,
+    SessionNotFound,
+    StoreError,
+    TurnNotFound,
+)
+from fleet_core.models import (
+    DatasetContext,
+    Memory,
+    ProvenanceRecord,
+    SessionInfo,
+    TurnError,
+    TurnStatus,
+    TurnSummary,
+)
+from fleet_core.store import schema
+from fleet_core.store.database import create_db_engine, migrate
+from fleet_core.store.ownership import AdvisorySessionLocks, FileSessionLocks, SessionLocks
+
+MEMORY_SUMMARY_CHARS = 20_000
+INTERRUPTED = TurnError(
+    kind="interrupted", message="The process running this Turn stopped before it finished"
+)
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+def task_digest(task: str) -> str:
+    return hashlib.sha256(task.encode()).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class TurnClaim:
+    """A new Turn row, or the stored outcome of an earlier Turn with the same idempotency key."""
+
+    turn_id: str
+    seq: int
+    replayed: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TurnOutcome:
+    """Everything a finished Turn writes, committed in one transaction."""
+
+    status: TurnStatus
+    result: dict[str, Any]
+    answer: str | None = None
+    route: str | None = None
+    learned_note: str | None = None
+    trace_id: str | None = None
+    error: TurnError | None = None
+    artifacts: Sequence[ProvenanceRecord] = ()
+    replay: tuple[str, bytes] | None = None
+
+
+class Store:
+    """Synchronous repository over SQLite or PostgreSQL; callers run it off the event loop."""
+
+    def __init__(self, engine: Engine, locks: SessionLocks) -> None:
+        self.engine = engine
+        self.locks = locks
+
+    @classmethod
+    def open(cls, url: str, state_dir: Path) -> Store:
+        """Connect, migrate under a lock, and choose the ownership mechanism for the backend."""
+        engine = create_db_engine(url)
+        lock_dir = state_dir / "locks"
+        try:
+            migrate(engine, lock_dir)
+        except OperationalError as exc:
+            engine.dispose()
+            raise StoreError(f"Cannot open the database: {_reason(exc)}") from None
+        locks: SessionLocks
+        if engine.dialect.name == "sqlite":
+            locks = FileSessionLocks(lock_dir)
+        else:
+            locks = AdvisorySessionLocks(engine)
+        return cls(engine, locks)
+
+    @property
+    def backend(self) -> str:
+        return self.engine.dialect.name
+
+    def close(self) -> None:
+        self.locks.close()
+        self.engine.dispose()
+
+    # Sessions -------------------------------------------------------------------------------
+
+    def create_session(self, session_id: str, mode: str) -> SessionInfo:
+        stamp = now()
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(
+                    insert(schema.sessions).values(
+                        session_id=session_id,
+                        created_at=stamp,
+                        updated_at=stamp,
+                        mode=mode,
+                        selections={},
+                        dataset=None,
+                        memory_summary="",
+                        turn_count=0,
+                    )
+                )
+        except IntegrityError:
+            raise SessionExists(f"Session '{session_id}' already exists") from None
+        return self.get_session(session_id)
+
+    def get_session(self, session_id: str) -> SessionInfo:
+        with self.engine.connect() as conn:
+            row = (
+                conn.execute(
+                    select(schema.sessions).where(schema.sessions.c.session_id == session_id)
+                )
+                .mappings()
+                .first()
+            )
+        if row is None:
+            raise SessionNotFound(f"No session '{session_id}'", session_id=session_id)
+        return _session_info(row)
+
+    def list_sessions(self, limit: int = 100) -> list[SessionInfo]:
+        query = select(schema.sessions).order_by(schema.sessions.c.updated_at.desc()).limit(limit)
+        with self.engine.connect() as conn:
+            return [_session_info(row) for row in conn.execute(query).mappings()]
+
+    def delete_session(self, session_id: str) -> None:
+        with self.engine.begin() as conn:
+            deleted = conn.execute(
+                delete(schema.sessions).where(schema.sessions.c.session_id == session_id)
+            )
+        if deleted.rowcount == 0:
+            raise SessionNotFound(f"No session '{session_id}'", session_id=session_id)
+
+    def update_session(
+        self,
+        session_id: str,
+        *,
+        mode: str | None = None,
+        selections: dict[str, Any] | None = None,
+    ) -> SessionInfo:
+        values: dict[str, Any] = {"updated_at": now()}
+        if mode is not None:
+            values["mode"] = mode
+        if selections is not None:
+            values["selections"] = selections
+        return self._update_session(session_id, values)
+
+    def set_dataset(self, session_id: str, dataset: DatasetContext | None) -> SessionInfo:
+        """Select (or, with ``None``, clear) the Session's dataset context."""
+        values = {
+            "updated_at": now(),
+            "dataset": dataset.model_dump(mode="json") if dataset else None,
+        }
+        return self._update_session(session_id, values)
+
+    def _update_session(self, session_id: str, values: dict[str, Any]) -> SessionInfo:
+        with self.engine.begin() as conn:
+            changed = conn.execute(
+                update(schema.sessions)
+                .where(schema.sessions.c.session_id == session_id)
+                .values(**values)
+            )
+        if changed.rowcount == 0:
+            raise SessionNotFound(f"No session '{session_id}'", session_id=session_id)
+        return self.get_session(session_id)
+
+    def memory_summary(self, session_id: str) -> str:
+        with self.engine.connect() as conn:
+            summary = conn.execute(
+                select(schema.sessions.c.memory_summary).where(
+                    schema.sessions.c.session_id == session_id
+                )
+            ).scalar_one_or_none()
+        if summary is None:
+            raise SessionNotFound(f"No session '{session_id}'", session_id=session_id)
+        return str(summary)
+
+    # Turns ----------------------------------------------------------------------------------
+
+    def claim_turn(self, session_id: str, task: str, idempotency_key: str | None) -> TurnClaim:
+        """Insert a running Turn, or return the stored outcome for a repeated idempotency key."""
+        digest = task_digest(task)
+        if idempotency_key is not None:
+            prior = self._turn_by_key(session_id, idempotency_key)
+            if prior is not None:
+                return _replay_claim(prior, digest)
+        turn_id = uuid.uuid4().hex
+        stamp = now()
+        try:
+            with self.engine.begin() as conn:
+                seq = self._next_seq(conn, session_id)
+                conn.execute(
+                    insert(schema.turns).values(
+                        turn_id=turn_id,
+                        session_id=session_id,
+                        seq=seq,
+                        idempotency_key=idempotency_key,
+                        task=task,
+                        task_sha256=digest,
+                        status="running",
+                        result={},
+                        created_at=stamp,
+                        updated_at=stamp,
+                    )
+                )
+        except IntegrityError:
+            prior = self._turn_by_key(session_id, idempotency_key) if idempotency_key else None
+            if prior is None:
+                raise
+            return _replay_claim(prior, digest)
+        return TurnClaim(turn_id=turn_id, seq=seq)
+
+    def _next_seq(self, conn: Connection, session_id: str) -> int:
+        exists = conn.execute(
+            select(schema.sessions.c.session_id).where(schema.sessions.c.session_id == session_id)
+        ).first()
+        if exists is None:
+            raise SessionNotFound(f"No session '{session_id}'", session_id=session_id)
+        current = conn.execute(
+            select(func.max(schema.turns.c.seq)).where(schema.turns.c.session_id == session_id)
+        ).scalar_one_or_none()
+        return int(current or 0) + 1
+
+    def _turn_by_key(self, session_id: str, key: str) -> RowMapping | None:
+        with self.engine.connect() as conn:
+            return (
+                conn.execute(
+                    select(schema.turns).where(
+                        schema.turns.c.session_id == session_id,
+                        schema.turns.c.idempotency_key == key,
+                    )
+                )
+                .mappings()
+                .first()
+            )
+
+    def finish_turn(self, turn_id: str, outcome: TurnOutcome) -> None:
+        """Commit a Turn's outcome, provenance, learned note and replay in one transaction."""
+        stamp = now()
+        with self.engine.begin() as conn:
+            row = conn.execute(
+                select(schema.turns.c.session_id, schema.turns.c.status).where(
+                    schema.turns.c.turn_id == turn_id
+                )
+            ).first()
+            if row is None:
+                raise TurnNotFound(f"No turn '{turn_id}'")
+            session_id, status = row
+            if status == "completed":
+                return  # never overwrite a committed outcome
+            conn.execute(
+                update(schema.turns)
+                .where(schema.turns.c.turn_id == turn_id)
+                .values(
+                    status=outcome.status,
+                    result=outcome.result,
+                    answer=outcome.answer,
+                    route=outcome.route,
+                    learned_note=outcome.learned_note,
+                    trace_id=outcome.trace_id,
+                    error=outcome.error.model_dump() if outcome.error else None,
+                    updated_at=stamp,
+                )
+            )
+            self._insert_artifacts(conn, session_id, turn_id, outcome.artifacts, stamp)
+            if outcome.replay is not None:
+                digest, content = outcome.replay
+                conn.execute(
+                    insert(schema.replay_snapshots).values(
+                        turn_id=turn_id,
+                        session_id=session_id,
+                        sha256=digest,
+                        content=content,
+                        created_at=stamp,
+                    )
+                )
+            self._touch_session(conn, session_id, outcome, stamp)
+
+    def _touch_session(
+        self, conn: Connection, session_id: str, outcome: TurnOutcome, stamp: datetime
+    ) -> None:
+        values: dict[str, Any] = {"updated_at": stamp}
+        if outcome.status == "completed":
+            values["turn_count"] = schema.sessions.c.turn_count + 1
+            if outcome.learned_note:
+                current = conn.execute(
+                    select(schema.sessions.c.memory_summary)
+                    .where(schema.sessions.c.session_id == session_id)
+                    .with_for_update()
+                ).scalar_one()
+                joined = f"{current}\n{outcome.learned_note}".strip()
+                values["memory_summary"] = joined[-MEMORY_SUMMARY_CHARS:]
+        conn.execute(
+            update(schema.sessions)
+            .where(schema.sessions.c.session_id == session_id)
+            .values(**values)
+        )
+
+    def _insert_artifacts(
+        self,
+        conn: Connection,
+        session_id: str,
+        turn_id: str | None,
+        records: Iterable[ProvenanceRecord],
+        stamp: datetime,
+    ) -> None:
+        rows = [
+            {
+                "session_id": session_id,
+                "turn_id": turn_id,
+                "path": record.path,
+                "root_path": record.root_path,
+                "sha256": record.sha256,
+                "size_bytes": record.size_bytes,
+                "agent_id": record.agent_id,
+                "source_sandbox": record.source_sandbox,
+                "parent_chain": list(record.parent_chain),
+                "created_at": stamp,
+            }
+            for record in records
+        ]
+        if rows:
+            conn.execute(insert(schema.artifacts), rows)
+
+    def record_artifacts(
+        self, session_id: str, turn_id: str | None, records: Sequence[ProvenanceRecord]
+    ) -> None:
+        with self.engine.begin() as conn:
+            self._insert_artifacts(conn, session_id, turn_id, records, now())
+
+    def artifact_provenance(self, session_id: str) -> dict[str, list[ProvenanceRecord]]:
+        """Every provenance record of the Session, grouped by workspace path, oldest first."""
+        query = (
+            select(schema.artifacts)
+            .where(schema.artifacts.c.session_id == session_id)
+            .order_by(schema.artifacts.c.artifact_id)
+        )
+        grouped: dict[str, list[ProvenanceRecord]] = {}
+        with self.engine.connect() as conn:
+            for row in conn.execute(query).mappings():
+                record = ProvenanceRecord.model_validate(dict(row))
+                grouped.setdefault(record.path, []).append(record)
+        return grouped
+
+    def get_turn(self, turn_id: str) -> TurnSummary:
+        with self.engine.connect() as conn:
+            row = (
+                conn.execute(select(schema.turns).where(schema.turns.c.turn_id == turn_id))
+                .mappings()
+                .first()
+            )
+        if row is None:
+            raise TurnNotFound(f"No turn '{turn_id}'")
+        return _turn_summary(row)
+
+    def turn_result(self, turn_id: str) -> dict[str, Any]:
+        with self.engine.connect() as conn:
+            result = conn.execute(
+                select(schema.turns.c.result).where(schema.turns.c.turn_id == turn_id)
+            ).scalar_one_or_none()
+        if result is None:
+            raise TurnNotFound(f"No turn '{turn_id}'")
+        return dict(result)
+
+    def history(
+        self, session_id: str, limit: int = 50, *, completed_only: bool = False
+    ) -> list[TurnSummary]:
+        """The newest ``limit`` Turns of a Session, oldest first."""
+        query = select(schema.turns).where(schema.turns.c.session_id == session_id)
+        if completed_only:
+            query = query.where(schema.turns.c.status == "completed")
+        query = query.order_by(schema.turns.c.seq.desc()).limit(limit)
+        with self.engine.connect() as conn:
+            rows = [_turn_summary(row) for row in conn.execute(query).mappings()]
+        return rows[::-1]
+
+    def running_sessions(self) -> list[str]:
+        query = select(schema.turns.c.session_id).where(schema.turns.c.status == "running")
+        with self.engine.connect() as conn:
+            return sorted({row[0] for row in conn.execute(query)})
+
+    def mark_interrupted(self, session_id: str) -> int:
+        """Fail every Turn of the Session still marked running; the caller owns the Session."""
+        with self.engine.begin() as conn:
+            changed = conn.execute(
+                update(schema.turns)
+                .where(
+                    schema.turns.c.session_id == session_id,
+                    schema.turns.c.status == "running",
+                )
+                .values(
+                    status="failed",
+                    error=INTERRUPTED.model_dump(),
+                    result={"status": "failed", "error": INTERRUPTED.model_dump()},
+                    updated_at=now(),
+                )
+            )
+        return int(changed.rowcount)
+
+    # Memories -------------------------------------------------------------------------------
+
+    def add_memory(
+        self, session_id: str, kind: str, content: str, sources: dict[str, Any]
+    ) -> Memory:
+        stamp = now()
+        memory_id = uuid.uuid4().hex
+        with self.engine.begin() as conn:
+            conn.execute(
+                insert(schema.memories).values(
+                    memory_id=memory_id,
+                    session_id=session_id,
+                    kind=kind,
+                    content=content,
+                    sources=sources,
+                    reviewed=False,
+                    created_at=stamp,
+                    updated_at=stamp,
+                )
+            )
+        return Memory(
+            memory_id=memory_id, kind=kind, content=content, sources=sources, created_at=stamp
+        )
+
+    def memories(self, session_id: str, *, reviewed: bool | None = None) -> list[Memory]:
+        query = select(schema.memories).where(schema.memories.c.session_id == session_id)
+        if reviewed is not None:
+            query = query.where(schema.memories.c.reviewed == reviewed)
+        query = query.order_by(schema.memories.c.created_at)
+        with self.engine.connect() as conn:
+            return [Memory.model_validate(dict(row)) for row in conn.execute(query).mappings()]
+
+    def review_memory(self, session_id: str, memory_id: str, reviewed: bool) -> None:
+        with self.engine.begin() as conn:
+            changed = conn.execute(
+                update(schema.memories)
+                .where(
+                    schema.memories.c.session_id == session_id,
+                    schema.memories.c.memory_id == memory_id,
+                )
+                .values(reviewed=reviewed, updated_at=now())
+            )
+        if changed.rowcount == 0:
+            raise SessionNotFound(f"No memory '{memory_id}' in session '{session_id}'")
+
+
+def _session_info(row: RowMapping) -> SessionInfo:
+    dataset = DatasetContext.model_validate(row["dataset"]) if row["dataset"] else None
+    return SessionInfo(
+        session_id=row["session_id"],
+        mode=row["mode"],
+        turn_count=row["turn_count"],
+        created_at=_utc(row["created_at"]),
+        updated_at=_utc(row["updated_at"]),
+        dataset=dataset,
+        selections=dict(row["selections"] or {}),
+    )
+
+
+def _turn_summary(row: RowMapping) -> TurnSummary:
+    return TurnSummary(
+        turn_id=row["turn_id"],
+        seq=row["seq"],
+        status=row["status"],
+        task=row["task"],
+        answer=row["answer"],
+        route=row["route"],
+        learned_note=row["learned_note"],
+        trace_id=row["trace_id"],
+        created_at=_utc(row["created_at"]),
+        error=TurnError.model_validate(row["error"]) if row["error"] else None,
+    )
+
+
+def _replay_claim(prior: RowMapping, digest: str) -> TurnClaim:
+    if prior["task_sha256"] != digest:
+        raise IdempotencyConflict("Idempotency key already belongs to another task")
+    if prior["status"] != "completed":
+        raise IdempotencyConflict(
+            f"The Turn with this idempotency key is {prior['status']}; use a new key to run again"
+        )
+    return TurnClaim(turn_id=prior["turn_id"], seq=prior["seq"], replayed=dict(prior["result"]))
+
+
+def _utc(value: datetime) -> datetime:
+    """SQLite returns naive datetimes; they were written in UTC."""
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def _reason(exc: OperationalError) -> str:
+    return str(exc.orig).strip().splitlines()[0] if exc.orig else "unknown database error"

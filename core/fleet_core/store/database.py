@@ -1,0 +1,83 @@
+"""Engine creation, and migrations under a cross-process lock (file lock or advisory lock)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from filelock import FileLock
+from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
+from sqlalchemy.pool import NullPool
+
+from fleet_core.errors import ConfigError
+
+MIGRATIONS = Path(__file__).parent / "migrations"
+MIGRATION_LOCK_KEY = 0x464C4545  # "FLEE": the advisory lock guarding migrations
+
+
+def database_url(secret_url: str | None, state_dir: Path) -> str:
+    """The configured URL, or the embedded SQLite database under the state directory."""
+    if not secret_url:
+        return f"sqlite:///{state_dir / 'fleet.db'}"
+    try:
+        url = make_url(secret_url)
+    except ArgumentError:
+        raise ConfigError("FLEET_DATABASE_URL is not a valid database URL") from None
+    if url.drivername in ("postgresql", "postgres"):
+        url = url.set(drivername="postgresql+psycopg")
+    if url.drivername not in ("postgresql+psycopg", "sqlite"):
+        raise ConfigError(
+            f"FLEET_DATABASE_URL uses driver '{url.drivername}'; "
+            "use postgresql+psycopg://... or sqlite:///..."
+        )
+    return url.render_as_string(hide_password=False)
+
+
+def create_db_engine(url: str) -> Engine:
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        if parsed.database:
+            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(url, poolclass=NullPool, connect_args={"timeout": 30})
+        event.listen(engine, "connect", _sqlite_pragmas)
+        return engine
+    return create_engine(
+        url,
+        pool_size=5,
+        max_overflow=10,
+        pool_pre_ping=True,
+        pool_recycle=1800,
+        connect_args={"connect_timeout": 10},
+    )
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.close()
+
+
+def migrate(engine: Engine, lock_dir: Path) -> None:
+    """Bring the schema to head; safe when several processes start at once."""
+    if engine.dialect.name == "sqlite":
+        lock_dir.mkdir(parents=True, exist_ok=True)
+        with FileLock(lock_dir / "migrate.lock", timeout=120), engine.begin() as connection:
+            _upgrade(connection)
+        return
+    with engine.begin() as connection:
+        connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
+        _upgrade(connection)
+
+
+def _upgrade(connection: Any) -> None:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    config.attributes["connection"] = connection
+    command.upgrade(config, "head")

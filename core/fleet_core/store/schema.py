@@ -1,0 +1,151 @@
+"""The one schema, in SQLAlchemy Core; Alembic migrations create it."""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    Column,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.dialects.postgresql import BYTEA, JSONB
+
+metadata = MetaData()
+Json = JSON().with_variant(JSONB(), "postgresql")
+Blob = LargeBinary().with_variant(BYTEA(), "postgresql")
+
+
+def _ts(name: str) -> Column[object]:
+    return Column(name, DateTime(timezone=True), nullable=False)
+
+
+sessions = Table(
+    "fleet_sessions",
+    metadata,
+    Column("session_id", String(64), primary_key=True),
+    _ts("created_at"),
+    _ts("updated_at"),
+    Column("mode", String(16), nullable=False),
+    Column("selections", Json, nullable=False),
+    Column("dataset", Json, nullable=True),
+    Column("memory_summary", Text, nullable=False, default=""),
+    Column("turn_count", Integer, nullable=False, default=0),
+)
+
+turns = Table(
+    "fleet_turns",
+    metadata,
+    Column("turn_id", String(64), primary_key=True),
+    Column(
+        "session_id",
+        String(64),
+        ForeignKey("fleet_sessions.session_id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    Column("seq", Integer, nullable=False),
+    Column("idempotency_key", String(128), nullable=True),
+    Column("task", Text, nullable=False),
+    Column("task_sha256", String(64), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("route", String(16), nullable=True),
+    Column("answer", Text, nullable=True),
+    Column("learned_note", Text, nullable=True),
+    Column("trace_id", String(64), nullable=True),
+    Column("result", Json, nullable=False),
+    Column("error", Json, nullable=True),
+    _ts("created_at"),
+    _ts("updated_at"),
+    UniqueConstraint("session_id", "idempotency_key", name="uq_fleet_turns_idempotency"),
+    Index("ix_fleet_turns_session_seq", "session_id", "seq"),
+    Index("ix_fleet_turns_status", "status"),
+)
+
+memories = Table(
+    "fleet_memories",
+    metadata,
+    Column("memory_id", String(64), primary_key=True),
+    Column(
+        "session_id",
+        String(64),
+        ForeignKey("fleet_sessions.session_id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    Column("kind", String(32), nullable=False),
+    Column("content", Text, nullable=False),
+    Column("sources", Json, nullable=False),
+    Column("reviewed", Boolean, nullable=False, default=False),
+    _ts("created_at"),
+    _ts("updated_at"),
+    Index("ix_fleet_memories_session", "session_id"),
+)
+
+artifacts = Table(
+    "fleet_artifacts",
+    metadata,
+    Column("artifact_id", Integer, primary_key=True, autoincrement=True),
+    Column(
+        "session_id",
+        String(64),
+        ForeignKey("fleet_sessions.session_id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    Column("turn_id", String(64), ForeignKey("fleet_turns.turn_id", ondelete="SET NULL")),
+    Column("path", Text, nullable=False),
+    Column("root_path", Text, nullable=False),
+    Column("sha256", String(64), nullable=False),
+    Column("size_bytes", Integer, nullable=False),
+    Column("agent_id", String(128), nullable=False),
+    Column("source_sandbox", String(128), nullable=True),
+    Column("parent_chain", Json, nullable=False),
+    _ts("created_at"),
+    Index("ix_fleet_artifacts_session_path", "session_id", "path"),
+)
+
+replay_snapshots = Table(
+    "fleet_replay_snapshots",
+    metadata,
+    Column(
+        "turn_id",
+        String(64),
+        ForeignKey("fleet_turns.turn_id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    Column("session_id", String(64), nullable=False),
+    Column("sha256", String(64), nullable=False),
+    Column("content", Blob, nullable=False),
+    _ts("created_at"),
+)
+
+trace_labels = Table(
+    "fleet_trace_labels",
+    metadata,
+    Column("trace_id", String(64), primary_key=True),
+    Column("session_id", String(64), nullable=True),
+    Column("turn_id", String(64), ForeignKey("fleet_turns.turn_id", ondelete="SET NULL")),
+    Column("labels", Json, nullable=False),
+    Column("eligible", Boolean, nullable=False, default=False),
+    Column("ineligible_reason", Text, nullable=True),
+    _ts("updated_at"),
+)
+
+optimization_candidates = Table(
+    "fleet_optimization_candidates",
+    metadata,
+    Column("candidate_id", String(64), primary_key=True),
+    Column("session_id", String(64), nullable=True),
+    Column("program_digest", String(64), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("scores", Json, nullable=False),
+    Column("program", Json, nullable=False),
+    _ts("created_at"),
+    _ts("updated_at"),
+)
