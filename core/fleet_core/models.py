@@ -84,3 +84,47 @@ class Memory(Record):
     sources: dict[str, Any] = Field(default_factory=dict)
     reviewed: bool = False
     created_at: datetime
+
+
+class TurnRequest(Record):
+    session_id: str
+    task: str = Field(min_length=1, max_length=100_000)
+    mode: Literal["hybrid", "rlm", "flex"] | None = None
+    timeout_seconds: int | None = None
+    record_replay: bool = False
+    idempotency_key: str | None = Field(None, min_length=1, max_length=128)
+
+
+class Usage(Record):
+    model_calls: int = 0
+    sandbox_errors: int = 0
+    submit_rejections: int = 0
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    calls_by_category: dict[str, int] = Field(default_factory=dict)
+
+
+class ArtifactRef(Record):
+    """An artifact a Turn result names; ``uri`` is ``fleet:/sessions/<id>/artifacts/<path>``."""
+
+    uri: str
+    path: str
+    size_bytes: int
+    sha256: str
+    turn_id: str | None = None
+    agent_id: str | None = None
+    provenance: list[ProvenanceRecord] | None = None
+
+
+class TurnResult(Record):
+    turn_id: str
+    session_id: str
+    status: Literal["completed", "failed", "cancelled"]
+    answer: str = ""
+    route: str | None = None
+    learned_note: str | None = None
+    artifacts: list[ArtifactRef] = Field(default_factory=list)
+    trace_id: str | None = None
+    usage: Usage = Field(default_factory=Usage)
+    error: TurnError | None = None
+    replayed: bool = False
