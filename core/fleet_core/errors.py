@@ -68,5 +68,9 @@ class ModelUnavailable(FleetError):
     kind = "ModelUnavailable"
 
 
+class MemoryNotFound(FleetError):
+    kind = "MemoryNotFound"
+
+
 class StoreError(FleetError):
     kind = "StoreError"

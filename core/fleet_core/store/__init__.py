@@ -15,6 +15,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 
 from fleet_core.errors import (
     IdempotencyConflict,
+    MemoryNotFound,
     SessionExists,
     SessionNotFound,
     StoreError,
@@ -460,7 +461,7 @@ class Store:
                 .values(reviewed=reviewed, updated_at=now())
             )
         if changed.rowcount == 0:
-            raise SessionNotFound(f"No memory '{memory_id}' in session '{session_id}'")
+            raise MemoryNotFound(f"No memory '{memory_id}' in session '{session_id}'")
 
 
 def _session_info(row: RowMapping) -> SessionInfo:

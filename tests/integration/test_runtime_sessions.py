@@ -1,0 +1,229 @@
+"""Sessions, workspace files, datasets and restarts through FleetRuntime, on both databases."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fleet_core.config import EffectiveConfig
+from fleet_core.errors import (
+    DatasetChanged,
+    IdempotencyConflict,
+    InvalidInput,
+    MemoryNotFound,
+    SessionExists,
+    SessionNotFound,
+    SessionOwned,
+    WorkspacePathError,
+)
+from fleet_core.models import ProvenanceRecord
+from fleet_core.runtime import FleetRuntime
+from fleet_core.store import TurnOutcome
+
+
+async def test_sessions_are_created_listed_described_and_deleted(runtime: FleetRuntime) -> None:
+    created = await runtime.new_session("alpha", mode="rlm")
+    assert (created.session_id, created.mode, created.turn_count) == ("alpha", "rlm", 0)
+    generated = await runtime.new_session()
+    assert generated.session_id.startswith("sess_") and generated.mode == "hybrid"
+    listed = {info.session_id for info in await runtime.list_sessions()}
+    assert listed == {"alpha", generated.session_id}
+    assert (await runtime.describe_session("alpha")).mode == "rlm"
+    await runtime.delete_session("alpha")
+    with pytest.raises(SessionNotFound, match="No session 'alpha'"):
+        await runtime.describe_session("alpha")
+    assert not (runtime.config.state_dir / "workspaces" / "alpha").exists()
+
+
+async def test_duplicate_bad_and_unknown_sessions_give_clear_errors(
+    runtime: FleetRuntime,
+) -> None:
+    await runtime.new_session("dup")
+    with pytest.raises(SessionExists, match="already exists"):
+        await runtime.new_session("dup")
+    with pytest.raises(InvalidInput, match="Invalid session id"):
+        await runtime.new_session("../etc")
+    with pytest.raises(InvalidInput, match="Unknown mode 'fast'"):
+        await runtime.new_session("m", mode="fast")
+    with pytest.raises(SessionNotFound):
+        await runtime.load_session("missing")
+
+
+async def test_workspace_paths_from_clients_are_validated(
+    runtime: FleetRuntime, tmp_path: Path
+) -> None:
+    await runtime.new_session("paths")
+    for path in ("../x", "/etc/passwd", "files/a\x00", "files\\a", "other/a"):
+        with pytest.raises(WorkspacePathError):
+            await runtime.write_file("paths", path, b"x")
+        with pytest.raises(WorkspacePathError):
+            await runtime.read_file("paths", path)
+    outside = tmp_path / "outside.txt"
+    outside.write_text("host")
+    link = runtime.workspace("paths").root / "files" / "link.txt"
+    link.symlink_to(outside)
+    with pytest.raises(WorkspacePathError, match="symlink"):
+        await runtime.read_file("paths", "files/link.txt")
+    with pytest.raises(WorkspacePathError, match="symlink"):
+        await runtime.set_dataset("paths", "files/link.txt")
+
+
+async def test_restart_keeps_sessions_files_selections_history_and_notes(
+    fleet_config: EffectiveConfig, tmp_path: Path
+) -> None:
+    source = tmp_path / "sales.csv"
+    source.write_text("region,revenue\nnorth,10\nsouth,5\n")
+    first = await FleetRuntime.open(fleet_config)
+    await first.new_session("keep", mode="flex")
+    attached = await first.attach("keep", source)
+    await first.set_dataset("keep", "files/sales.csv", description="sales")
+    claim = first.store.claim_turn("keep", "sum revenue", None)
+    first.store.finish_turn(
+        claim.turn_id,
+        TurnOutcome(
+            status="completed",
+            result={"answer": "15"},
+            answer="15",
+            route="rlm",
+            learned_note="revenue is in column 2",
+        ),
+    )
+    await first.close()
+
+    second = await FleetRuntime.open(fleet_config)
+    try:
+        info = await second.load_session("keep")
+        assert info.mode == "flex" and info.turn_count == 1
+        assert info.dataset is not None and info.dataset.sha256 == attached.sha256
+        assert info.dataset.description == "sales"
+        listing = await second.list_workspace("keep")
+        assert [f.path for f in listing["files"]] == ["files/sales.csv"]
+        history = await second.history("keep")
+        assert [(t.task, t.status, t.answer) for t in history] == [
+            ("sum revenue", "completed", "15")
+        ]
+        assert "revenue is in column 2" in await second.memory_summary("keep")
+        effective = await second.effective_config("keep")
+        assert effective.settings.runtime.execution_mode == "flex"
+        assert effective.sources["runtime.execution_mode"] == "session"
+    finally:
+        await second.close()
+
+
+async def test_dataset_change_is_detected_at_turn_start(runtime: FleetRuntime) -> None:
+    await runtime.new_session("data")
+    await runtime.write_file("data", "files/d.csv", b"a,b\n1,2\n")
+    selected = await runtime.set_dataset("data", "files/d.csv")
+    assert await runtime.check_dataset("data") == selected
+    await runtime.write_file("data", "files/d.csv", b"a,b\n1,3\n")
+    with pytest.raises(DatasetChanged, match="Dataset source changed; select the new revision"):
+        await runtime.check_dataset("data")
+    await runtime.clear_dataset("data")
+    assert await runtime.check_dataset("data") is None
+
+
+async def test_a_turn_left_running_by_a_dead_process_is_marked_interrupted(
+    fleet_config: EffectiveConfig,
+) -> None:
+    crashed = await FleetRuntime.open(fleet_config)
+    await crashed.new_session("crash")
+    claim = crashed.store.claim_turn("crash", "long task", None)
+    await crashed.close()  # the process dies: its ownership ends, the row stays running
+
+    restarted = await FleetRuntime.open(fleet_config)
+    try:
+        [turn] = await restarted.history("crash")
+        assert turn.turn_id == claim.turn_id
+        assert turn.status == "failed"
+        assert turn.error is not None and turn.error.kind == "interrupted"
+    finally:
+        await restarted.close()
+
+
+async def test_a_running_turn_of_a_live_owner_is_left_alone_at_startup(
+    fleet_config: EffectiveConfig,
+) -> None:
+    owner = await FleetRuntime.open(fleet_config)
+    other = None
+    try:
+        await owner.new_session("live")
+        owner.store.claim_turn("live", "still running", None)
+        other = await FleetRuntime.open(fleet_config)
+        [turn] = await other.history("live")
+        assert turn.status == "running"
+    finally:
+        await owner.close()
+        if other is not None:
+            await other.close()
+
+
+async def test_two_runtimes_cannot_own_the_same_session(fleet_config: EffectiveConfig) -> None:
+    first = await FleetRuntime.open(fleet_config)
+    second = await FleetRuntime.open(fleet_config)
+    try:
+        await first.new_session("owned")
+        with pytest.raises(SessionOwned, match="owned by another fleet-lsp process"):
+            await second.load_session("owned")
+        with pytest.raises(SessionOwned):
+            await second.write_file("owned", "files/x.txt", b"x")
+        await first.close_session("owned")
+        assert (await second.load_session("owned")).session_id == "owned"
+        with pytest.raises(SessionOwned):
+            await first.set_mode("owned", "rlm")
+    finally:
+        await first.close()
+        await second.close()
+
+
+async def test_idempotency_key_replays_the_stored_outcome(runtime: FleetRuntime) -> None:
+    await runtime.new_session("idem")
+    store = runtime.store
+    claim = store.claim_turn("idem", "task one", "key-1")
+    assert claim.replayed is None
+    store.finish_turn(claim.turn_id, TurnOutcome(status="completed", result={"answer": "42"}))
+    again = store.claim_turn("idem", "task one", "key-1")
+    assert (again.turn_id, again.replayed) == (claim.turn_id, {"answer": "42"})
+    with pytest.raises(IdempotencyConflict, match="already belongs to another task"):
+        store.claim_turn("idem", "task two", "key-1")
+
+
+async def test_turn_outcome_commits_provenance_and_replay_together(
+    runtime: FleetRuntime,
+) -> None:
+    await runtime.new_session("commit")
+    claim = runtime.store.claim_turn("commit", "delegate", None)
+    await runtime.write_file("commit", "artifacts/child-1/out.csv", b"a\n")
+    record = ProvenanceRecord(
+        path="artifacts/child-1/out.csv",
+        root_path="artifacts/child-1/out.csv",
+        sha256="ab" * 32,
+        size_bytes=2,
+        agent_id="child-1",
+        parent_chain=["root"],
+    )
+    outcome = TurnOutcome(
+        status="completed",
+        result={"answer": "done"},
+        artifacts=[record],
+        replay=("cd" * 32, b"\x1f\x8bsnapshot"),
+    )
+    runtime.store.finish_turn(claim.turn_id, outcome)
+    [artifact] = await runtime.list_artifacts("commit")
+    assert artifact.path == "artifacts/child-1/out.csv"
+    assert artifact.provenance[0].agent_id == "child-1"
+    assert artifact.provenance[0].turn_id == claim.turn_id
+    # a committed outcome is never overwritten by a late failure path
+    runtime.store.finish_turn(claim.turn_id, TurnOutcome(status="failed", result={}))
+    assert (await runtime.history("commit"))[0].status == "completed"
+
+
+async def test_memories_are_stored_and_reviewed_explicitly(runtime: FleetRuntime) -> None:
+    await runtime.new_session("mem")
+    memory = runtime.store.add_memory("mem", "observation", "north leads", {"turn": "t1"})
+    assert [m.reviewed for m in await runtime.memories("mem")] == [False]
+    await runtime.review_memory("mem", memory.memory_id)
+    [reviewed] = await runtime.memories("mem", reviewed=True)
+    assert reviewed.content == "north leads"
+    with pytest.raises(MemoryNotFound, match="No memory 'nope'"):
+        await runtime.review_memory("mem", "nope")
