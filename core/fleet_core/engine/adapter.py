@@ -1,0 +1,69 @@
+"""The Fleet chat adapter: tolerant of bare code replies, re-asks once, never falls back to JSON."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import dspy
+from dspy.utils.exceptions import AdapterParseError
+
+from fleet_core.engine.metering import charged_as
+
+_FENCE = re.compile(r"```(?:python|py|python3|py3)?[ \t]*\n(.*?)```", re.DOTALL)
+_THINK_END = "</think>"
+REASK_NOTE = (
+    "\n\nFORMAT CORRECTION: your previous reply could not be parsed. Reply with every output "
+    "field, each introduced by its exact `[[ ## field ## ]]` header, and end with "
+    "`[[ ## completed ## ]]`."
+)
+
+
+class FleetChatAdapter(dspy.ChatAdapter):  # type: ignore[misc]
+    """ChatAdapter that accepts a bare fenced python block for (reasoning, code) outputs.
+
+    A reply that still cannot be parsed is re-asked once with a format correction; the re-ask is an
+    ordinary (metered) LM call, recategorized as ``reask`` in the Turn's usage.
+    """
+
+    def __init__(self, *, reasks: int = 1) -> None:
+        super().__init__(use_json_adapter_fallback=False)
+        self._reasks = reasks
+
+    def parse(self, signature: Any, completion: str) -> dict[str, Any]:
+        if _THINK_END in completion:
+            completion = completion.split(_THINK_END, 1)[1]
+        try:
+            return dict(super().parse(signature, completion))
+        except AdapterParseError:
+            bare = self._bare_code(signature, completion)
+            if bare is None:
+                raise
+            return bare
+
+    @staticmethod
+    def _bare_code(signature: Any, completion: str) -> dict[str, Any] | None:
+        if set(signature.output_fields) != {"reasoning", "code"}:
+            return None
+        match = _FENCE.search(completion)
+        if match is None:
+            return None
+        reasoning = completion[: match.start()].strip() or "(no reasoning given)"
+        return {"reasoning": reasoning, "code": match.group(1).strip()}
+
+    def __call__(
+        self,
+        lm: Any,
+        lm_kwargs: dict[str, Any],
+        signature: Any,
+        demos: list[dict[str, Any]],
+        inputs: dict[str, Any],
+    ) -> list[dict[str, Any]]:
+        try:
+            return list(super().__call__(lm, lm_kwargs, signature, demos, inputs))
+        except AdapterParseError:
+            if self._reasks < 1:
+                raise
+        signature = signature.with_instructions(signature.instructions + REASK_NOTE)
+        with charged_as("reask"):
+            return list(super().__call__(lm, lm_kwargs, signature, demos, inputs))

@@ -1,0 +1,83 @@
+"""Rendering the Turn program's text inputs: session history and memory summary (no dspy)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+from fleet_core.models import Memory, TurnSummary
+
+NOTES_CHARS = 6_000
+MEMORIES_MAX = 20
+MEMORIES_CHARS = 12_000
+_WORD = re.compile(r"[a-z0-9]{3,}")
+
+
+def render_history(turns: Sequence[TurnSummary], *, max_turns: int, max_chars: int) -> str:
+    """The last ``max_turns`` completed Turns, oldest first, within ``max_chars`` (newest kept)."""
+    recent = [t for t in turns if t.status == "completed"][-max_turns:] if max_turns else []
+    blocks: list[str] = []
+    remaining = max_chars
+    for turn in reversed(recent):
+        if remaining < 20:
+            break
+        task, answer = turn.task, turn.answer or ""
+        block = f"User: {task}\nAssistant: {answer}"
+        if len(block) + 2 > remaining:
+            task = task if len(task) <= 4_000 else task[:4_000] + "..."
+            room = remaining - len(task) - 22
+            if room <= 0:
+                break
+            answer = answer if len(answer) <= room else "..." + answer[-(room - 3) :]
+            block = f"User: {task}\nAssistant: {answer}"[: remaining - 2]
+        blocks.append(block)
+        remaining -= len(block) + 2
+    return "\n\n".join(reversed(blocks)) if blocks else "(no earlier Turns in this Session)"
+
+
+def _words(text: str) -> set[str]:
+    return set(_WORD.findall(text.lower()))
+
+
+def relevant_memories(memories: Sequence[Memory], task: str, limit: int = MEMORIES_MAX) -> list[Memory]:
+    """Reviewed memories ranked by word overlap with the task, then recency."""
+    wanted = _words(task)
+    scored = [
+        (len(wanted & _words(m.content)), m.created_at.timestamp(), m)
+        for m in memories
+        if m.reviewed
+    ]
+    scored.sort(key=lambda item: (item[0], item[1]), reverse=True)
+    return [m for _, _, m in scored[:limit]]
+
+
+def environment_line(python: str, packages: Mapping[str, bool]) -> str:
+    have = sorted(name for name, present in packages.items() if present)
+    missing = sorted(name for name, present in packages.items() if not present)
+    line = f"Sandbox: Python {python or 'unknown'}"
+    if have:
+        line += f"; available packages: {', '.join(have)}"
+    if missing:
+        line += f"; not installed: {', '.join(missing)}"
+    return line + "."
+
+
+def render_memory_summary(
+    notes: str, memories: Sequence[Memory], task: str, environment: str
+) -> str:
+    """Learned notes (bounded, newest kept), matching reviewed memories, environment line."""
+    parts: list[str] = []
+    notes = notes.strip()
+    if notes:
+        if len(notes) > NOTES_CHARS:
+            notes = "..." + notes[-NOTES_CHARS:]
+        parts.append("Learned notes (unreviewed hints, never a reference):\n" + notes)
+    chosen = relevant_memories(memories, task)
+    if chosen:
+        lines = [f"- [{m.kind}] {m.content}" for m in chosen]
+        text = "\n".join(lines)
+        if len(text) > MEMORIES_CHARS:
+            text = text[:MEMORIES_CHARS] + "..."
+        parts.append("Reviewed memories:\n" + text)
+    parts.append(environment)
+    return "\n\n".join(parts)

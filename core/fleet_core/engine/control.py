@@ -1,0 +1,291 @@
+"""One Turn's shared limits: model-call budget, deadline, cancel scope, agent-tree capacity, usage.
+
+Root and every child agent share one ``TurnControl``. Everything that waits or spends checks it:
+the metered LMs charge it before each call, the interpreter checks it before and after each cell,
+and the delegation tools reserve child capacity from it. ``cancel`` and ``expire`` may be called
+from any thread; they run the registered interrupt hooks (sandbox cells, children) at once.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from fleet_core.errors import FleetError
+from fleet_core.models import Usage
+
+Terminal = Literal["cancelled", "deadline", "budget"]
+Emit = Callable[..., None]
+
+
+class TurnStopped(FleetError):
+    """The Turn as a whole must end (cancellation, deadline or budget); never returned as data."""
+
+    kind = "TurnStopped"
+    status: Literal["failed", "cancelled"] = "failed"
+
+
+class TurnCancelled(TurnStopped):
+    kind = "TurnCancelled"
+    status = "cancelled"
+
+
+class TurnDeadlineExceeded(TurnStopped):
+    kind = "TurnDeadlineExceeded"
+
+
+class BudgetExhausted(TurnStopped):
+    kind = "BudgetExhausted"
+
+
+class ChildCapacityError(FleetError):
+    """A spawn was refused (depth or capacity); returned to the model as a tool error."""
+
+    kind = "ChildCapacity"
+
+
+@dataclass(frozen=True, slots=True)
+class AgentLimits:
+    max_depth: int = 3
+    max_children: int = 8
+    max_live_children: int = 4
+
+
+class _Hooks:
+    def __init__(self) -> None:
+        self._next = 0
+        self._items: dict[int, Callable[[], None]] = {}
+
+    def add(self, fn: Callable[[], None]) -> int:
+        self._next += 1
+        self._items[self._next] = fn
+        return self._next
+
+    def pop(self, key: int) -> None:
+        self._items.pop(key, None)
+
+    def all(self) -> list[Callable[[], None]]:
+        return list(self._items.values())
+
+
+def _noop_emit(*args: Any, **kwargs: Any) -> None:
+    return None
+
+
+class TurnControl:
+    """Budget, deadline, cancellation, capacity and host-observed usage of one Turn."""
+
+    def __init__(
+        self,
+        *,
+        max_units: int,
+        timeout_seconds: float | None,
+        limits: AgentLimits | None = None,
+        emit: Emit | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.max_units = max_units
+        self.limits = limits or AgentLimits()
+        self.emit: Emit = emit or _noop_emit
+        self._clock = clock
+        self.started_at = clock()
+        self.deadline_at = (
+            self.started_at + timeout_seconds if timeout_seconds and timeout_seconds > 0 else None
+        )
+        self._lock = threading.Lock()
+        self._terminal: Terminal | None = None
+        self._reason = ""
+        self._stopped = threading.Event()
+        self._hooks = _Hooks()
+        # usage
+        self.units = 0
+        self.by_category: dict[str, int] = {}
+        self.sandbox_errors = 0
+        self.submit_rejections = 0
+        self.input_tokens: int | None = None
+        self.output_tokens: int | None = None
+        # agent tree
+        self.children_started = 0
+        self.live_children = 0
+
+    # --- state -------------------------------------------------------------------------------
+
+    @property
+    def terminal(self) -> Terminal | None:
+        return self._terminal
+
+    @property
+    def stopped(self) -> threading.Event:
+        """Set once the Turn is cancelled, past its deadline or out of budget."""
+        return self._stopped
+
+    def remaining_seconds(self) -> float | None:
+        if self.deadline_at is None:
+            return None
+        return max(0.0, self.deadline_at - self._clock())
+
+    def elapsed(self) -> float:
+        return self._clock() - self.started_at
+
+    def check(self) -> None:
+        """Raise the Turn-ending error if the Turn was stopped or its deadline passed."""
+        if self._terminal is None and self.deadline_at is not None:
+            if self._clock() >= self.deadline_at:
+                self.expire()
+        terminal = self._terminal
+        if terminal is None:
+            return
+        raise self.error()
+
+    def error(self) -> TurnStopped:
+        if self._terminal == "cancelled":
+            return TurnCancelled(self._reason or "The Turn was cancelled")
+        if self._terminal == "deadline":
+            return TurnDeadlineExceeded(self._reason or "The Turn ran past its deadline")
+        return BudgetExhausted(self._reason or "The Turn's model-call budget is exhausted")
+
+    def _stop(self, terminal: Terminal, reason: str) -> bool:
+        with self._lock:
+            if self._terminal is not None:
+                return False
+            self._terminal = terminal
+            self._reason = reason
+            hooks = self._hooks.all()
+        self._stopped.set()
+        self.emit("status", {"status": "stopping", "reason": terminal, "message": reason})
+        for hook in hooks:
+            try:
+                hook()
+            except Exception:  # noqa: S112 - an interrupt hook failing must not stop the others
+                continue
+        return True
+
+    def cancel(self, reason: str = "The Turn was cancelled") -> bool:
+        return self._stop("cancelled", reason)
+
+    def expire(self) -> bool:
+        seconds = 0.0 if self.deadline_at is None else self.deadline_at - self.started_at
+        return self._stop("deadline", f"The Turn ran past its {seconds:g}-second deadline")
+
+    @contextmanager
+    def on_stop(self, hook: Callable[[], None]) -> Iterator[None]:
+        """Run ``hook`` (from any thread) if the Turn stops while the block runs."""
+        with self._lock:
+            key = self._hooks.add(hook)
+            already = self._terminal is not None
+        try:
+            if already:
+                hook()
+            yield
+        finally:
+            with self._lock:
+                self._hooks.pop(key)
+
+    # --- budget ------------------------------------------------------------------------------
+
+    def charge(self, units: int, category: str, agent_id: str = "root") -> None:
+        """Spend ``units`` model-call units or end the Turn with ``BudgetExhausted``."""
+        self.check()
+        with self._lock:
+            if self.units + units > self.max_units:
+                over = True
+            else:
+                over = False
+                self.units += units
+                self.by_category[category] = self.by_category.get(category, 0) + units
+            used = self.units
+        if over:
+            self._stop(
+                "budget",
+                f"The Turn's model-call budget is exhausted ({used} of {self.max_units} units "
+                f"used; {units} more requested for {category})",
+            )
+            raise self.error()
+        self.emit(
+            "budget_update",
+            {"used": used, "max": self.max_units, "category": category},
+            agent_id=agent_id,
+        )
+
+    def recategorize(self, units: int, source: str, target: str) -> None:
+        with self._lock:
+            moved = min(units, self.by_category.get(source, 0))
+            if moved:
+                self.by_category[source] -= moved
+                self.by_category[target] = self.by_category.get(target, 0) + moved
+
+    def add_tokens(self, input_tokens: int | None, output_tokens: int | None) -> None:
+        with self._lock:
+            if input_tokens is not None:
+                self.input_tokens = (self.input_tokens or 0) + input_tokens
+            if output_tokens is not None:
+                self.output_tokens = (self.output_tokens or 0) + output_tokens
+
+    def note_sandbox_error(self) -> None:
+        with self._lock:
+            self.sandbox_errors += 1
+
+    def note_submit_rejection(self) -> None:
+        with self._lock:
+            self.submit_rejections += 1
+
+    def usage(self) -> Usage:
+        with self._lock:
+            return Usage(
+                model_calls=self.units,
+                sandbox_errors=self.sandbox_errors,
+                submit_rejections=self.submit_rejections,
+                input_tokens=self.input_tokens,
+                output_tokens=self.output_tokens,
+                calls_by_category={k: v for k, v in self.by_category.items() if v},
+            )
+
+    # --- agent tree --------------------------------------------------------------------------
+
+    @contextmanager
+    def child_slot(self, parent_depth: int) -> Iterator[int]:
+        """Reserve a child at ``parent_depth + 1``; refuse (never queue) when over capacity."""
+        self.check()
+        limits = self.limits
+        with self._lock:
+            if parent_depth >= limits.max_depth:
+                raise ChildCapacityError(
+                    f"Agent recursion depth exhausted: depth {parent_depth} may not spawn "
+                    f"(the limit is {limits.max_depth})"
+                )
+            if self.children_started >= limits.max_children:
+                raise ChildCapacityError(
+                    f"Child sandbox capacity exhausted: this Turn already started "
+                    f"{self.children_started} of {limits.max_children} children"
+                )
+            if self.live_children >= limits.max_live_children:
+                raise ChildCapacityError(
+                    f"Child sandbox capacity exhausted: {self.live_children} children are running "
+                    f"(the limit is {limits.max_live_children}); spawn refused to avoid a wait cycle"
+                )
+            self.children_started += 1
+            self.live_children += 1
+        try:
+            yield parent_depth + 1
+        finally:
+            with self._lock:
+                self.live_children -= 1
+
+    def reserve_children(self, parent_depth: int, count: int) -> None:
+        """Check up front that ``count`` children can run together (``spawn_agents``)."""
+        limits = self.limits
+        with self._lock:
+            if parent_depth >= limits.max_depth:
+                raise ChildCapacityError(
+                    f"Agent recursion depth exhausted: depth {parent_depth} may not spawn "
+                    f"(the limit is {limits.max_depth})"
+                )
+            if self.children_started + count > limits.max_children:
+                raise ChildCapacityError(
+                    f"Child sandbox capacity exhausted: {count} more children would exceed "
+                    f"{limits.max_children} per Turn ({self.children_started} already started)"
+                )
