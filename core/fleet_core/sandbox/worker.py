@@ -1,0 +1,487 @@
+"""Fleet sandbox worker: a long-lived Python REPL speaking JSON lines.
+
+STDLIB ONLY, no ``from __future__`` imports: this file runs inside any sandbox image (bwrap here,
+Daytona elsewhere) as ``python -I worker.py``.
+
+Protocol. At start the worker moves the protocol off fds 0/1: it keeps private duplicates of the
+pipes it was given, points fd 0 at /dev/null and fds 1/2 at an anonymous capture file, and replaces
+``sys.stdout``/``sys.stderr`` per cell with bounded buffers. So ``print`` and C-level writes can
+never reach the protocol stream. Every frame is one JSON object on one line.
+
+host -> worker
+  {"type": "exec", "id", "nonce", "code", "variables", "tools": [names], "output_fields",
+   "max_output_chars", "cpu_seconds"}
+  {"type": "tool_result", "id", "call", "ok": true, "value"} | {..., "ok": false, "error"}
+  {"type": "shutdown"}
+worker -> host
+  {"type": "ready", "pid", "python", "packages", "cwd"}
+  {"type": "tool_call", "id", "nonce", "call", "tool", "args", "kwargs"}   (several may be open)
+  {"type": "result", "id", "nonce", "stdout", "stderr", "stdout_truncated", "stderr_truncated",
+   "value", "error", "final", "duration"}
+
+Generated code shares this process, so it *can* write frames of its own; the host validates
+every frame (see ``fleet_core.sandbox.protocol``). The per-cell nonce only makes accidents and
+naive forgeries fail early.
+"""
+
+import ast
+import builtins
+import importlib.util
+import io
+import itertools
+import json
+import linecache
+import os
+import queue
+import signal
+import sys
+import threading
+import time
+import traceback
+
+PROBED_PACKAGES = (
+    "numpy",
+    "pandas",
+    "scipy",
+    "sympy",
+    "polars",
+    "pyarrow",
+    "sklearn",
+    "statsmodels",
+    "matplotlib",
+    "networkx",
+    "mpmath",
+)
+MAX_SUBMIT_BYTES = 2_000_000
+CELL_FILENAME = "<cell-{}>"
+
+
+class _Submit(BaseException):
+    """Raised by SUBMIT to end the cell; a BaseException so ``except Exception`` does not eat it."""
+
+    def __init__(self, payload):
+        BaseException.__init__(self, "SUBMIT")
+        self.payload = payload
+
+
+class CpuTimeExceeded(Exception):
+    """The cell used more CPU time than its budget (RLIMIT_CPU soft limit, SIGXCPU)."""
+
+
+class BoundedText(io.TextIOBase):
+    """A write-only text stream keeping the first ``limit`` characters."""
+
+    def __init__(self, limit):
+        io.TextIOBase.__init__(self)
+        self._limit = limit
+        self._parts = []
+        self._size = 0
+        self._lock = threading.Lock()
+        self.truncated = False
+
+    def writable(self):
+        return True
+
+    def isatty(self):
+        return False
+
+    @property
+    def encoding(self):
+        return "utf-8"
+
+    def write(self, text):
+        if not isinstance(text, str):
+            raise TypeError("write() argument must be str, not " + type(text).__name__)
+        with self._lock:
+            room = self._limit - self._size
+            if len(text) > room:
+                self.truncated = True
+                text = text[: max(room, 0)]
+            if text:
+                self._parts.append(text)
+                self._size += len(text)
+        return len(text)
+
+    def flush(self):
+        pass
+
+    def getvalue(self):
+        with self._lock:
+            return "".join(self._parts)
+
+
+def to_jsonable(value):
+    """``json.dumps`` default: numpy scalars/arrays, sets and tuples; anything else is refused."""
+    if isinstance(value, (set, frozenset)):
+        return sorted(value, key=repr)
+    item = getattr(value, "item", None)
+    if callable(item) and getattr(value, "shape", None) == ():
+        return item()
+    tolist = getattr(value, "tolist", None)
+    if callable(tolist):
+        return tolist()
+    raise TypeError("values sent to the host must be JSON-serializable, got " + type(value).__name__)
+
+
+def dumps(obj):
+    return json.dumps(obj, ensure_ascii=True, separators=(",", ":"), default=to_jsonable)
+
+
+class Channel:
+    """The protocol pipes: frames out under a lock, lines in from the reader thread."""
+
+    def __init__(self, rfd, wfd):
+        self._reader = os.fdopen(rfd, "rb", buffering=1 << 16)
+        self._wfd = wfd
+        self._lock = threading.Lock()
+
+    def send(self, frame):
+        data = (dumps(frame) + "\n").encode("ascii")
+        view = memoryview(data)
+        with self._lock:
+            while view:
+                written = os.write(self._wfd, view)
+                view = view[written:]
+
+    def lines(self):
+        while True:
+            line = self._reader.readline()
+            if not line:
+                return
+            yield line
+
+
+class ToolCalls:
+    """Outstanding tool calls by call id; any thread may call, the reader thread answers."""
+
+    def __init__(self, channel):
+        self._channel = channel
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+        self._pending = {}
+        self.active_exec = None
+        self.active_nonce = None
+
+    def call(self, exec_id, nonce, tool, args, kwargs):
+        if exec_id != self.active_exec:
+            raise RuntimeError("tool " + tool + " was called after its cell ended")
+        call_id = next(self._ids)
+        slot = {"event": threading.Event(), "exec": exec_id}
+        with self._lock:
+            self._pending[call_id] = slot
+        try:
+            self._channel.send(
+                {
+                    "type": "tool_call",
+                    "id": exec_id,
+                    "nonce": nonce,
+                    "call": call_id,
+                    "tool": tool,
+                    "args": list(args),
+                    "kwargs": kwargs,
+                }
+            )
+            slot["event"].wait()
+        finally:
+            with self._lock:
+                self._pending.pop(call_id, None)
+        if slot.get("ok"):
+            return slot.get("value")
+        raise RuntimeError(slot.get("error") or ("tool " + tool + " failed"))
+
+    def resolve(self, frame):
+        with self._lock:
+            slot = self._pending.get(frame.get("call"))
+        if slot is None or slot["exec"] != frame.get("id"):
+            return
+        slot["ok"] = bool(frame.get("ok"))
+        slot["value"] = frame.get("value")
+        slot["error"] = frame.get("error")
+        slot["event"].set()
+
+    def end_cell(self, exec_id):
+        self.active_exec = None
+        with self._lock:
+            slots = [s for s in self._pending.values() if s["exec"] == exec_id]
+        for slot in slots:
+            slot["ok"] = False
+            slot["error"] = "the cell ended before the tool replied"
+            slot["event"].set()
+
+
+class Worker:
+    def __init__(self, channel):
+        self.channel = channel
+        self.tools = ToolCalls(channel)
+        self.inbox = queue.Queue()
+        self.running = False
+        self.submitted = None
+        self.cells = itertools.count(1)
+        self.capture_fd = None
+        self.namespace = {"__name__": "__main__", "__builtins__": builtins}
+
+    # -- start-up -------------------------------------------------------------------------------
+    def install(self):
+        self.capture_fd = _redirect_std_fds()
+        signal.signal(signal.SIGINT, self._on_sigint)
+        if hasattr(signal, "SIGXCPU"):
+            signal.signal(signal.SIGXCPU, self._on_sigxcpu)
+        reader = threading.Thread(target=self._read_loop, name="fleet-protocol", daemon=True)
+        reader.start()
+
+    def _on_sigint(self, signum, frame):
+        if self.running:
+            raise KeyboardInterrupt
+
+    def _on_sigxcpu(self, signum, frame):
+        if self.running:
+            raise CpuTimeExceeded("CPU time budget for this cell exhausted")
+
+    def _read_loop(self):
+        try:
+            for line in self.channel.lines():
+                try:
+                    frame = json.loads(line)
+                except ValueError:
+                    continue
+                kind = frame.get("type") if isinstance(frame, dict) else None
+                if kind == "tool_result":
+                    self.tools.resolve(frame)
+                elif kind in ("exec", "shutdown"):
+                    self.inbox.put(frame)
+        except OSError:
+            return  # protocol fd closed under us; the host sees EOF and decides
+        os._exit(0)  # the host closed our input: it is gone or wants us gone
+
+    def ready_frame(self):
+        return {
+            "type": "ready",
+            "pid": os.getpid(),
+            "python": sys.version.split()[0],
+            "packages": {name: _importable(name) for name in PROBED_PACKAGES},
+            "cwd": os.getcwd(),
+        }
+
+    # -- the loop -------------------------------------------------------------------------------
+    def serve(self):
+        self.channel.send(self.ready_frame())
+        while True:
+            try:
+                frame = self.inbox.get()
+                if frame.get("type") == "shutdown":
+                    return
+                self.channel.send(self.run_cell(frame))
+            except KeyboardInterrupt:
+                continue  # a late interrupt that missed its cell
+
+    def run_cell(self, frame):
+        exec_id = frame.get("id")
+        nonce = frame.get("nonce")
+        limit = int(frame.get("max_output_chars") or 100_000)
+        out, err = BoundedText(limit), BoundedText(limit)
+        started = time.perf_counter()
+        self.submitted = None
+        self.tools.active_exec, self.tools.active_nonce = exec_id, nonce
+        self._prepare_namespace(frame, exec_id, nonce)
+        _set_cpu_budget(frame.get("cpu_seconds"))
+        saved = sys.stdout, sys.stderr
+        sys.stdout, sys.stderr = out, err
+        value, error = None, None
+        try:
+            value = self._run_code(frame.get("code") or "")
+        except _Submit:
+            pass
+        except BaseException as exc:  # user code: every failure is data
+            error = _describe(exc)
+        finally:
+            self.running = False
+            sys.stdout, sys.stderr = saved
+            self.tools.end_cell(exec_id)
+        final, error = self._final_payload(error)
+        return {
+            "type": "result",
+            "id": exec_id,
+            "nonce": nonce,
+            "stdout": out.getvalue() + self._drain_fd_output(limit),
+            "stderr": err.getvalue(),
+            "stdout_truncated": out.truncated,
+            "stderr_truncated": err.truncated,
+            "value": _bounded_repr(value, limit) if value is not None else None,
+            "error": error,
+            "final": final,
+            "duration": time.perf_counter() - started,
+        }
+
+    def _prepare_namespace(self, frame, exec_id, nonce):
+        ns = self.namespace
+        for name in frame.get("tools") or ():
+            ns[name] = self._tool_stub(name, exec_id, nonce)
+        ns["SUBMIT"] = self._submit_function(frame.get("output_fields"))
+        variables = frame.get("variables") or {}
+        ns.update(variables)
+
+    def _run_code(self, code):
+        filename = CELL_FILENAME.format(next(self.cells))
+        tree = ast.parse(code, filename, "exec")
+        linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+        last = None
+        if tree.body and isinstance(tree.body[-1], ast.Expr):
+            last = ast.Expression(tree.body.pop().value)
+        body = compile(tree, filename, "exec")
+        tail = compile(last, filename, "eval") if last is not None else None
+        self.running = True
+        exec(body, self.namespace)  # noqa: S102 - this *is* the sandbox
+        if tail is not None:
+            return eval(tail, self.namespace)  # noqa: S307
+        return None
+
+    def _final_payload(self, error):
+        if self.submitted is None:
+            return None, error
+        try:
+            size = len(dumps(self.submitted))
+        except (TypeError, ValueError) as exc:
+            return None, _describe(TypeError("SUBMIT: " + str(exc)))
+        if size > MAX_SUBMIT_BYTES:
+            message = "SUBMIT payload is {} bytes; the limit is {}".format(size, MAX_SUBMIT_BYTES)
+            return None, _describe(ValueError(message))
+        return self.submitted, error
+
+    def _tool_stub(self, name, exec_id, nonce):
+        tools = self.tools
+
+        def call_tool(*args, **kwargs):
+            return tools.call(exec_id, nonce, name, args, kwargs)
+
+        call_tool.__name__ = name
+        call_tool.__qualname__ = name
+        call_tool.__doc__ = "Host tool " + name + " (runs outside the sandbox)."
+        return call_tool
+
+    def _submit_function(self, output_fields):
+        names = [f.get("name") for f in output_fields or () if isinstance(f, dict)]
+        worker = self
+
+        def SUBMIT(*args, **kwargs):  # noqa: N802 - the name the model uses
+            worker.submitted = _submit_payload(names, args, kwargs)
+            raise _Submit(worker.submitted)
+
+        return SUBMIT
+
+    def _drain_fd_output(self, limit):
+        fd = self.capture_fd
+        if fd is None:
+            return ""
+        try:
+            size = os.fstat(fd).st_size
+            if not size:
+                return ""
+            data = os.pread(fd, min(size, limit * 4), 0)
+            os.ftruncate(fd, 0)
+        except OSError:
+            return ""
+        return data.decode("utf-8", "replace")[:limit]
+
+
+def _submit_payload(names, args, kwargs):
+    if not names:
+        if args and not kwargs and len(args) == 1:
+            return {"output": args[0]}
+        if args:
+            raise TypeError("SUBMIT takes keyword arguments (or a single value)")
+        return dict(kwargs)
+    if args and kwargs:
+        raise TypeError("SUBMIT takes either positional or keyword arguments, not both")
+    if args:
+        if len(args) != len(names):
+            raise TypeError("SUBMIT expects {} values: {}".format(len(names), ", ".join(names)))
+        return dict(zip(names, args))
+    missing = [n for n in names if n not in kwargs]
+    extra = [k for k in kwargs if k not in names]
+    if missing or extra:
+        raise TypeError(
+            "SUBMIT expects exactly: {} (missing: {}; unexpected: {})".format(
+                ", ".join(names), ", ".join(missing) or "none", ", ".join(extra) or "none"
+            )
+        )
+    return dict(kwargs)
+
+
+def _describe(exc):
+    error = {"type": type(exc).__name__, "message": str(exc), "traceback": "", "lineno": None}
+    if isinstance(exc, SyntaxError):
+        error["lineno"] = exc.lineno
+        error["traceback"] = "".join(traceback.format_exception_only(type(exc), exc))
+        return error
+    tb = exc.__traceback__
+    while tb is not None and not tb.tb_frame.f_code.co_filename.startswith("<cell-"):
+        tb = tb.tb_next
+    lines = traceback.format_exception(type(exc), exc, tb)
+    error["traceback"] = "".join(lines)[-20_000:]
+    return error
+
+
+def _bounded_repr(value, limit):
+    try:
+        text = repr(value)
+    except Exception as exc:  # a broken __repr__ is the user's; report it as the value
+        text = "<repr failed: {}: {}>".format(type(exc).__name__, exc)
+    if len(text) > limit:
+        return text[:limit] + "... [truncated]"
+    return text
+
+
+def _importable(name):
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _set_cpu_budget(seconds):
+    """Before each cell: soft RLIMIT_CPU = CPU used so far + this cell's budget (<= hard)."""
+    if not seconds:
+        return
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        wanted = int(usage.ru_utime + usage.ru_stime) + int(seconds) + 1
+        if hard != resource.RLIM_INFINITY:
+            wanted = min(wanted, hard)
+        resource.setrlimit(resource.RLIMIT_CPU, (wanted, hard))
+    except (ImportError, ValueError, OSError):
+        return
+
+
+def _redirect_std_fds():
+    """Point fd 0 at /dev/null and fds 1/2 at an anonymous append-only capture file."""
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    try:
+        fd = os.open("/tmp", os.O_TMPFILE | os.O_RDWR | os.O_APPEND, 0o600)
+    except (AttributeError, OSError):
+        import tempfile
+
+        handle = tempfile.TemporaryFile()
+        fd = os.dup(handle.fileno())
+        handle.close()
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    return fd
+
+
+def main():
+    rfd, wfd = os.dup(0), os.dup(1)  # private, non-inheritable copies of the protocol pipes
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    worker = Worker(Channel(rfd, wfd))
+    worker.install()
+    sys.stdout = BoundedText(10_000)
+    sys.stderr = BoundedText(10_000)
+    worker.serve()
+
+
+if __name__ == "__main__":
+    main()
