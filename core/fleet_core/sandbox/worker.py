@@ -38,6 +38,10 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Iterator
+from typing import Any
+
+Frame = dict[str, Any]
 
 PROBED_PACKAGES = (
     "numpy",
@@ -59,7 +63,7 @@ CELL_FILENAME = "<cell-{}>"
 class _Submit(BaseException):
     """Raised by SUBMIT to end the cell; a BaseException so ``except Exception`` does not eat it."""
 
-    def __init__(self, payload):
+    def __init__(self, payload: Frame) -> None:
         BaseException.__init__(self, "SUBMIT")
         self.payload = payload
 
@@ -71,25 +75,25 @@ class CpuTimeExceeded(Exception):
 class BoundedText(io.TextIOBase):
     """A write-only text stream keeping the first ``limit`` characters."""
 
-    def __init__(self, limit):
+    def __init__(self, limit: int) -> None:
         io.TextIOBase.__init__(self)
         self._limit = limit
-        self._parts = []
+        self._parts: list[str] = []
         self._size = 0
         self._lock = threading.Lock()
         self.truncated = False
 
-    def writable(self):
+    def writable(self) -> bool:
         return True
 
-    def isatty(self):
+    def isatty(self) -> bool:
         return False
 
     @property
-    def encoding(self):
+    def encoding(self) -> str:  # type: ignore[override]
         return "utf-8"
 
-    def write(self, text):
+    def write(self, text: str) -> int:
         if not isinstance(text, str):
             raise TypeError("write() argument must be str, not " + type(text).__name__)
         with self._lock:
@@ -102,15 +106,15 @@ class BoundedText(io.TextIOBase):
                 self._size += len(text)
         return len(text)
 
-    def flush(self):
+    def flush(self) -> None:
         pass
 
-    def getvalue(self):
+    def getvalue(self) -> str:
         with self._lock:
             return "".join(self._parts)
 
 
-def to_jsonable(value):
+def to_jsonable(value: Any) -> Any:
     """``json.dumps`` default: numpy scalars/arrays, sets and tuples; anything else is refused."""
     if isinstance(value, (set, frozenset)):
         return sorted(value, key=repr)
@@ -120,22 +124,24 @@ def to_jsonable(value):
     tolist = getattr(value, "tolist", None)
     if callable(tolist):
         return tolist()
-    raise TypeError("values sent to the host must be JSON-serializable, got " + type(value).__name__)
+    raise TypeError(
+        "values sent to the host must be JSON-serializable, got " + type(value).__name__
+    )
 
 
-def dumps(obj):
+def dumps(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=True, separators=(",", ":"), default=to_jsonable)
 
 
 class Channel:
     """The protocol pipes: frames out under a lock, lines in from the reader thread."""
 
-    def __init__(self, rfd, wfd):
+    def __init__(self, rfd: int, wfd: int) -> None:
         self._reader = os.fdopen(rfd, "rb", buffering=1 << 16)
         self._wfd = wfd
         self._lock = threading.Lock()
 
-    def send(self, frame):
+    def send(self, frame: Frame) -> None:
         data = (dumps(frame) + "\n").encode("ascii")
         view = memoryview(data)
         with self._lock:
@@ -143,7 +149,7 @@ class Channel:
                 written = os.write(self._wfd, view)
                 view = view[written:]
 
-    def lines(self):
+    def lines(self) -> Iterator[bytes]:
         while True:
             line = self._reader.readline()
             if not line:
@@ -154,19 +160,21 @@ class Channel:
 class ToolCalls:
     """Outstanding tool calls by call id; any thread may call, the reader thread answers."""
 
-    def __init__(self, channel):
+    def __init__(self, channel: Channel) -> None:
         self._channel = channel
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
-        self._pending = {}
-        self.active_exec = None
-        self.active_nonce = None
+        self._pending: dict[Any, Frame] = {}
+        self.active_exec: str | None = None
+        self.active_nonce: str | None = None
 
-    def call(self, exec_id, nonce, tool, args, kwargs):
+    def call(
+        self, exec_id: str, nonce: str, tool: str, args: tuple[Any, ...], kwargs: Frame
+    ) -> Any:
         if exec_id != self.active_exec:
             raise RuntimeError("tool " + tool + " was called after its cell ended")
         call_id = next(self._ids)
-        slot = {"event": threading.Event(), "exec": exec_id}
+        slot: Frame = {"event": threading.Event(), "exec": exec_id}
         with self._lock:
             self._pending[call_id] = slot
         try:
@@ -189,7 +197,7 @@ class ToolCalls:
             return slot.get("value")
         raise RuntimeError(slot.get("error") or ("tool " + tool + " failed"))
 
-    def resolve(self, frame):
+    def resolve(self, frame: Frame) -> None:
         with self._lock:
             slot = self._pending.get(frame.get("call"))
         if slot is None or slot["exec"] != frame.get("id"):
@@ -199,7 +207,7 @@ class ToolCalls:
         slot["error"] = frame.get("error")
         slot["event"].set()
 
-    def end_cell(self, exec_id):
+    def end_cell(self, exec_id: str | None) -> None:
         self.active_exec = None
         with self._lock:
             slots = [s for s in self._pending.values() if s["exec"] == exec_id]
@@ -210,18 +218,18 @@ class ToolCalls:
 
 
 class Worker:
-    def __init__(self, channel):
+    def __init__(self, channel: Channel) -> None:
         self.channel = channel
         self.tools = ToolCalls(channel)
-        self.inbox = queue.Queue()
+        self.inbox: queue.Queue[Frame] = queue.Queue()
         self.running = False
-        self.submitted = None
+        self.submitted: Frame | None = None
         self.cells = itertools.count(1)
-        self.capture_fd = None
-        self.namespace = {"__name__": "__main__", "__builtins__": builtins}
+        self.capture_fd: int | None = None
+        self.namespace: Frame = {"__name__": "__main__", "__builtins__": builtins}
 
     # -- start-up -------------------------------------------------------------------------------
-    def install(self):
+    def install(self) -> None:
         self.capture_fd = _redirect_std_fds()
         signal.signal(signal.SIGINT, self._on_sigint)
         if hasattr(signal, "SIGXCPU"):
@@ -229,15 +237,15 @@ class Worker:
         reader = threading.Thread(target=self._read_loop, name="fleet-protocol", daemon=True)
         reader.start()
 
-    def _on_sigint(self, signum, frame):
+    def _on_sigint(self, signum: int, frame: Any) -> None:
         if self.running:
             raise KeyboardInterrupt
 
-    def _on_sigxcpu(self, signum, frame):
+    def _on_sigxcpu(self, signum: int, frame: Any) -> None:
         if self.running:
             raise CpuTimeExceeded("CPU time budget for this cell exhausted")
 
-    def _read_loop(self):
+    def _read_loop(self) -> None:
         try:
             for line in self.channel.lines():
                 try:
@@ -253,7 +261,7 @@ class Worker:
             return  # protocol fd closed under us; the host sees EOF and decides
         os._exit(0)  # the host closed our input: it is gone or wants us gone
 
-    def ready_frame(self):
+    def ready_frame(self) -> Frame:
         return {
             "type": "ready",
             "pid": os.getpid(),
@@ -263,7 +271,7 @@ class Worker:
         }
 
     # -- the loop -------------------------------------------------------------------------------
-    def serve(self):
+    def serve(self) -> None:
         self.channel.send(self.ready_frame())
         while True:
             try:
@@ -274,7 +282,7 @@ class Worker:
             except KeyboardInterrupt:
                 continue  # a late interrupt that missed its cell
 
-    def run_cell(self, frame):
+    def run_cell(self, frame: Frame) -> Frame:
         exec_id = frame.get("id")
         nonce = frame.get("nonce")
         limit = int(frame.get("max_output_chars") or 100_000)
@@ -282,11 +290,12 @@ class Worker:
         started = time.perf_counter()
         self.submitted = None
         self.tools.active_exec, self.tools.active_nonce = exec_id, nonce
-        self._prepare_namespace(frame, exec_id, nonce)
+        self._prepare_namespace(frame, str(exec_id), str(nonce))
         _set_cpu_budget(frame.get("cpu_seconds"))
         saved = sys.stdout, sys.stderr
         sys.stdout, sys.stderr = out, err
-        value, error = None, None
+        value: Any = None
+        error: Frame | None = None
         try:
             value = self._run_code(frame.get("code") or "")
         except _Submit:
@@ -312,7 +321,7 @@ class Worker:
             "duration": time.perf_counter() - started,
         }
 
-    def _prepare_namespace(self, frame, exec_id, nonce):
+    def _prepare_namespace(self, frame: Frame, exec_id: str, nonce: str) -> None:
         ns = self.namespace
         for name in frame.get("tools") or ():
             ns[name] = self._tool_stub(name, exec_id, nonce)
@@ -320,13 +329,14 @@ class Worker:
         variables = frame.get("variables") or {}
         ns.update(variables)
 
-    def _run_code(self, code):
+    def _run_code(self, code: str) -> Any:
         filename = CELL_FILENAME.format(next(self.cells))
         tree = ast.parse(code, filename, "exec")
         linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
-        last = None
+        last: ast.Expression | None = None
         if tree.body and isinstance(tree.body[-1], ast.Expr):
-            last = ast.Expression(tree.body.pop().value)
+            last = ast.Expression(tree.body[-1].value)
+            tree.body.pop()
         body = compile(tree, filename, "exec")
         tail = compile(last, filename, "eval") if last is not None else None
         self.running = True
@@ -335,7 +345,7 @@ class Worker:
             return eval(tail, self.namespace)  # noqa: S307
         return None
 
-    def _final_payload(self, error):
+    def _final_payload(self, error: Frame | None) -> tuple[Frame | None, Frame | None]:
         if self.submitted is None:
             return None, error
         try:
@@ -343,14 +353,14 @@ class Worker:
         except (TypeError, ValueError) as exc:
             return None, _describe(TypeError("SUBMIT: " + str(exc)))
         if size > MAX_SUBMIT_BYTES:
-            message = "SUBMIT payload is {} bytes; the limit is {}".format(size, MAX_SUBMIT_BYTES)
+            message = f"SUBMIT payload is {size} bytes; the limit is {MAX_SUBMIT_BYTES}"
             return None, _describe(ValueError(message))
         return self.submitted, error
 
-    def _tool_stub(self, name, exec_id, nonce):
+    def _tool_stub(self, name: str, exec_id: str, nonce: str) -> Any:
         tools = self.tools
 
-        def call_tool(*args, **kwargs):
+        def call_tool(*args: Any, **kwargs: Any) -> Any:
             return tools.call(exec_id, nonce, name, args, kwargs)
 
         call_tool.__name__ = name
@@ -358,17 +368,17 @@ class Worker:
         call_tool.__doc__ = "Host tool " + name + " (runs outside the sandbox)."
         return call_tool
 
-    def _submit_function(self, output_fields):
+    def _submit_function(self, output_fields: Any) -> Any:
         names = [f.get("name") for f in output_fields or () if isinstance(f, dict)]
         worker = self
 
-        def SUBMIT(*args, **kwargs):  # noqa: N802 - the name the model uses
+        def SUBMIT(*args: Any, **kwargs: Any) -> None:
             worker.submitted = _submit_payload(names, args, kwargs)
             raise _Submit(worker.submitted)
 
         return SUBMIT
 
-    def _drain_fd_output(self, limit):
+    def _drain_fd_output(self, limit: int) -> str:
         fd = self.capture_fd
         if fd is None:
             return ""
@@ -383,7 +393,7 @@ class Worker:
         return data.decode("utf-8", "replace")[:limit]
 
 
-def _submit_payload(names, args, kwargs):
+def _submit_payload(names: list[Any], args: tuple[Any, ...], kwargs: Frame) -> Frame:
     if not names:
         if args and not kwargs and len(args) == 1:
             return {"output": args[0]}
@@ -395,7 +405,7 @@ def _submit_payload(names, args, kwargs):
     if args:
         if len(args) != len(names):
             raise TypeError("SUBMIT expects {} values: {}".format(len(names), ", ".join(names)))
-        return dict(zip(names, args))
+        return dict(zip(names, args, strict=False))
     missing = [n for n in names if n not in kwargs]
     extra = [k for k in kwargs if k not in names]
     if missing or extra:
@@ -407,8 +417,13 @@ def _submit_payload(names, args, kwargs):
     return dict(kwargs)
 
 
-def _describe(exc):
-    error = {"type": type(exc).__name__, "message": str(exc), "traceback": "", "lineno": None}
+def _describe(exc: BaseException) -> Frame:
+    error: Frame = {
+        "type": type(exc).__name__,
+        "message": str(exc),
+        "traceback": "",
+        "lineno": None,
+    }
     if isinstance(exc, SyntaxError):
         error["lineno"] = exc.lineno
         error["traceback"] = "".join(traceback.format_exception_only(type(exc), exc))
@@ -421,31 +436,31 @@ def _describe(exc):
     return error
 
 
-def _bounded_repr(value, limit):
+def _bounded_repr(value: Any, limit: int) -> str:
     try:
         text = repr(value)
     except Exception as exc:  # a broken __repr__ is the user's; report it as the value
-        text = "<repr failed: {}: {}>".format(type(exc).__name__, exc)
+        text = f"<repr failed: {type(exc).__name__}: {exc}>"
     if len(text) > limit:
         return text[:limit] + "... [truncated]"
     return text
 
 
-def _importable(name):
+def _importable(name: str) -> bool:
     try:
         return importlib.util.find_spec(name) is not None
     except (ImportError, ValueError):
         return False
 
 
-def _set_cpu_budget(seconds):
+def _set_cpu_budget(seconds: Any) -> None:
     """Before each cell: soft RLIMIT_CPU = CPU used so far + this cell's budget (<= hard)."""
     if not seconds:
         return
     try:
         import resource
 
-        soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
+        _soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
         usage = resource.getrusage(resource.RUSAGE_SELF)
         wanted = int(usage.ru_utime + usage.ru_stime) + int(seconds) + 1
         if hard != resource.RLIM_INFINITY:
@@ -455,17 +470,21 @@ def _set_cpu_budget(seconds):
         return
 
 
-def _redirect_std_fds():
+def _redirect_std_fds() -> int:
     """Point fd 0 at /dev/null and fds 1/2 at an anonymous append-only capture file."""
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.close(devnull)
     try:
-        fd = os.open("/tmp", os.O_TMPFILE | os.O_RDWR | os.O_APPEND, 0o600)
+        fd = os.open(
+            "/tmp",  # noqa: S108 - the sandbox's private /tmp
+            os.O_TMPFILE | os.O_RDWR | os.O_APPEND,
+            0o600,
+        )
     except (AttributeError, OSError):
         import tempfile
 
-        handle = tempfile.TemporaryFile()
+        handle = tempfile.TemporaryFile()  # noqa: SIM115
         fd = os.dup(handle.fileno())
         handle.close()
     os.dup2(fd, 1)
@@ -473,7 +492,7 @@ def _redirect_std_fds():
     return fd
 
 
-def main():
+def main() -> None:
     rfd, wfd = os.dup(0), os.dup(1)  # private, non-inheritable copies of the protocol pipes
     os.environ.setdefault("MPLBACKEND", "Agg")
     worker = Worker(Channel(rfd, wfd))

@@ -1,0 +1,330 @@
+"""A DSPy ``CodeInterpreter`` over any :class:`~fleet_core.sandbox.base.Sandbox`.
+
+``dspy.RLM`` and ``dspy.Flex`` call ``execute`` synchronously from the thread that runs the
+program; the sandbox is async, so calls cross into its event loop through an anyio
+``BlockingPortal`` (the runtime's, or a private one). dspy is imported lazily.
+
+Differences from dspy's own interpreters (on purpose):
+- printed output is kept when the cell ends with an expression (both are shown);
+- output printed before an exception is kept in the ``CodeExecutionError`` message;
+- host tools accept positional arguments (mapped to keywords through the tool's signature);
+- tool calls run in a copy of the caller's contextvars, so ``dspy.context`` and tracing spans
+  carry into ``llm_query``/``spawn_agent`` even when several threads call at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import inspect
+import shutil
+import tempfile
+import threading
+from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
+
+from anyio.from_thread import BlockingPortal, start_blocking_portal
+
+from fleet_core.config import SandboxSettings
+from fleet_core.errors import InvalidInput
+from fleet_core.sandbox.base import (
+    ExecutionResult,
+    Sandbox,
+    SandboxLimits,
+    SandboxSpec,
+    ToolFunction,
+    ToolPolicy,
+)
+from fleet_core.sandbox.errors import ExecutionTimeoutError, SandboxError
+
+T = TypeVar("T")
+
+EXECUTION_INSTRUCTIONS = (
+    "Code runs in CPython inside an isolated sandbox (no network, no host files) as a persistent "
+    "REPL: variables, imports and functions persist between steps. The working directory is the "
+    "workspace: read inputs from files/ (read-only) and write outputs to artifacts/. numpy and "
+    "pandas are installed. Host tools and SUBMIT are global functions and take positional or "
+    "keyword arguments; arguments and results must be JSON-compatible. Printed output and the "
+    "value of a final expression are both shown."
+)
+
+
+class SandboxInterpreter:
+    """DSPy ``CodeInterpreter`` protocol over a :class:`Sandbox` (one per RLM/Flex forward)."""
+
+    execution_instructions: ClassVar[str] = EXECUTION_INSTRUCTIONS
+
+    def __init__(
+        self,
+        sandbox: Sandbox,
+        *,
+        tools: Mapping[str, Callable[..., Any]] | None = None,
+        output_fields: list[dict[str, Any]] | None = None,
+        portal: BlockingPortal | None = None,
+        owns_sandbox: bool = False,
+        cell_timeout: float | None = None,
+        policy: ToolPolicy | None = None,
+        on_shutdown: Callable[[], None] | None = None,
+    ) -> None:
+        self.tools: dict[str, Callable[..., Any]] = dict(tools or {})
+        self.output_fields = output_fields
+        self._tools_registered = False
+        self._sandbox = sandbox
+        self._portal = portal
+        self._portal_cm: AbstractContextManager[BlockingPortal] | None = None
+        self._owns_sandbox = owns_sandbox
+        self._cell_timeout = cell_timeout
+        self._policy = policy
+        self._on_shutdown = on_shutdown
+        self._lock = threading.Lock()
+        self._started = False
+        self._broken: str | None = None
+        self._ended = False
+
+    @property
+    def sandbox(self) -> Sandbox:
+        return self._sandbox
+
+    def start(self) -> None:
+        """Start the sandbox once; after a failure raise instead of silently restarting."""
+        errors = _dspy_errors()
+        if self._ended:
+            raise errors.CodeInterpreterError("This interpreter was shut down")
+        if self._broken:
+            raise errors.CodeInterpreterError(self._broken)
+        if self._started:
+            return
+        try:
+            self._call(self._sandbox.start)
+        except SandboxError as exc:
+            self._broken = f"{exc.kind}: {exc}"
+            raise errors.CodeInterpreterError(self._broken) from exc
+        self._started = True
+
+    def execute(self, code: str, variables: dict[str, Any] | None = None) -> Any:
+        errors = _dspy_errors()
+        if not isinstance(code, str):
+            raise errors.CodeInterpreterError("code must be a string")
+        if not self._lock.acquire(blocking=False):
+            raise errors.CodeInterpreterError("This interpreter already has a running execution")
+        try:
+            self.start()
+            result = self._run(code, variables or {})
+        finally:
+            self._lock.release()
+        return _to_dspy_output(result)
+
+    __call__ = execute
+
+    def _run(self, code: str, variables: dict[str, Any]) -> ExecutionResult:
+        errors = _dspy_errors()
+        context = contextvars.copy_context()
+        bridge = {name: bind_tool(fn, context) for name, fn in self.tools.items()}
+        run = functools.partial(
+            self._sandbox.execute,
+            code,
+            variables=variables,
+            tools=bridge,
+            output_fields=_field_specs(self.output_fields),
+            timeout=self._cell_timeout,
+            policy=self._policy,
+        )
+        try:
+            return self._call(run)
+        except ExecutionTimeoutError as exc:
+            if exc.state_preserved:
+                raise errors.CodeExecutionError(_timeout_text(exc)) from exc
+            self._broken = f"{exc.kind}: {exc}"
+            raise errors.CodeInterpreterError(self._broken) from exc
+        except InvalidInput as exc:
+            raise errors.CodeInterpreterError(str(exc)) from exc
+        except SandboxError as exc:
+            self._broken = f"{exc.kind}: {exc}"
+            raise errors.CodeInterpreterError(self._broken) from exc
+
+    def shutdown(self) -> None:
+        if self._ended:
+            return
+        self._ended = True
+        try:
+            if self._owns_sandbox:
+                self._call(self._sandbox.destroy)
+        finally:
+            if self._portal_cm is not None:
+                self._portal_cm.__exit__(None, None, None)
+                self._portal_cm = self._portal = None
+            if self._on_shutdown is not None:
+                self._on_shutdown()
+
+    def __enter__(self) -> SandboxInterpreter:
+        self.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.shutdown()
+
+    def _call(self, function: Callable[[], Awaitable[T]]) -> T:
+        if self._portal is None:
+            self._portal_cm = start_blocking_portal()
+            self._portal = self._portal_cm.__enter__()
+        return self._portal.call(function)
+
+
+def bind_tool(function: Callable[..., Any], context: contextvars.Context) -> ToolFunction:
+    """Wrap a host tool: positional args become keywords, each call runs in a context copy."""
+    signature = _signature(function)
+    if inspect.iscoroutinefunction(function):
+
+        async def call_async(*args: Any, **kwargs: Any) -> Any:
+            args, kwargs = _as_keywords(signature, args, kwargs)
+            coro = function(*args, **kwargs)
+            return await asyncio.create_task(coro, context=context.copy())
+
+        return call_async
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        args, kwargs = _as_keywords(signature, args, kwargs)
+        return context.copy().run(function, *args, **kwargs)
+
+    return call
+
+
+def _signature(function: Callable[..., Any]) -> inspect.Signature | None:
+    try:
+        return inspect.signature(function)
+    except (TypeError, ValueError):
+        return None
+
+
+def _as_keywords(
+    signature: inspect.Signature | None, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """Map positional arguments onto parameter names (RLM's tool shims take keywords only)."""
+    if signature is None or not args:
+        return args, kwargs
+    kinds = {p.kind for p in signature.parameters.values()}
+    if kinds & {inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.POSITIONAL_ONLY}:
+        return args, kwargs
+    try:
+        bound = signature.bind(*args, **kwargs)
+    except TypeError:
+        return args, kwargs
+    named: dict[str, Any] = {}
+    for name, value in bound.arguments.items():
+        if signature.parameters[name].kind is inspect.Parameter.VAR_KEYWORD:
+            named.update(value)
+        else:
+            named[name] = value
+    return (), named
+
+
+def _field_specs(fields: list[dict[str, Any]] | None) -> list[dict[str, str]] | None:
+    if fields is None:
+        return None
+    return [{k: str(v) for k, v in f.items() if k in ("name", "type")} for f in fields]
+
+
+def _to_dspy_output(result: ExecutionResult) -> Any:
+    errors = _dspy_errors()
+    if result.final is not None:
+        return errors.FinalOutput(result.final)
+    if result.error is not None:
+        if result.error.type == "SyntaxError":
+            raise SyntaxError(result.error.traceback.strip() or result.error.message)
+        raise errors.CodeExecutionError(_error_text(result))
+    return _output_text(result) or None
+
+
+def _output_text(result: ExecutionResult) -> str:
+    parts = [result.stdout.rstrip("\n")]
+    if result.stdout_truncated:
+        parts.append("[stdout truncated]")
+    if result.stderr:
+        parts.append(result.stderr.rstrip("\n"))
+    if result.stderr_truncated:
+        parts.append("[stderr truncated]")
+    if result.value_repr is not None:
+        parts.append(result.value_repr)
+    return "\n".join(p for p in parts if p)
+
+
+def _error_text(result: ExecutionResult) -> str:
+    assert result.error is not None
+    text = f"{result.error.type}: {result.error.message}"
+    output = _output_text(result.model_copy(update={"value_repr": None}))
+    if output:
+        text += f"\n\nOutput before the error:\n{output}"
+    if result.error.traceback:
+        text += f"\n\n{result.error.traceback.rstrip()}"
+    return text
+
+
+def _timeout_text(exc: ExecutionTimeoutError) -> str:
+    text = f"TimeoutError: {exc}"
+    partial = exc.partial
+    if isinstance(partial, ExecutionResult):
+        output = _output_text(partial.model_copy(update={"value_repr": None}))
+        if output:
+            text += f"\n\nOutput before the timeout:\n{output}"
+    return text
+
+
+class _DspyErrors:
+    def __init__(self) -> None:
+        from dspy.primitives.code_interpreter import (  # type: ignore[import-untyped]
+            CodeExecutionError,
+            CodeInterpreterError,
+            FinalOutput,
+        )
+
+        self.CodeExecutionError = CodeExecutionError
+        self.CodeInterpreterError = CodeInterpreterError
+        self.FinalOutput = FinalOutput
+
+
+@functools.cache
+def _dspy_errors() -> _DspyErrors:
+    return _DspyErrors()
+
+
+def make_local_interpreter_factory(
+    settings: SandboxSettings | None = None,
+    *,
+    parent_dir: Path | None = None,
+    session_id: str = "dspy",
+) -> Callable[[], SandboxInterpreter]:
+    """A zero-argument factory: each call gives an interpreter over a fresh LocalSandbox in a new
+    temporary workspace (removed at shutdown). ``execution_instructions`` is set on it for RLM."""
+    settings = settings or SandboxSettings()
+
+    def factory() -> SandboxInterpreter:
+        from fleet_core.sandbox.local import LocalSandbox
+
+        root = Path(tempfile.mkdtemp(prefix="fleet-sbx-", dir=parent_dir))
+        spec = SandboxSpec(
+            session_id=session_id,
+            agent_id=root.name,
+            workspace=root,
+            limits=SandboxLimits.from_settings(settings),
+        )
+        sandbox = LocalSandbox(spec, allow_unisolated=settings.allow_unisolated)
+        return SandboxInterpreter(
+            sandbox,
+            owns_sandbox=True,
+            on_shutdown=functools.partial(shutil.rmtree, root, ignore_errors=True),
+        )
+
+    factory.execution_instructions = EXECUTION_INSTRUCTIONS  # type: ignore[attr-defined]
+    return factory
+
+
+def local_interpreter_factory() -> SandboxInterpreter:
+    """What ``dspy.RLM(interpreter_factory=...)`` expects: a fresh interpreter over a LocalSandbox
+    (default limits, bubblewrap required) in a new temporary workspace."""
+    return make_local_interpreter_factory()()
+
+
+local_interpreter_factory.execution_instructions = EXECUTION_INSTRUCTIONS  # type: ignore[attr-defined]
