@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar, get_args
+from typing import TYPE_CHECKING, Any, TypeVar, get_args
 
 import anyio.to_thread
 
@@ -32,6 +32,12 @@ from fleet_core.workspace import (
     validate_session_id,
 )
 
+if TYPE_CHECKING:
+    from fleet_core.engine.lm import LmProvider
+    from fleet_core.events import TurnEvent
+    from fleet_core.models import TurnRequest, TurnResult
+    from fleet_core.turns import TurnService, TurnTracer
+
 T = TypeVar("T")
 MAX_DESCRIPTION_CHARS = 2_000
 
@@ -49,20 +55,36 @@ class ArtifactInfo:
 class FleetRuntime:
     """Sessions, workspace files, datasets, artifacts, memory and history for one process."""
 
-    def __init__(self, config: EffectiveConfig, store: Store) -> None:
+    def __init__(
+        self,
+        config: EffectiveConfig,
+        store: Store,
+        *,
+        lm_provider: LmProvider | None = None,
+        tracer: TurnTracer | None = None,
+    ) -> None:
         self.config = config
         self.store = store
         self._workspaces: dict[str, Workspace] = {}
+        self._lm_provider = lm_provider
+        self._tracer = tracer
+        self._turns: TurnService | None = None
 
     @classmethod
-    async def open(cls, config: EffectiveConfig) -> FleetRuntime:
+    async def open(
+        cls,
+        config: EffectiveConfig,
+        *,
+        lm_provider: LmProvider | None = None,
+        tracer: TurnTracer | None = None,
+    ) -> FleetRuntime:
         """Open the store (migrating it) and fail any Turn a dead process left running."""
         url = database_url(
             config.secrets.database_url.get_secret_value() if config.secrets.database_url else None,
             config.state_dir,
         )
         store = await anyio.to_thread.run_sync(Store.open, url, config.state_dir)
-        runtime = cls(config, store)
+        runtime = cls(config, store, lm_provider=lm_provider, tracer=tracer)
         await runtime._recover_interrupted()
         return runtime
 
@@ -275,6 +297,27 @@ class FleetRuntime:
     async def review_memory(self, session_id: str, memory_id: str, reviewed: bool = True) -> None:
         await self._own(session_id)
         await self._run(self.store.review_memory, session_id, memory_id, reviewed)
+
+    # Turns (delegates to fleet_core.turns) ----------------------------------------------------
+
+    @property
+    def turns(self) -> TurnService:
+        """The Turn service, created on first use (it imports no dspy until a Turn runs)."""
+        if self._turns is None:
+            from fleet_core.turns import TurnService
+
+            self._turns = TurnService(self, lm_provider=self._lm_provider, tracer=self._tracer)
+        return self._turns
+
+    async def run_turn(
+        self, request: TurnRequest, *, on_event: Callable[[TurnEvent], None] | None = None
+    ) -> TurnResult:
+        """Run one Turn end to end; ``on_event`` is called on the event loop thread."""
+        return await self.turns.run_turn(request, on_event=on_event)
+
+    async def cancel_turn(self, turn_id: str) -> bool:
+        """Cancel a running Turn by id; False when no such Turn is running in this process."""
+        return await self.turns.cancel_turn(turn_id)
 
 
 def _mode(mode: str) -> ExecutionMode:

@@ -4,13 +4,29 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
-from fleet_core.models import Memory, TurnSummary
+from fleet_core.models import DatasetContext, Memory, TurnSummary
+from fleet_core.skills import Skill
 
 NOTES_CHARS = 6_000
 MEMORIES_MAX = 20
 MEMORIES_CHARS = 12_000
 _WORD = re.compile(r"[a-z0-9]{3,}")
+
+
+@dataclass(frozen=True, slots=True)
+class TurnInputs:
+    """Everything the Turn program reads, prepared on the host before it runs."""
+
+    task: str
+    mode: str
+    workspace_manifest: str
+    skills_catalog: str
+    memory_summary: str
+    session_history: str
+    dataset: DatasetContext | None = None
+    skills: tuple[Skill, ...] = ()
 
 
 def render_history(turns: Sequence[TurnSummary], *, max_turns: int, max_chars: int) -> str:

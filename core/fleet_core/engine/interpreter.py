@@ -1,0 +1,129 @@
+"""The Turn's view of a sandbox interpreter: gated by the TurnControl, evented, interruptible.
+
+``TurnInterpreter`` wraps any DSPy ``CodeInterpreter`` (our sandbox adapter): it checks the Turn's
+deadline/cancel/budget before and after every cell, emits ``code_cell``/``cell_output``, counts
+sandbox errors, interrupts the running cell when the Turn stops, and runs host tools in a copy of
+the calling thread's context (so ``dspy.context`` settings reach tool calls made from the sandbox).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import itertools
+import time
+from collections.abc import Callable
+from typing import Any
+
+from dspy.primitives.code_interpreter import CodeExecutionError, FinalOutput
+from dspy.primitives.facade import SHIM_SETUP
+
+from fleet_core.engine.control import TurnControl
+from fleet_core.engine.stream import clip
+
+CODE_CHARS = 20_000
+OUTPUT_CHARS = 4_000
+
+
+def _in_context(ctx: contextvars.Context, fn: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return ctx.copy().run(fn, *args, **kwargs)
+
+    return call
+
+
+class TurnInterpreter:
+    """A ``CodeInterpreter`` proxy for one agent of one Turn."""
+
+    def __init__(
+        self,
+        inner: Any,
+        control: TurnControl,
+        *,
+        agent_id: str,
+        parent_agent_id: str | None,
+        interrupt: Callable[[], None] | None = None,
+    ) -> None:
+        self._inner = inner
+        self._control = control
+        self._lineage = {"agent_id": agent_id, "parent_agent_id": parent_agent_id}
+        self._interrupt = interrupt or getattr(inner, "interrupt", None)
+        self._cells = itertools.count(1)
+        self.tools: dict[str, Callable[..., Any]] = {}
+
+    # attributes RLM/Flex set on the interpreter are forwarded to the real one
+    @property
+    def output_fields(self) -> Any:
+        return getattr(self._inner, "output_fields", None)
+
+    @output_fields.setter
+    def output_fields(self, value: Any) -> None:
+        self._inner.output_fields = value
+
+    @property
+    def _tools_registered(self) -> Any:
+        return getattr(self._inner, "_tools_registered", False)
+
+    @_tools_registered.setter
+    def _tools_registered(self, value: Any) -> None:
+        if hasattr(self._inner, "_tools_registered"):
+            self._inner._tools_registered = value
+
+    def start(self) -> None:
+        self._control.check()
+        self._inner.start()
+
+    def shutdown(self) -> None:
+        self._inner.shutdown()
+
+    def _stop_cell(self) -> None:
+        if self._interrupt is not None:
+            self._interrupt()
+
+    def execute(self, code: str, variables: dict[str, Any] | None = None) -> Any:
+        control = self._control
+        control.check()
+        cell = next(self._cells)
+        bootstrap = code == SHIM_SETUP or code.lstrip().startswith("import hashlib as _fleet")
+        phase = "bootstrap" if bootstrap else "task"
+        emit = control.emit
+        emit(
+            "code_cell",
+            {"cell": cell, "phase": phase, "code": "(dspy facade)" if code == SHIM_SETUP else clip(code, CODE_CHARS)},
+            **self._lineage,
+        )
+        ctx = contextvars.copy_context()
+        self._inner.tools.clear()
+        self._inner.tools.update({k: _in_context(ctx, fn) for k, fn in self.tools.items()})
+        started = time.perf_counter()
+        payload: dict[str, Any] = {"cell": cell, "phase": phase}
+        result: Any = None
+        try:
+            with control.on_stop(self._stop_cell):
+                result = self._inner.execute(code, variables)
+        except (CodeExecutionError, SyntaxError) as exc:
+            if not bootstrap:
+                control.note_sandbox_error()
+            payload |= {"ok": False, "error_type": type(exc).__name__, "error": clip(str(exc), OUTPUT_CHARS)}
+            if control.terminal is not None:
+                payload["outcome"] = control.terminal
+                raise control.error() from exc
+            payload["outcome"] = "error"
+            raise
+        except Exception as exc:
+            payload |= {"ok": False, "error_type": type(exc).__name__, "error": clip(str(exc), OUTPUT_CHARS)}
+            payload["outcome"] = control.terminal or "sandbox_error"
+            if control.terminal is not None:
+                raise control.error() from exc
+            raise
+        finally:
+            payload["duration_ms"] = round((time.perf_counter() - started) * 1000, 2)
+            if "ok" not in payload:
+                payload["ok"] = True
+                payload["outcome"] = "submitted" if isinstance(result, FinalOutput) else "completed"
+                shown = result.output if isinstance(result, FinalOutput) else result
+                payload["output"] = clip(shown if isinstance(shown, str) else repr(shown), OUTPUT_CHARS)
+            emit("cell_output", payload, **self._lineage)
+        control.check()
+        return result

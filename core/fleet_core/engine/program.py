@@ -1,0 +1,436 @@
+"""The Turn program: triage -> direct | flex | rlm, with delegation to child agents.
+
+Runs synchronously in the Turn's worker thread under ``dspy.context`` (never ``dspy.configure``).
+Sandboxes come from an ``AgentSpace`` (the Session workspace for the root, a fresh child
+workspace with copied inputs for each child); models from an ``LmProvider``; limits and events
+from the shared ``TurnControl``.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import re
+import threading
+import uuid
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import dspy
+
+from fleet_core.engine.adapter import FleetChatAdapter
+from fleet_core.engine.callbacks import EventCallback
+from fleet_core.engine.context import TurnInputs
+from fleet_core.engine.control import ChildCapacityError, TurnControl, TurnStopped
+from fleet_core.engine.dataset import DatasetHandle
+from fleet_core.engine.interpreter import TurnInterpreter
+from fleet_core.engine.lm import LmProvider
+from fleet_core.engine.metering import MeteredLM
+from fleet_core.engine.signatures import ROUTES, ChildTask, DirectAnswer, FleetTask, TurnTriage
+from fleet_core.errors import FleetError, InvalidInput
+from fleet_core.models import ProvenanceRecord
+from fleet_core.skills import Skill, use_skill_text
+
+MAX_SUBTASK_CHARS = 20_000
+MAX_FINDINGS_CHARS = 20_000
+MAX_NOTE_CHARS = 10_000
+MAX_SUBTASKS = 8
+ROOT = "root"
+
+
+class AgentSpace(Protocol):
+    """Where one agent's code runs: its workspace and a way to make interpreters over it."""
+
+    agent_id: str
+    parent_agent_id: str | None
+    depth: int
+
+    def new_interpreter(self) -> tuple[Any, Callable[[], None]]:
+        """A fresh DSPy CodeInterpreter over this workspace and a non-blocking interrupt."""
+
+    def open_child(self, agent_id: str, input_paths: Sequence[str] | None) -> AgentSpace:
+        """A child workspace with copied inputs (all ``files/`` when ``input_paths`` is None)."""
+
+    def promote(self) -> list[ProvenanceRecord]:
+        """Copy this child's new/changed artifacts to its parent with provenance."""
+
+    def close(self) -> None:
+        """Destroy this agent's sandboxes (and, for a child, its workspace)."""
+
+
+@dataclass(slots=True)
+class RouteDecision:
+    route: str
+    override_reason: str | None
+    raw_choice: str | None = None
+    error: str | None = None
+    backend: str = "generative"
+    model: str | None = None
+
+    def payload(self, mode: str) -> dict[str, Any]:
+        return {
+            "mode": mode,
+            "route": self.route,
+            "override_reason": self.override_reason,
+            "summary": _summary(self, mode),
+            "evidence": {
+                "raw_choice": self.raw_choice,
+                "backend": self.backend,
+                "model": self.model,
+                "effective_route": self.route,
+                "override_reason": self.override_reason,
+                "error": self.error,
+            },
+        }
+
+
+def _summary(decision: RouteDecision, mode: str) -> str:
+    reason = {
+        "session_mode": f"the Session's mode is {mode}",
+        "selected_context": "a dataset is selected, so a code route is required",
+        "routing_error": "triage failed or gave an unknown label; falling back to rlm",
+        None: "triage chose the least expensive sufficient route",
+    }.get(decision.override_reason, decision.override_reason or "")
+    return f"Route {decision.route}: {reason} (a routing decision, not private reasoning)"
+
+
+@dataclass(slots=True)
+class EngineResult:
+    answer: str
+    route: str
+    learned_note: str
+    decision: RouteDecision
+    artifacts: list[ProvenanceRecord] = field(default_factory=list)
+
+
+class TurnProgram:
+    """One Turn's DSPy program; construct per Turn, call ``run`` in the worker thread."""
+
+    def __init__(
+        self,
+        *,
+        lms: LmProvider,
+        control: TurnControl,
+        root_space: AgentSpace,
+        max_iters: int = 16,
+        child_max_iters: int = 8,
+        child_max_llm_calls: int = 25,
+    ) -> None:
+        self.lms = lms
+        self.control = control
+        self.root_space = root_space
+        self.max_iters = max_iters
+        self.child_max_iters = child_max_iters
+        self.child_max_llm_calls = child_max_llm_calls
+        self.adapter = FleetChatAdapter()
+        self._promoted: list[ProvenanceRecord] = []
+        self._lock = threading.Lock()
+        self._skills: tuple[Skill, ...] = ()
+
+    # --- entry -------------------------------------------------------------------------------
+
+    def run(self, inputs: TurnInputs) -> EngineResult:
+        self._skills = inputs.skills
+        control = self.control
+        root_lm = MeteredLM(self.lms.lm("root"), control, category="generation")
+        callbacks = [EventCallback(control, ROOT, None)]
+        with dspy.context(lm=root_lm, adapter=self.adapter, callbacks=callbacks):
+            decision = self.route(inputs)
+            control.emit("triage_decision", decision.payload(inputs.mode))
+            if decision.route == "direct":
+                answer = self._direct(inputs)
+                note = ""
+            else:
+                answer, note = self._code_route(inputs, decision.route)
+        with self._lock:
+            promoted = list(self._promoted)
+        return EngineResult(
+            answer=answer,
+            route=decision.route,
+            learned_note=note[:MAX_NOTE_CHARS],
+            decision=decision,
+            artifacts=promoted,
+        )
+
+    # --- routing -----------------------------------------------------------------------------
+
+    def route(self, inputs: TurnInputs) -> RouteDecision:
+        mode = inputs.mode
+        if mode in ("rlm", "flex"):
+            decision = RouteDecision(route=mode, override_reason="session_mode")
+        else:
+            decision = self._triage(inputs)
+        if decision.route == "direct" and inputs.dataset is not None:
+            decision.route = "rlm"
+            decision.override_reason = "selected_context"
+        return decision
+
+    def _triage(self, inputs: TurnInputs) -> RouteDecision:
+        sub = self.lms.lm("sub")
+        model = str(getattr(sub, "model", "") or "") or None
+        triage_lm = MeteredLM(sub, self.control, category="routing")
+        try:
+            with dspy.context(lm=triage_lm):
+                prediction = dspy.Predict(TurnTriage)(
+                    task=inputs.task,
+                    workspace_manifest=inputs.workspace_manifest,
+                    skills_catalog=inputs.skills_catalog,
+                )
+        except TurnStopped:
+            raise
+        except Exception as exc:
+            self.control.check()
+            return RouteDecision(
+                route="rlm",
+                override_reason="routing_error",
+                error=f"{type(exc).__name__}: {exc}"[:500],
+                model=model,
+            )
+        raw = str(getattr(prediction, "route", "") or "")
+        words = re.findall(r"[a-z]+", raw.lower())
+        label = words[0] if words else ""
+        if label in ROUTES:
+            return RouteDecision(route=label, override_reason=None, raw_choice=raw[:200], model=model)
+        return RouteDecision(
+            route="rlm",
+            override_reason="routing_error",
+            raw_choice=raw[:200],
+            error=f"unknown route label {raw[:100]!r}",
+            model=model,
+        )
+
+    # --- routes ------------------------------------------------------------------------------
+
+    def _direct(self, inputs: TurnInputs) -> str:
+        prediction = dspy.ChainOfThought(DirectAnswer)(
+            memory_summary=inputs.memory_summary,
+            session_history=inputs.session_history,
+            task=inputs.task,
+        )
+        return str(prediction.answer)
+
+    def _tools_for(self, space: AgentSpace) -> list[Callable[..., Any]]:
+        tools: list[Callable[..., Any]] = [self._list_skills_tool(), self._use_skill_tool()]
+        if space.depth < self.control.limits.max_depth:
+            tools[:0] = [self._spawn_agent_tool(space), self._spawn_agents_tool(space)]
+        return tools
+
+    def _factory(self, space: AgentSpace) -> Callable[[], Any]:
+        control = self.control
+
+        def make() -> TurnInterpreter:
+            inner, interrupt = space.new_interpreter()
+            return TurnInterpreter(
+                inner,
+                control,
+                agent_id=space.agent_id,
+                parent_agent_id=space.parent_agent_id,
+                interrupt=interrupt,
+            )
+
+        make.execution_instructions = (  # type: ignore[attr-defined]
+            "Python 3 in an isolated sandbox; the current directory is the workspace "
+            "(files/ read-only inputs, artifacts/ outputs, skills/). No network. "
+            "numpy and pandas may be available (see memory_summary)."
+        )
+        return make
+
+    def _code_route(self, inputs: TurnInputs, route: str) -> tuple[str, str]:
+        space = self.root_space
+        sub_lm = MeteredLM(self.lms.lm("sub"), self.control, category="sub_query")
+        kwargs = {
+            "workspace_manifest": inputs.workspace_manifest,
+            "skills_catalog": inputs.skills_catalog,
+            "memory_summary": inputs.memory_summary,
+            "session_history": inputs.session_history,
+            "execution_route": route,
+            "task": inputs.task,
+        }
+        tools = self._tools_for(space)
+        factory = self._factory(space)
+        if route == "flex":
+            context: Any = DatasetHandle(inputs.dataset).rlm_preview() if inputs.dataset else ""
+            flex = dspy.Flex(FleetTask, tools=tools, interpreter_factory=factory)
+            with dspy.context(interpreter_factory=factory):
+                prediction = flex(**kwargs, context=context)
+        else:
+            context = DatasetHandle(inputs.dataset) if inputs.dataset else ""
+            rlm = dspy.RLM(
+                FleetTask,
+                max_iters=self.max_iters,
+                max_llm_calls=self.control.max_units,
+                tools=tools,
+                sub_lm=sub_lm,
+                interpreter_factory=factory,
+            )
+            prediction = rlm(**kwargs, context=context)
+        self.control.check()
+        answer = prediction.answer
+        note = getattr(prediction, "learned_skill_note", "") or ""
+        return (answer if isinstance(answer, str) else str(answer)), str(note)
+
+    # --- skills tools ------------------------------------------------------------------------
+
+    def _list_skills_tool(self) -> Callable[..., Any]:
+        def list_skills() -> list[dict[str, str]]:
+            """List the available Skills (name and description)."""
+            return [{"name": s.name, "description": s.description} for s in self._skills]
+
+        return list_skills
+
+    def _use_skill_tool(self) -> Callable[..., Any]:
+        def use_skill(name: str) -> str:
+            """Read a Skill's instructions and resource list; resources are under skills/<name>/."""
+            return use_skill_text(list(self._skills), name)
+
+        return use_skill
+
+    # --- delegation --------------------------------------------------------------------------
+
+    def _spawn_agent_tool(self, parent: AgentSpace) -> Callable[..., Any]:
+        def spawn_agent(
+            subtask: str,
+            input_paths: list[str] | None = None,
+            max_iters: int = 8,
+            max_llm_calls: int = 25,
+        ) -> dict[str, Any]:
+            """Run a subtask in a child agent with its own sandbox and copied inputs (files/... or artifacts/... paths); returns {findings, artifacts}."""
+            self.control.reserve_children(parent.depth, 1)
+            return self._run_child(parent, subtask, input_paths, max_iters, max_llm_calls)
+
+        return spawn_agent
+
+    def _spawn_agents_tool(self, parent: AgentSpace) -> Callable[..., Any]:
+        def spawn_agents(
+            subtasks: list[str],
+            input_paths: list[list[str]] | None = None,
+            max_iters: int = 8,
+            max_llm_calls: int = 25,
+        ) -> list[dict[str, Any]]:
+            """Run 1-8 independent subtasks concurrently in child agents; input_paths is one list per subtask; returns one {findings, artifacts} per subtask, in order."""
+            if not isinstance(subtasks, list) or not 1 <= len(subtasks) <= MAX_SUBTASKS:
+                raise InvalidInput(f"subtasks must be a list of 1-{MAX_SUBTASKS} strings")
+            if input_paths is not None and (
+                not isinstance(input_paths, list) or len(input_paths) != len(subtasks)
+            ):
+                raise InvalidInput("input_paths must have exactly one list per subtask")
+            self.control.reserve_children(parent.depth, len(subtasks))
+            limits = self.control.limits
+            workers = min(len(subtasks), limits.max_live_children)
+            paths = input_paths or [None] * len(subtasks)
+            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fleet-child") as pool:
+                futures = [
+                    pool.submit(
+                        contextvars.copy_context().run,
+                        self._run_child,
+                        parent,
+                        task,
+                        inputs,
+                        max_iters,
+                        max_llm_calls,
+                    )
+                    for task, inputs in zip(subtasks, paths, strict=True)
+                ]
+                results = []
+                for future in futures:
+                    try:
+                        results.append(future.result())
+                    except BaseException:
+                        for other in futures:
+                            other.cancel()
+                        raise
+            return results
+
+        return spawn_agents
+
+    def _run_child(
+        self,
+        parent: AgentSpace,
+        subtask: str,
+        input_paths: list[str] | None,
+        max_iters: int,
+        max_llm_calls: int,
+    ) -> dict[str, Any]:
+        control = self.control
+        if not isinstance(subtask, str) or not subtask.strip():
+            raise InvalidInput("subtask must be a non-empty string")
+        if len(subtask) > MAX_SUBTASK_CHARS:
+            raise InvalidInput(f"subtask is longer than {MAX_SUBTASK_CHARS} characters")
+        if not (isinstance(max_iters, int) and 1 <= max_iters <= self.child_max_iters):
+            raise InvalidInput(f"max_iters must be an integer 1-{self.child_max_iters}")
+        if not (isinstance(max_llm_calls, int) and 1 <= max_llm_calls <= self.child_max_llm_calls):
+            raise InvalidInput(f"max_llm_calls must be an integer 1-{self.child_max_llm_calls}")
+        if input_paths is not None and (
+            not isinstance(input_paths, list) or len(input_paths) > 100
+        ):
+            raise InvalidInput("input_paths must be a list of at most 100 workspace paths")
+        agent_id = f"agent-{uuid.uuid4().hex[:8]}"
+        lineage = {"agent_id": agent_id, "parent_agent_id": parent.agent_id}
+        with control.child_slot(parent.depth) as depth:
+            control.emit(
+                "child_spawned",
+                {"depth": depth, "subtask": subtask[:500], "input_paths": input_paths},
+                **lineage,
+            )
+            try:
+                space = parent.open_child(agent_id, input_paths)
+            except ChildCapacityError:
+                raise
+            except FleetError as exc:
+                control.emit("child_finished", {"status": "failed", "error": exc.message}, **lineage)
+                raise
+            try:
+                result = self._child_program(space, subtask, max_iters, max_llm_calls)
+            except BaseException as exc:
+                space.close()
+                if control.terminal is not None:
+                    control.emit("child_finished", {"status": control.terminal}, **lineage)
+                    raise control.error() from exc
+                if isinstance(exc, TurnStopped | KeyboardInterrupt | SystemExit):
+                    raise
+                error = f"child agent failed ({type(exc).__name__}): {str(exc)[:500]}"
+                control.emit("child_finished", {"status": "failed", "error": error}, **lineage)
+                return {"findings": "", "error": error, "artifacts": []}
+            try:
+                records = space.promote()
+            finally:
+                space.close()
+        if parent.depth == 0:
+            with self._lock:
+                self._promoted.extend(records)
+        receipts = [
+            {"path": r.path, "sha256": r.sha256, "agent_id": r.agent_id, "root_path": r.root_path}
+            for r in records
+        ]
+        control.emit(
+            "child_finished", {"status": "succeeded", "artifacts": receipts}, **lineage
+        )
+        return {"findings": result[:MAX_FINDINGS_CHARS], "artifacts": receipts}
+
+    def _child_program(
+        self, space: AgentSpace, subtask: str, max_iters: int, max_llm_calls: int
+    ) -> str:
+        control = self.control
+        sub = self.lms.lm("sub")
+        child_lm = MeteredLM(
+            sub, control, category="child", agent_id=space.agent_id,
+            parent_agent_id=space.parent_agent_id,
+        )
+        query_lm = MeteredLM(
+            sub, control, category="sub_query", agent_id=space.agent_id,
+            parent_agent_id=space.parent_agent_id,
+        )
+        callbacks = [EventCallback(control, space.agent_id, space.parent_agent_id)]
+        with dspy.context(lm=child_lm, adapter=self.adapter, callbacks=callbacks):
+            rlm = dspy.RLM(
+                ChildTask,
+                max_iters=max_iters,
+                max_llm_calls=max_llm_calls,
+                tools=self._tools_for(space),
+                sub_lm=query_lm,
+                interpreter_factory=self._factory(space),
+            )
+            prediction = rlm(subtask=subtask)
+        control.check()
+        return str(prediction.findings)

@@ -1,0 +1,436 @@
+"""The Turn service: claim, prepare inputs, run the engine in a worker thread, commit, events.
+
+``TurnService.run_turn`` is what ``FleetRuntime.run_turn`` delegates to. One running Turn per
+Session (a second gets ``TurnBusy``); Turns of different Sessions run in parallel. The DSPy program
+runs in a worker thread; events cross to the loop through a thread-safe channel. Cancelling the
+awaiting task, ``cancel_turn`` and the deadline all end in the same place: the Turn's
+``TurnControl`` interrupts every sandbox cell, the worker unwinds, and the outcome is committed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.util
+import logging
+import platform
+import shutil
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import anyio
+import anyio.to_thread
+from anyio.from_thread import BlockingPortal
+
+from fleet_core import skills as skill_lib
+from fleet_core.engine.context import (
+    TurnInputs,
+    environment_line,
+    render_history,
+    render_memory_summary,
+)
+from fleet_core.engine.control import AgentLimits, TurnControl, TurnStopped
+from fleet_core.engine.lm import ConfiguredLmProvider, LmProvider
+from fleet_core.engine.stream import EventChannel
+from fleet_core.errors import FleetError, InvalidInput, TurnBusy
+from fleet_core.events import TurnEvent
+from fleet_core.models import (
+    ArtifactRef,
+    DatasetContext,
+    ProvenanceRecord,
+    TurnError,
+    TurnRequest,
+    TurnResult,
+)
+from fleet_core.store import TurnOutcome
+
+if TYPE_CHECKING:
+    from fleet_core.engine.program import EngineResult
+    from fleet_core.runtime import FleetRuntime
+
+log = logging.getLogger(__name__)
+OnEvent = Callable[[TurnEvent], None]
+ENV_PACKAGES = ("numpy", "pandas", "scipy", "polars", "pyarrow", "sklearn")
+
+
+class TraceHandle(Protocol):
+    trace_id: str | None
+
+    def set_attribute(self, key: str, value: Any) -> None: ...
+
+
+class TurnTracer(Protocol):
+    """The observability hook (issue 6): wraps the engine run in the worker thread."""
+
+    def turn(self, *, session_id: str, turn_id: str, task: str) -> AbstractContextManager[TraceHandle]:
+        ...
+
+    def callbacks(self) -> list[Any]:
+        """Extra DSPy callbacks for the Turn (e.g. MLflow's)."""
+        ...
+
+
+class _NullHandle:
+    trace_id: str | None = None
+
+    def set_attribute(self, key: str, value: Any) -> None:
+        return None
+
+
+class NullTracer:
+    @contextlib.contextmanager
+    def turn(self, *, session_id: str, turn_id: str, task: str) -> Iterator[TraceHandle]:
+        yield _NullHandle()
+
+    def callbacks(self) -> list[Any]:
+        return []
+
+
+@dataclass(slots=True)
+class _Running:
+    turn_id: str
+    control: TurnControl
+
+
+def host_environment_line() -> str:
+    """The local sandbox runs the project's interpreter; describe it for the model."""
+    packages = {name: importlib.util.find_spec(name) is not None for name in ENV_PACKAGES}
+    return environment_line(platform.python_version(), packages)
+
+
+class TurnService:
+    """Runs Turns for one ``FleetRuntime``."""
+
+    def __init__(
+        self,
+        runtime: FleetRuntime,
+        *,
+        lm_provider: LmProvider | None = None,
+        tracer: TurnTracer | None = None,
+    ) -> None:
+        self.runtime = runtime
+        self.lms: LmProvider = lm_provider or ConfiguredLmProvider.from_config(runtime.config)
+        self.tracer: TurnTracer = tracer or NullTracer()
+        self._running: dict[str, _Running] = {}
+        self._by_turn: dict[str, _Running] = {}
+        self._env_line: str | None = None
+
+    # --- public ------------------------------------------------------------------------------
+
+    async def cancel_turn(self, turn_id: str) -> bool:
+        running = self._by_turn.get(turn_id)
+        if running is None:
+            return False
+        running.control.cancel("The Turn was cancelled on request")
+        return True
+
+    async def run_turn(self, request: TurnRequest, *, on_event: OnEvent | None = None) -> TurnResult:
+        runtime = self.runtime
+        session_id = request.session_id
+        config = await runtime.effective_config(session_id)
+        settings = config.settings.runtime
+        timeout = settings.turn_timeout_seconds
+        if request.timeout_seconds is not None:
+            timeout = request.timeout_seconds
+            if timeout != 0 and not 10 <= timeout <= 3600:
+                raise InvalidInput("timeoutSeconds must be 0 (no deadline) or 10-3600")
+        mode = request.mode or settings.execution_mode
+        if session_id in self._running:
+            raise TurnBusy(f"Session '{session_id}' already has a running Turn", session_id=session_id)
+        control = TurnControl(
+            max_units=settings.max_llm_calls_per_turn,
+            timeout_seconds=float(timeout) if timeout else None,
+            limits=AgentLimits(
+                max_depth=settings.max_agent_depth,
+                max_children=settings.max_child_sandboxes,
+                max_live_children=settings.max_active_children,
+            ),
+        )
+        reservation = _Running(turn_id="", control=control)
+        self._running[session_id] = reservation  # reserve before the first await below
+        try:
+            self.lms.check("root", "sub")
+            await runtime._own(session_id)
+            claim = await runtime._run(
+                runtime.store.claim_turn, session_id, request.task, request.idempotency_key
+            )
+            if claim.replayed is not None:
+                return self._replayed(claim.replayed, session_id, claim.turn_id, on_event)
+            reservation.turn_id = claim.turn_id
+            self._by_turn[claim.turn_id] = reservation
+            channel = EventChannel(claim.turn_id, session_id)
+            channel.bind(asyncio.get_running_loop())
+            control.emit = channel.emit
+            return await self._run_claimed(request, mode, claim.turn_id, control, channel, on_event)
+        finally:
+            self._running.pop(session_id, None)
+            self._by_turn.pop(reservation.turn_id, None)
+
+    # --- one claimed Turn --------------------------------------------------------------------
+
+    async def _run_claimed(
+        self,
+        request: TurnRequest,
+        mode: str,
+        turn_id: str,
+        control: TurnControl,
+        channel: EventChannel,
+        on_event: OnEvent | None,
+    ) -> TurnResult:
+        session_id = request.session_id
+        channel.emit("turn_started", {"task": request.task[:2000], "mode": mode})
+        box: dict[str, Any] = {}
+        finished = anyio.Event()
+        cancelled = anyio.get_cancelled_exc_class()
+        before: dict[str, str] = {}
+        loop = asyncio.get_running_loop()
+        try:
+            async with BlockingPortal() as portal, anyio.create_task_group() as tg:
+                tg.start_soon(channel.pump, on_event)
+
+                async def work() -> None:
+                    with anyio.CancelScope(shield=True):
+                        try:
+                            dataset = await self.runtime.check_dataset(session_id)
+                            before.update(await self._artifact_digests(session_id))
+                            inputs = await self._prepare(request, mode, dataset)
+                            box["result"] = await anyio.to_thread.run_sync(
+                                partial(
+                                    self._run_engine, request, turn_id, control, inputs, portal, loop
+                                )
+                            )
+                        except BaseException as exc:
+                            box["error"] = exc
+                        finally:
+                            finished.set()
+
+                tg.start_soon(work)
+                try:
+                    remaining = control.remaining_seconds()
+                    with anyio.move_on_after(remaining if remaining is not None else float("inf")):
+                        await finished.wait()
+                    if not finished.is_set():
+                        control.expire()
+                        await finished.wait()
+                except cancelled:
+                    control.cancel("The Turn was cancelled by the client")
+                    raise
+                finally:
+                    tg.cancel_scope.cancel()  # stop the pump; the shielded worker still finishes
+        except cancelled:
+            with anyio.CancelScope(shield=True):
+                await self._commit(request, turn_id, control, channel, on_event, box, before)
+            raise
+        return await self._commit(request, turn_id, control, channel, on_event, box, before)
+
+    def _run_engine(
+        self,
+        request: TurnRequest,
+        turn_id: str,
+        control: TurnControl,
+        inputs: TurnInputs,
+        portal: BlockingPortal,
+        loop: asyncio.AbstractEventLoop,
+    ) -> tuple[EngineResult, str | None]:
+        """The worker thread: build the program and run it under the tracer."""
+        import dspy
+
+        from fleet_core.engine.program import TurnProgram
+        from fleet_core.engine.spaces import SandboxAgentSpace, SandboxRuntime
+
+        runtime = self.runtime
+        session_id = request.session_id
+        settings = runtime.config.settings
+        children_dir = runtime.config.state_dir / "agents" / session_id / turn_id
+        sandboxes = SandboxRuntime(
+            settings=settings.sandbox,
+            control=control,
+            portal=portal,
+            loop=loop,
+            session_id=session_id,
+            turn_id=turn_id,
+            children_dir=children_dir,
+        )
+        root = SandboxAgentSpace(sandboxes, runtime.workspace(session_id))
+        program = TurnProgram(
+            lms=self.lms,
+            control=control,
+            root_space=root,
+            max_iters=settings.runtime.max_rlm_iterations,
+            child_max_iters=settings.runtime.child_max_iters,
+            child_max_llm_calls=settings.runtime.child_max_llm_calls,
+        )
+        try:
+            with self.tracer.turn(session_id=session_id, turn_id=turn_id, task=request.task) as trace:
+                extra = self.tracer.callbacks()
+                with dspy.context(callbacks=extra) if extra else contextlib.nullcontext():
+                    result = program.run(inputs)
+                trace.set_attribute("fleet.routing", result.decision.payload(inputs.mode))
+                return result, trace.trace_id
+        finally:
+            root.close()
+            shutil.rmtree(children_dir, ignore_errors=True)
+
+    # --- inputs ------------------------------------------------------------------------------
+
+    async def _prepare(
+        self, request: TurnRequest, mode: str, dataset: DatasetContext | None
+    ) -> TurnInputs:
+        runtime = self.runtime
+        session_id = request.session_id
+        settings = runtime.config.settings
+        workspace = runtime.workspace(session_id)
+        user_dir = Path(settings.storage.skills_dir)
+        if not user_dir.is_absolute():
+            user_dir = runtime.config.state_dir.parent / user_dir
+        found = await runtime._run(skill_lib.discover, user_dir)
+        await runtime._run(skill_lib.sync, workspace, found)
+        manifest = await runtime.manifest(session_id)
+        history = await runtime._run(
+            runtime.store.history, session_id, settings.runtime.history_turns, completed_only=True
+        )
+        notes = await runtime._run(runtime.store.memory_summary, session_id)
+        memories = await runtime._run(runtime.store.memories, session_id, reviewed=True)
+        if self._env_line is None:
+            self._env_line = await runtime._run(host_environment_line)
+        return TurnInputs(
+            task=request.task,
+            mode=mode,
+            workspace_manifest=manifest,
+            skills_catalog=skill_lib.catalog(found),
+            memory_summary=render_memory_summary(notes, memories, request.task, self._env_line),
+            session_history=render_history(
+                history,
+                max_turns=settings.runtime.history_turns,
+                max_chars=settings.runtime.history_chars,
+            ),
+            dataset=dataset,
+            skills=tuple(found),
+        )
+
+    async def _artifact_digests(self, session_id: str) -> dict[str, str]:
+        tree = await self.runtime._run(self.runtime.workspace(session_id).tree, "artifacts")
+        return {info.path: info.sha256 for info in tree}
+
+    # --- outcome -----------------------------------------------------------------------------
+
+    async def _commit(
+        self,
+        request: TurnRequest,
+        turn_id: str,
+        control: TurnControl,
+        channel: EventChannel,
+        on_event: OnEvent | None,
+        box: dict[str, Any],
+        before: dict[str, str],
+    ) -> TurnResult:
+        session_id = request.session_id
+        usage = control.usage()
+        error = box.get("error")
+        if error is None and "result" not in box:
+            error = control.error() if control.terminal else RuntimeError("The Turn did not finish")
+        if error is None:
+            engine, trace_id = box["result"]
+            artifacts = await self._changed_artifacts(session_id, turn_id, before, engine.artifacts)
+            result = TurnResult(
+                turn_id=turn_id,
+                session_id=session_id,
+                status="completed",
+                answer=engine.answer,
+                route=engine.route,
+                learned_note=engine.learned_note or None,
+                artifacts=artifacts,
+                trace_id=trace_id,
+                usage=usage,
+            )
+            outcome = TurnOutcome(
+                status="completed",
+                result=result.wire(),
+                answer=result.answer,
+                route=result.route,
+                learned_note=result.learned_note,
+                trace_id=trace_id,
+                artifacts=list(engine.artifacts),
+            )
+            kind = "turn_completed"
+        else:
+            status, turn_error = self._classify(error, control)
+            result = TurnResult(
+                turn_id=turn_id,
+                session_id=session_id,
+                status=status,
+                usage=usage,
+                error=turn_error,
+            )
+            outcome = TurnOutcome(status=status, result=result.wire(), error=turn_error)
+            kind = "turn_cancelled" if status == "cancelled" else "turn_failed"
+            if not isinstance(error, FleetError | Exception):
+                log.debug("Turn %s ended by %r", turn_id, error)
+        await self.runtime._run(self.runtime.store.finish_turn, turn_id, outcome)
+        channel.emit(kind, result.wire() | {"durationSeconds": round(control.elapsed(), 3)})
+        channel.close()
+        channel.flush(on_event)
+        return result
+
+    def _classify(self, error: BaseException, control: TurnControl) -> tuple[Any, TurnError]:
+        if control.terminal is not None and not isinstance(error, TurnStopped):
+            error = control.error()
+        if isinstance(error, TurnStopped):
+            return error.status, TurnError(kind=error.kind, message=error.message)
+        if isinstance(error, anyio.get_cancelled_exc_class()):
+            return "cancelled", TurnError(kind="TurnCancelled", message="The Turn was cancelled")
+        if isinstance(error, FleetError):
+            return "failed", TurnError(kind=error.kind, message=error.message)
+        log.warning("Turn failed: %s: %s", type(error).__name__, error, exc_info=error)
+        message = self._redact(f"{type(error).__name__}: {error}")[:1000]
+        return "failed", TurnError(kind="EngineError", message=f"The Turn failed: {message}")
+
+    def _redact(self, text: str) -> str:
+        for secret in self.runtime.config.secrets.values():
+            text = text.replace(secret, "[REDACTED]")
+        return text
+
+    async def _changed_artifacts(
+        self,
+        session_id: str,
+        turn_id: str,
+        before: dict[str, str],
+        promoted: list[ProvenanceRecord],
+    ) -> list[ArtifactRef]:
+        after = await self._artifact_tree(session_id)
+        by_path = {r.path: r for r in promoted}
+        refs = []
+        for path, (size, digest) in sorted(after.items()):
+            if before.get(path) == digest:
+                continue
+            record = by_path.get(path)
+            refs.append(
+                ArtifactRef(
+                    uri=f"fleet:/sessions/{session_id}/{path}",
+                    path=path,
+                    size_bytes=size,
+                    sha256=digest,
+                    turn_id=turn_id,
+                    agent_id=record.agent_id if record else "root",
+                    provenance=[record] if record else None,
+                )
+            )
+        return refs
+
+    async def _artifact_tree(self, session_id: str) -> dict[str, tuple[int, str]]:
+        tree = await self.runtime._run(self.runtime.workspace(session_id).tree, "artifacts")
+        return {i.path: (i.size_bytes, i.sha256) for i in tree}
+
+    def _replayed(
+        self, stored: dict[str, Any], session_id: str, turn_id: str, on_event: OnEvent | None
+    ) -> TurnResult:
+        result = TurnResult.model_validate(stored).model_copy(update={"replayed": True})
+        channel = EventChannel(turn_id, session_id)
+        channel.emit("turn_completed", result.wire())
+        channel.flush(on_event)
+        return result
