@@ -48,6 +48,7 @@ READY_TIMEOUT_S = 30.0
 EOF_EXIT_WAIT_S = 0.5
 STOP_WAIT_S = 2.0
 STDERR_TAIL_BYTES = 8_192
+PROTOCOL_LOST_EXIT = 70  # worker.PROTOCOL_LOST_EXIT
 _RESERVED_NAMES = frozenset({"SUBMIT", "print", "__builtins__", "__name__"})
 
 _UNAVAILABLE_HINT = (
@@ -505,7 +506,7 @@ class LocalSandbox:
                 "The cell was cancelled and the worker was killed (REPL state lost)",
                 state_preserved=False,
             )
-        if code is None:
+        if code is None or code == PROTOCOL_LOST_EXIT:
             return ExecutionOutcomeUnknownError(
                 "The worker's protocol stream closed while the cell was running; the cell may "
                 "or may not have completed and will not be replayed. The worker was killed."

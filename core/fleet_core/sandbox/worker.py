@@ -57,6 +57,7 @@ PROBED_PACKAGES = (
     "mpmath",
 )
 MAX_SUBMIT_BYTES = 2_000_000
+PROTOCOL_LOST_EXIT = 70  # the protocol fds were closed under us: the host cannot know the outcome
 CELL_FILENAME = "<cell-{}>"
 
 
@@ -257,8 +258,8 @@ class Worker:
                     self.tools.resolve(frame)
                 elif kind in ("exec", "shutdown"):
                     self.inbox.put(frame)
-        except OSError:
-            return  # protocol fd closed under us; the host sees EOF and decides
+        except (OSError, ValueError):
+            os._exit(PROTOCOL_LOST_EXIT)
         os._exit(0)  # the host closed our input: it is gone or wants us gone
 
     def ready_frame(self) -> Frame:
@@ -279,6 +280,8 @@ class Worker:
                 if frame.get("type") == "shutdown":
                     return
                 self.channel.send(self.run_cell(frame))
+            except (OSError, ValueError):
+                os._exit(PROTOCOL_LOST_EXIT)
             except KeyboardInterrupt:
                 continue  # a late interrupt that missed its cell
 
