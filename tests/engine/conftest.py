@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,9 @@ class SwitchableLms:
         return self.sub if self.sub is not None else self.root
 
 
+OpenRuntime = Callable[..., Awaitable[FleetRuntime]]
+
+
 @pytest.fixture
 def lms() -> SwitchableLms:
     return SwitchableLms()
@@ -39,9 +42,23 @@ def engine_config(tmp_path: Path) -> EffectiveConfig:
 
 
 @pytest.fixture
-async def engine_runtime(
-    engine_config: EffectiveConfig, lms: SwitchableLms
-) -> AsyncIterator[FleetRuntime]:
-    runtime = await FleetRuntime.open(engine_config, lm_provider=lms)
-    yield runtime
-    await runtime.close()
+async def open_runtime(
+    tmp_path: Path, lms: SwitchableLms
+) -> AsyncIterator[OpenRuntime]:
+    """Open a runtime on this test's state dir with extra environment (e.g. budgets)."""
+    opened: list[FleetRuntime] = []
+
+    async def make(**environ: str) -> FleetRuntime:
+        env = {"FLEET_STATE_DIR": str(tmp_path / "state"), **environ}
+        runtime = await FleetRuntime.open(load_config(environ=env, cwd=tmp_path), lm_provider=lms)
+        opened.append(runtime)
+        return runtime
+
+    yield make
+    for runtime in opened:
+        await runtime.close()
+
+
+@pytest.fixture
+async def engine_runtime(open_runtime: OpenRuntime) -> FleetRuntime:
+    return await open_runtime()

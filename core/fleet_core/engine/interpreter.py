@@ -22,6 +22,7 @@ from fleet_core.engine.control import TurnControl
 from fleet_core.engine.stream import clip
 
 CODE_CHARS = 20_000
+_FLEX_DRIVER = "__dspy_flex_json.dumps("
 OUTPUT_CHARS = 4_000
 
 
@@ -82,6 +83,7 @@ class TurnInterpreter:
             self._interrupt()
 
     def execute(self, code: str, variables: dict[str, Any] | None = None) -> Any:
+        code = _print_flex_result(code)
         control = self._control
         control.check()
         cell = next(self._cells)
@@ -127,3 +129,12 @@ class TurnInterpreter:
             emit("cell_output", payload, **self._lineage)
         control.check()
         return result
+
+
+def _print_flex_result(code: str) -> str:
+    """Flex's driver cell ends with an expression whose *string value* must come back verbatim;
+    our sandbox returns the value's repr, so print it instead (stdout is returned as is)."""
+    head, _, last = code.rstrip().rpartition("\n")
+    if _FLEX_DRIVER not in last or not last.startswith(_FLEX_DRIVER):
+        return code
+    return f"{head}\nprint({last}, end='')"

@@ -15,6 +15,7 @@ from contextvars import ContextVar
 from typing import Any
 
 import dspy
+from dspy.clients._deprecation import adapter_message_call
 from dspy.primitives.facade import SandboxLM
 
 from fleet_core.engine.control import TurnControl
@@ -105,7 +106,16 @@ class MeteredLM(SandboxLM):  # type: ignore[misc]
             )
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self._metered(kwargs, lambda: self._lm(*args, **kwargs))
+        messages = kwargs.get("messages")
+        if messages is None:
+            return self._metered(kwargs, lambda: self._lm(*args, **kwargs))
+
+        def call() -> Any:
+            # the adapter's messages= call, forwarded: dspy's deprecation check expects the real LM
+            with adapter_message_call(self._lm, messages):
+                return self._lm(*args, **kwargs)
+
+        return self._metered(kwargs, call)
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         return self._metered(kwargs, lambda: self._lm.forward(*args, **kwargs))
