@@ -1,0 +1,375 @@
+"""``fleet-lsp``: the language server and a command-line client of the same runtime.
+
+Imports stay lazy: ``fleet-lsp --help`` and ``fleet-lsp config show`` load neither pygls nor
+SQLAlchemy, and ``fleet-lsp serve`` (stdio) skips typer entirely so ``initialize`` is answered as
+fast as a bare pygls server.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from fleet_core.runtime import FleetRuntime
+
+app = typer.Typer(
+    name="fleet-lsp",
+    help="Fleet agent runtime: language server (serve) and command-line client.",
+    no_args_is_help=False,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+artifacts_app = typer.Typer(help="Session artifacts.", no_args_is_help=True)
+trace_app = typer.Typer(help="Turn traces.", no_args_is_help=True)
+config_app = typer.Typer(help="Effective configuration.", no_args_is_help=True)
+app.add_typer(artifacts_app, name="artifacts")
+app.add_typer(trace_app, name="trace")
+app.add_typer(config_app, name="config")
+
+NON_LOOPBACK_ENV = "FLEET_ALLOW_NON_LOOPBACK_BIND"
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    if args in (["serve"], ["serve", "--stdio"]) or (not args and not sys.stdin.isatty()):
+        serve_stdio()  # fast path: no typer parsing before initialize
+        return
+    if not args:
+        args = ["--help"]
+    app(args=args, prog_name="fleet-lsp")
+
+
+# ---------------------------------------------------------------------------------------------
+# serve
+# ---------------------------------------------------------------------------------------------
+
+
+def serve_stdio() -> None:
+    from fleet_lsp.server import configure_logging, create_server
+
+    configure_logging()
+    create_server().start_io()
+
+
+def is_loopback(host: str) -> bool:
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _truthy(value: str | None) -> bool:
+    return (value or "").strip().lower() in ("1", "true", "yes", "on")
+
+
+@app.command()
+def serve(
+    stdio: Annotated[bool, typer.Option("--stdio", help="Serve over stdin/stdout (default).")] = False,
+    tcp: Annotated[
+        str | None, typer.Option("--tcp", metavar="HOST:PORT", help="Serve one client over TCP.")
+    ] = None,
+) -> None:
+    """Run the language server (stdio by default; --tcp HOST:PORT for debugging)."""
+    if tcp is None:
+        serve_stdio()
+        return
+    import logging
+    import os
+
+    host, sep, port_text = tcp.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise typer.BadParameter("use --tcp HOST:PORT, e.g. --tcp 127.0.0.1:2087", param_hint="--tcp")
+    from fleet_lsp.server import configure_logging, create_server
+
+    configure_logging(logging.INFO)
+    log = logging.getLogger("fleet_lsp")
+    if not is_loopback(host):
+        allowed = _truthy(os.environ.get(NON_LOOPBACK_ENV))
+        if not allowed:
+            from fleet_core.config import load_config
+
+            allowed = load_config().settings.server.allow_non_loopback_bind
+        if not allowed:
+            typer.echo(
+                f"Refusing to listen on {host}: fleet-lsp has no caller authentication, so it "
+                f"binds to loopback only. Set {NON_LOOPBACK_ENV}=true to allow it.",
+                err=True,
+            )
+            raise typer.Exit(2)
+        log.warning(
+            "listening on non-loopback address %s:%s (%s=true); anyone who can reach it can "
+            "drive this server, which has no caller authentication",
+            host,
+            port_text,
+            NON_LOOPBACK_ENV,
+        )
+    log.info("fleet-lsp listening on %s:%s", host, port_text)
+    create_server().start_tcp(host, int(port_text))
+
+
+# ---------------------------------------------------------------------------------------------
+# runtime commands
+# ---------------------------------------------------------------------------------------------
+
+
+def _run(fn: Callable[[FleetRuntime], Awaitable[Any]]) -> Any:
+    import asyncio
+
+    from fleet_core.errors import FleetError
+
+    async def go() -> Any:
+        import os
+
+        from fleet_core.config import load_config
+        from fleet_core.runtime import FleetRuntime
+
+        provider = None
+        script = os.environ.get("FLEET_TEST_SCRIPT")
+        if script:
+            from fleet_lsp.testing import scripted_provider
+
+            provider = scripted_provider(script)
+        runtime = await FleetRuntime.open(load_config(), lm_provider=provider)
+        try:
+            return await fn(runtime)
+        finally:
+            await runtime.close()
+
+    try:
+        return asyncio.run(go())
+    except FleetError as exc:
+        typer.echo(f"error ({exc.kind}): {exc.message}", err=True)
+        raise typer.Exit(1) from None
+
+
+@app.command()
+def sessions(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """List Sessions, newest first."""
+
+    async def go(runtime: FleetRuntime) -> list[dict[str, Any]]:
+        return [s.wire() for s in await runtime.list_sessions()]
+
+    found = _run(go)
+    if as_json:
+        import json
+
+        typer.echo(json.dumps(found, indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("session", "mode", "turns", "updated", "dataset")
+    for s in found:
+        table.add_row(
+            s["sessionId"], s["mode"], str(s["turnCount"]), s["updatedAt"],
+            (s.get("dataset") or {}).get("path", ""),
+        )
+    Console().print(table if found else "No sessions yet. Start one with: fleet-lsp demo")
+
+
+@app.command()
+def turn(
+    task: Annotated[str, typer.Argument(help="What the agent should do.")],
+    session: Annotated[str, typer.Option("--session", "-s", help="Session id (created if new).")],
+    attach: Annotated[
+        list[str] | None, typer.Option("--attach", help="Local file to attach (repeatable).")
+    ] = None,
+    dataset: Annotated[
+        str | None, typer.Option("--dataset", help="Workspace path to select, e.g. files/sales.csv.")
+    ] = None,
+    mode: Annotated[str | None, typer.Option("--mode", help="hybrid | rlm | flex")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print only the TurnResult JSON.")] = False,
+) -> None:
+    """Run one Turn with a live view of progress and child agents."""
+    from pathlib import Path
+
+    from fleet_core.errors import SessionNotFound
+
+    async def go(runtime: FleetRuntime) -> dict[str, Any]:
+        from fleet_core.models import TurnRequest
+
+        try:
+            await runtime.load_session(session)
+        except SessionNotFound:
+            await runtime.new_session(session, mode)
+        for item in attach or []:
+            info = await runtime.attach(session, Path(item).expanduser().resolve())
+            if not as_json:
+                typer.echo(f"attached {info.path} ({info.size_bytes:,} bytes)", err=True)
+        if dataset:
+            await runtime.set_dataset(session, dataset)
+        request = TurnRequest(session_id=session, task=task, mode=mode)  # type: ignore[arg-type]
+        if as_json:
+            return (await runtime.run_turn(request)).wire()
+        from fleet_lsp.live import LiveTurnView
+
+        with LiveTurnView(task) as view:
+            result = await runtime.run_turn(request, on_event=view.on_event)
+            view.done(result.status)
+        return result.wire()
+
+    result = _run(go)
+    import json
+
+    if as_json:
+        typer.echo(json.dumps(result, indent=2))
+        return
+    _print_result(result)
+
+
+def _print_result(result: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.markdown import Markdown
+
+    console = Console()
+    console.print(f"[bold]{result['status']}[/bold] · route {result.get('route') or 'n/a'}")
+    console.print(Markdown(result.get("answer") or "_(no answer)_"))
+    for artifact in result.get("artifacts", []):
+        console.print(f"artifact: {artifact['path']} ({artifact['sizeBytes']:,} bytes) {artifact['uri']}")
+    if result.get("error"):
+        console.print(f"[red]{result['error'].get('kind')}: {result['error'].get('message')}[/red]")
+    tid = result.get("traceId") or result.get("turnId")
+    console.print(f"trace: fleet-lsp trace show {tid}")
+
+
+@artifacts_app.command("get")
+def artifacts_get(
+    session: Annotated[str, typer.Argument(help="Session id.")],
+    path: Annotated[str, typer.Argument(help="Artifact path, e.g. artifacts/report.csv.")],
+    local: Annotated[str | None, typer.Argument(help="Where to save it (default: stdout).")] = None,
+) -> None:
+    """Print an artifact, or save it to LOCAL."""
+    workspace_path = path if path.startswith("artifacts/") else f"artifacts/{path}"
+
+    async def go(runtime: FleetRuntime) -> bytes:
+        return await runtime.read_file(session, workspace_path)
+
+    data: bytes = _run(go)
+    if local is None:
+        sys.stdout.buffer.write(data)
+        return
+    from pathlib import Path
+
+    target = Path(local)
+    if target.is_dir():
+        target = target / Path(workspace_path).name
+    target.write_bytes(data)
+    typer.echo(f"saved {workspace_path} to {target} ({len(data):,} bytes)", err=True)
+
+
+@trace_app.command("show")
+def trace_show(
+    trace_id: Annotated[str, typer.Argument(help="Trace id or Turn id.")],
+    raw: Annotated[bool, typer.Option("--raw", help="Print markdown source.")] = False,
+) -> None:
+    """Render a Turn's trace as markdown."""
+
+    async def go(runtime: FleetRuntime) -> str:
+        from fleet_lsp.documents import StoreTraceSource
+
+        return (await StoreTraceSource().get(runtime, trace_id=trace_id)).markdown
+
+    markdown: str = _run(go)
+    if raw:
+        typer.echo(markdown)
+        return
+    from rich.console import Console
+    from rich.markdown import Markdown
+
+    Console().print(Markdown(markdown))
+
+
+# ---------------------------------------------------------------------------------------------
+# config, doctor
+# ---------------------------------------------------------------------------------------------
+
+
+@config_app.command("show")
+def config_show(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Every effective non-secret value with its source, secret names as set/unset, the digest."""
+    from fleet_core.config import load_config
+    from fleet_core.errors import ConfigError
+
+    try:
+        config = load_config()
+    except ConfigError as exc:
+        typer.echo(f"configuration error: {exc.message}", err=True)
+        raise typer.Exit(1) from None
+    items = list(config.items())
+    secrets = config.secret_status()
+    if as_json:
+        import json
+
+        typer.echo(
+            json.dumps(
+                {
+                    "configFile": str(config.config_file) if config.config_file else None,
+                    "stateDir": str(config.state_dir),
+                    "digest": config.digest(),
+                    "settings": {k: {"value": v, "source": s} for k, v, s in items},
+                    "secrets": {k: ("set" if v else "unset") for k, v in secrets.items()},
+                },
+                indent=2,
+            )
+        )
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    console.print(f"config file: {config.config_file or '(none; defaults)'}")
+    console.print(f"state dir:   {config.state_dir}")
+    table = Table("setting", "value", "source")
+    for key, value, source in items:
+        table.add_row(key, "" if value is None else str(value), source)
+    console.print(table)
+    secret_table = Table("secret", "status")
+    for name, is_set in secrets.items():
+        secret_table.add_row(name, "set" if is_set else "unset")
+    console.print(secret_table)
+    console.print(f"digest: {config.digest()}")
+
+
+@app.command()
+def doctor() -> None:
+    """Check the database, sandbox isolation, MLflow store and model endpoints; say what to fix."""
+    from fleet_lsp.doctor import run_checks
+
+    checks = run_checks()
+    from rich.console import Console
+
+    console = Console()
+    failed = 0
+    for check in checks:
+        mark = {"ok": "[green]ok[/green]", "warn": "[yellow]warn[/yellow]", "fail": "[red]FAIL[/red]"}
+        console.print(f"{mark[check.status]:>20}  [bold]{check.name}[/bold]: {check.detail}")
+        if check.fix:
+            console.print(f"{'':>8}fix: {check.fix}")
+        failed += check.status == "fail"
+    raise typer.Exit(1 if failed else 0)
+
+
+@app.command()
+def demo() -> None:
+    """The quickstart through the real protocol: a Session, sales.csv, a Turn, the artifact."""
+    from fleet_lsp.demo import run_demo
+
+    raise typer.Exit(run_demo())
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,168 @@
+"""``fleet-lsp demo``: the quickstart end to end through the real protocol, as an editor would.
+
+Starts ``fleet-lsp serve`` over stdio, creates a Session, attaches the bundled
+``examples/sales.csv``, selects it as the dataset, runs the revenue-by-region Turn with live
+progress (child agents included), prints the answer, saves the artifact next to the user and
+says how to open the trace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+DEMO_TASK = "Calculate revenue by region and save artifacts/revenue_by_region.csv."
+ARTIFACT = "artifacts/revenue_by_region.csv"
+
+
+def sales_csv() -> Path:
+    """The bundled example (repository checkout or installed package data)."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here.parent / "examples" / "sales.csv", here / "examples" / "sales.csv"):
+        if candidate.is_file():
+            return candidate
+    raise FileNotFoundError("examples/sales.csv is missing from this installation")
+
+
+def model_problem() -> str | None:
+    """What to set when no model endpoint is configured (None when one is, or in tests)."""
+    if os.environ.get("FLEET_TEST_SCRIPT"):
+        return None
+    from fleet_core.config import load_config
+    from fleet_core.engine.lm import ConfiguredLmProvider
+    from fleet_core.errors import ModelUnavailable
+
+    try:
+        ConfiguredLmProvider.from_config(load_config()).check("root", "sub")
+    except ModelUnavailable as exc:
+        return exc.message
+    return None
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, tuple) and hasattr(value, "_asdict"):
+        return {k: _plain(v) for k, v in value._asdict().items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if hasattr(value, "__attrs_attrs__"):
+        from lsprotocol import converters
+
+        return converters.get_converter().unstructure(value)
+    return value
+
+
+def run_demo() -> int:
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    problem = model_problem()
+    if problem:
+        console.print("[bold red]No model endpoint is configured.[/bold red]")
+        console.print(problem)
+        console.print(
+            "\nFor example:\n  export FLEET_LM_API_BASE=https://api.openai.com/v1\n"
+            "  export FLEET_LM_MODEL=gpt-4.1-mini\n  export FLEET_LM_API_KEY=sk-...\n"
+            "then run: fleet-lsp demo   (fleet-lsp doctor checks the endpoint)"
+        )
+        return 2
+    try:
+        return asyncio.run(_demo(console))
+    except KeyboardInterrupt:
+        return 130
+
+
+async def _demo(console: Any) -> int:
+    from lsprotocol import types
+    from pygls.lsp.client import LanguageClient
+
+    from fleet_lsp.live import LiveTurnView
+
+    client = LanguageClient("fleet-lsp-demo", "1")
+    view: LiveTurnView | None = None
+    agents_of_token: dict[str, tuple[str, str | None]] = {}
+
+    @client.feature(types.WINDOW_WORK_DONE_PROGRESS_CREATE)
+    def create(params: Any) -> None:
+        return None
+
+    @client.feature(types.PROGRESS)
+    def progress(params: Any) -> None:
+        value = _plain(params.value)
+        if view is None or not isinstance(value, dict):
+            return
+        token = str(params.token)
+        kind = value.get("kind")
+        if kind == "begin":
+            agent = value.get("agentId") or "root"
+            agents_of_token[token] = (agent, value.get("parentAgentId"))
+            view.update_progress(agent, value.get("parentAgentId"), value.get("title", ""))
+        elif kind == "report" and token in agents_of_token:
+            agent, parent = agents_of_token[token]
+            view.update_progress(agent, parent, value.get("message", ""))
+        elif kind == "end" and token in agents_of_token:
+            view.finish_agent(agents_of_token[token][0], value.get("message", "done"))
+
+    @client.feature(types.WINDOW_LOG_MESSAGE)
+    def log_message(params: Any) -> None:
+        return None
+
+    await client.start_io(sys.executable, "-m", "fleet_lsp", "serve")
+    try:
+        await client.initialize_async(
+            types.InitializeParams(
+                capabilities=types.ClientCapabilities(
+                    window=types.WindowClientCapabilities(work_done_progress=True)
+                ),
+                root_uri=Path.cwd().as_uri(),
+                initialization_options={"fleet": {"protocolVersion": 1, "client": "fleet-lsp demo"}},
+            )
+        )
+        client.initialized(types.InitializedParams())
+
+        async def call(method: str, params: dict[str, Any]) -> Any:
+            return _plain(await client.protocol.send_request_async(method, params))
+
+        session = await call("fleet/session/new", {"sessionId": f"demo-{uuid.uuid4().hex[:6]}"})
+        sid = session["sessionId"]
+        console.print(f"session [bold]{sid}[/bold]")
+        attached = await call("fleet/context/attach", {"sessionId": sid, "uri": sales_csv().as_uri()})
+        console.print(f"attached {attached['path']} ({attached['sizeBytes']:,} bytes)")
+        dataset = await call("fleet/context/setDataset", {"sessionId": sid, "path": attached["path"]})
+        console.print(f"dataset  {dataset['path']} sha256 {dataset['sha256'][:12]}…")
+        token = f"demo-{uuid.uuid4().hex[:8]}"
+        with LiveTurnView(DEMO_TASK) as live:
+            view = live
+            result = await call(
+                "fleet/turn/run", {"sessionId": sid, "task": DEMO_TASK, "workDoneToken": token}
+            )
+            live.done(result["status"])
+        view = None
+        out = Console()
+        out.print(f"\n[bold]{result['status']}[/bold] (route {result.get('route')})\n")
+        out.print(result.get("answer") or "(no answer)")
+        saved = None
+        for artifact in result.get("artifacts", []):
+            if artifact["path"].endswith("revenue_by_region.csv"):
+                target = Path.cwd() / "revenue_by_region.csv"
+                saved = await call("fleet/artifact/save", {"uri": artifact["uri"], "target": target.as_uri()})
+                out.print(f"\nsaved {artifact['path']} to {target} ({saved['sizeBytes']:,} bytes)")
+        if saved is None and result["status"] == "completed":
+            out.print(f"\n(the Turn did not produce {ARTIFACT})")
+        trace_id = result.get("traceId") or result.get("turnId")
+        trace = await call("fleet/trace/get", {"turnId": result["turnId"]})
+        out.print(
+            f"\ntrace: fleet-lsp trace show {trace_id}\n"
+            f"   or open {trace['uri']} in your editor (fleet/trace/get)"
+        )
+        return 0 if result["status"] == "completed" else 1
+    finally:
+        try:
+            await asyncio.wait_for(client.shutdown_async(None), timeout=10)
+            client.exit(None)
+        except Exception:
+            pass
+        await client.stop()

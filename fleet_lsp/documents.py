@@ -1,0 +1,413 @@
+"""``fleet:/`` URIs and the text behind them: artifacts and trace documents.
+
+URIs (single slash, no authority, no query; see docs/protocol.md):
+
+- ``fleet:/sessions/<sessionId>/artifacts/<path under artifacts/>``
+- ``fleet:/sessions/<sessionId>/traces/<traceId>.md``
+
+Artifacts are served as text when they look like text, or as a readable summary (size, digest,
+type) when they are binary. Traces render as markdown through a :class:`TraceSource`; the
+default, :class:`StoreTraceSource`, uses what the store holds (Turn, route, answer, usage,
+artifacts with provenance) plus any TurnEvents this server saw, and can be swapped for an
+MLflow-backed source later without touching the handlers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import mimetypes
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+from urllib.parse import quote, unquote
+
+from fleet_core.errors import FleetError, InvalidInput, TurnNotFound
+from fleet_core.workspace import is_probably_text, validate_relative_path, validate_session_id
+
+from fleet_lsp.protocol import URI_SCHEME, ArtifactReadResult
+
+if TYPE_CHECKING:
+    from fleet_core.events import TurnEvent
+    from fleet_core.models import TurnSummary
+    from fleet_core.runtime import FleetRuntime
+
+MAX_TEXT_BYTES = 2_000_000
+_LANGUAGES = {
+    ".csv": "csv",
+    ".tsv": "tsv",
+    ".json": "json",
+    ".jsonl": "jsonl",
+    ".md": "markdown",
+    ".py": "python",
+    ".txt": "plaintext",
+    ".log": "log",
+    ".html": "html",
+    ".yaml": "yaml",
+    ".yml": "yaml",
+    ".toml": "toml",
+    ".sql": "sql",
+    ".xml": "xml",
+    ".svg": "xml",
+    ".js": "javascript",
+    ".ts": "typescript",
+    ".sh": "shellscript",
+}
+
+
+class TraceNotFound(FleetError):
+    kind = "TraceNotFound"
+
+
+@dataclass(frozen=True, slots=True)
+class FleetUri:
+    kind: Literal["artifact", "trace"]
+    session_id: str
+    path: str = ""  # workspace path, e.g. "artifacts/revenue.csv" (artifacts)
+    trace_id: str = ""  # (traces)
+
+
+def normalize_uri(uri: str) -> str:
+    """``fleet:///x`` and ``fleet://x`` become ``fleet:/x``."""
+    if uri.startswith(f"{URI_SCHEME}://"):
+        rest = uri[len(URI_SCHEME) + 3 :]
+        return f"{URI_SCHEME}:/{rest.lstrip('/')}"
+    return uri
+
+
+def parse_uri(uri: str) -> FleetUri:
+    """Parse a ``fleet:/`` URI; :class:`InvalidInput` (sent as -32602) says what is wrong."""
+    normalized = normalize_uri(uri)
+    prefix = f"{URI_SCHEME}:/sessions/"
+    if not normalized.startswith(prefix) or "?" in normalized or "#" in normalized:
+        raise InvalidInput(
+            f"Not a fleet document URI: {uri[:200]!r}; expected "
+            "fleet:/sessions/<sessionId>/artifacts/<path> or "
+            "fleet:/sessions/<sessionId>/traces/<traceId>.md"
+        )
+    parts = [unquote(p) for p in normalized[len(prefix) :].split("/")]
+    if len(parts) < 3:
+        raise InvalidInput(f"Incomplete fleet URI {uri[:200]!r}: name an artifact or a trace")
+    session_id = validate_session_id(parts[0])
+    if parts[1] == "artifacts":
+        path = "/".join(["artifacts", *parts[2:]])
+        validate_relative_path(path)
+        return FleetUri("artifact", session_id, path=path)
+    if parts[1] == "traces" and len(parts) == 3 and parts[2].endswith(".md"):
+        trace_id = parts[2][: -len(".md")]
+        if not trace_id:
+            raise InvalidInput(f"Empty trace id in {uri[:200]!r}")
+        return FleetUri("trace", session_id, trace_id=trace_id)
+    raise InvalidInput(
+        f"Unknown fleet URI {uri[:200]!r}: the second segment must be 'artifacts' "
+        "or 'traces/<traceId>.md'"
+    )
+
+
+def artifact_uri(session_id: str, path: str) -> str:
+    """The URI of a workspace artifact (``path`` with or without the ``artifacts/`` root)."""
+    relative = path.removeprefix("artifacts/")
+    return f"{URI_SCHEME}:/sessions/{quote(session_id)}/artifacts/{quote(relative)}"
+
+
+def trace_uri(session_id: str, trace_id: str) -> str:
+    return f"{URI_SCHEME}:/sessions/{quote(session_id)}/traces/{quote(trace_id, safe='')}.md"
+
+
+def language_id(path: str) -> str | None:
+    lowered = path.lower()
+    for suffix, lang in _LANGUAGES.items():
+        if lowered.endswith(suffix):
+            return lang
+    return None
+
+
+async def read_artifact(runtime: FleetRuntime, uri: str) -> ArtifactReadResult:
+    """The artifact's text, or a readable summary when it is binary or too large."""
+    parsed = parse_uri(uri)
+    if parsed.kind != "artifact":
+        raise InvalidInput(f"{uri[:200]!r} is a trace; use fleet/trace/get or the URI directly")
+    info = await runtime.stat_file(parsed.session_id, parsed.path)
+    head = await runtime.read_file(parsed.session_id, parsed.path, max_bytes=MAX_TEXT_BYTES)
+    canonical = artifact_uri(parsed.session_id, parsed.path)
+    lang = language_id(parsed.path)
+    binary = not is_probably_text(head[:8192])
+    if binary:
+        text = binary_summary(parsed.path, info.size_bytes, info.sha256)
+        lang = "markdown"
+    else:
+        text = head.decode("utf-8", errors="replace")
+        if info.size_bytes > len(head):
+            text += (
+                f"\n\n[fleet: showing the first {len(head):,} of {info.size_bytes:,} bytes; "
+                "save the artifact with fleet/artifact/save to get all of it]\n"
+            )
+    result: ArtifactReadResult = {
+        "uri": canonical,
+        "text": text,
+        "sizeBytes": info.size_bytes,
+        "sha256": info.sha256,
+        "binary": binary,
+    }
+    if lang:
+        result["languageId"] = lang
+    return result
+
+
+def binary_summary(path: str, size_bytes: int, sha256: str) -> str:
+    kind = mimetypes.guess_type(path)[0] or "application/octet-stream"
+    return (
+        f"# Binary artifact `{path}`\n\n"
+        f"- Type: {kind}\n- Size: {size_bytes:,} bytes\n- sha256: `{sha256}`\n\n"
+        "The bytes are not shown here. Save it with `fleet/artifact/save` "
+        "(command `fleet.saveArtifact`) or `fleet-lsp artifacts get`.\n"
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Traces
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TraceDocument:
+    trace_id: str
+    turn_id: str
+    session_id: str
+    uri: str
+    markdown: str
+
+
+class TraceSource(Protocol):
+    """Where trace documents come from (the store now; MLflow later)."""
+
+    async def get(
+        self, runtime: FleetRuntime, *, trace_id: str | None = None, turn_id: str | None = None
+    ) -> TraceDocument: ...
+
+    async def list(self, runtime: FleetRuntime, session_id: str, limit: int) -> list[TraceDocument]:
+        ...
+
+
+EventLookup = Mapping[str, Sequence["TurnEvent"]]
+
+
+class StoreTraceSource:
+    """Renders traces from the store's Turn rows and the events this process observed."""
+
+    def __init__(self, events: EventLookup | None = None) -> None:
+        self._events: EventLookup = events if events is not None else {}
+
+    async def find_turn(
+        self, runtime: FleetRuntime, *, trace_id: str | None, turn_id: str | None
+    ) -> TurnSummary:
+        store = runtime.store
+        if turn_id:
+            return await asyncio.to_thread(store.get_turn, turn_id)
+        assert trace_id is not None
+        try:  # a Turn without a recorded trace uses its turn id as trace id
+            return await asyncio.to_thread(store.get_turn, trace_id)
+        except TurnNotFound:
+            pass
+        for session in await runtime.list_sessions():
+            for turn in await runtime.history(session.session_id, limit=1000):
+                if turn.trace_id == trace_id:
+                    return turn
+        raise TraceNotFound(f"No trace '{trace_id}'; list a Session's traces with fleet/trace/list")
+
+    async def get(
+        self, runtime: FleetRuntime, *, trace_id: str | None = None, turn_id: str | None = None
+    ) -> TraceDocument:
+        if not trace_id and not turn_id:
+            raise InvalidInput("Give a traceId or a turnId")
+        try:
+            turn = await self.find_turn(runtime, trace_id=trace_id, turn_id=turn_id)
+        except TurnNotFound:
+            raise TraceNotFound(f"No Turn '{turn_id}' and so no trace for it") from None
+        session_id = await asyncio.to_thread(_turn_session, runtime, turn.turn_id)
+        result = await asyncio.to_thread(runtime.store.turn_result, turn.turn_id)
+        artifacts = await runtime.list_artifacts(session_id)
+        tid = turn.trace_id or turn.turn_id
+        markdown = render_trace(
+            session_id=session_id,
+            turn=turn,
+            result=result,
+            artifacts=[
+                {"path": a.path, "sizeBytes": a.size_bytes, "sha256": a.sha256,
+                 "provenance": [p.wire() for p in a.provenance]}
+                for a in artifacts
+            ],
+            events=self._events.get(turn.turn_id, ()),
+        )
+        return TraceDocument(tid, turn.turn_id, session_id, trace_uri(session_id, tid), markdown)
+
+    async def list(self, runtime: FleetRuntime, session_id: str, limit: int) -> list[TraceDocument]:
+        docs = []
+        for turn in await runtime.history(session_id, limit=limit):
+            tid = turn.trace_id or turn.turn_id
+            docs.append(TraceDocument(tid, turn.turn_id, session_id, trace_uri(session_id, tid), ""))
+        return docs
+
+
+def _turn_session(runtime: FleetRuntime, turn_id: str) -> str:
+    """The Session a Turn belongs to (from its stored result, else by scanning histories)."""
+    result = runtime.store.turn_result(turn_id)
+    found = result.get("sessionId") or result.get("session_id")
+    if isinstance(found, str):
+        return found
+    for session in runtime.store.list_sessions(limit=10_000):
+        if any(t.turn_id == turn_id for t in runtime.store.history(session.session_id, 10_000)):
+            return session.session_id
+    raise TurnNotFound(f"No turn '{turn_id}'")
+
+
+def _pick(data: Mapping[str, Any], *names: str) -> Any:
+    for name in names:
+        if data.get(name) is not None:
+            return data[name]
+    return None
+
+
+def _short(text: str, limit: int = 4000) -> str:
+    return text if len(text) <= limit else text[:limit] + f"\n… [{len(text) - limit} more characters]"
+
+
+def _fence(text: str, lang: str = "") -> str:
+    ticks = "````" if "```" in text else "```"
+    return f"{ticks}{lang}\n{_short(text).rstrip()}\n{ticks}"
+
+
+def render_trace(
+    *,
+    session_id: str,
+    turn: TurnSummary,
+    result: Mapping[str, Any],
+    artifacts: Iterable[Mapping[str, Any]],
+    events: Sequence[TurnEvent] = (),
+) -> str:
+    """A Turn as a readable markdown document."""
+    first_line = turn.task.strip().splitlines()[0] if turn.task.strip() else ""
+    lines = [f"# Turn {turn.seq}: {_short(first_line, 120)}", ""]
+    route = turn.route or _pick(result, "route")
+    reason = _pick(result, "routeReason", "route_reason")
+    for event in events:
+        if event.kind == "triage_decision":
+            route = route or event.payload.get("route")
+            reason = reason or event.payload.get("reason")
+    lines += [
+        f"- Session: `{session_id}`",
+        f"- Turn: `{turn.turn_id}` (#{turn.seq})",
+        f"- Status: **{turn.status}**",
+        f"- Started: {turn.created_at.isoformat()}",
+        f"- Route: {route or 'n/a'}" + (f" — {reason}" if reason else ""),
+    ]
+    if turn.trace_id:
+        lines.append(f"- Trace: `{turn.trace_id}`")
+    lines += ["", "## Task", "", _short(turn.task), ""]
+    answer = turn.answer or _pick(result, "answer") or ""
+    lines += ["## Answer", "", answer or "_(no answer)_", ""]
+    note = turn.learned_note or _pick(result, "learnedNote", "learned_note")
+    if note:
+        lines += ["## Learned note", "", str(note), ""]
+    error = turn.error.wire() if turn.error else _pick(result, "error")
+    if error:
+        lines += ["## Error", "", f"**{error.get('kind', 'error')}**: {error.get('message', '')}", ""]
+    lines += _render_agents(events)
+    usage = _pick(result, "usage")
+    if isinstance(usage, Mapping) and usage:
+        lines += ["## Usage", "", "| measure | value |", "|---|---|"]
+        for key, value in usage.items():
+            if isinstance(value, Mapping):
+                value = ", ".join(f"{k}: {v}" for k, v in value.items()) or "—"
+            lines.append(f"| {key} | {value} |")
+        lines.append("")
+    lines += _render_artifacts(session_id, turn.turn_id, artifacts)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _render_artifacts(
+    session_id: str, turn_id: str, artifacts: Iterable[Mapping[str, Any]]
+) -> list[str]:
+    mine = []
+    for artifact in artifacts:
+        records = [p for p in artifact.get("provenance", []) if p.get("turnId") == turn_id]
+        if records:
+            mine.append((artifact, records))
+    if not mine:
+        return ["## Artifacts", "", "_(none)_", ""]
+    lines = ["## Artifacts", ""]
+    for artifact, records in mine:
+        path = str(artifact["path"])
+        lines.append(
+            f"- [`{path}`]({artifact_uri(session_id, path)}) — {artifact['sizeBytes']:,} bytes, "
+            f"sha256 `{str(artifact['sha256'])[:16]}…`"
+        )
+        for record in records:
+            chain = " → ".join([*record.get("parentChain", []), record.get("agentId", "?")])
+            source = record.get("sourceSandbox")
+            lines.append(
+                f"  - from agent `{record.get('agentId')}` ({chain})"
+                + (f", sandbox `{source}`" if source else "")
+                + f", copied from `{record.get('rootPath')}`, sha256 `{str(record.get('sha256'))[:16]}…`"
+            )
+    lines.append("")
+    return lines
+
+
+def _render_agents(events: Sequence[TurnEvent]) -> list[str]:
+    if not events:
+        return [
+            "## Agents",
+            "",
+            "_Agent steps were not recorded by this server process; the stored outcome is below._",
+            "",
+        ]
+    by_agent: dict[str, list[TurnEvent]] = {}
+    parents: dict[str, str | None] = {}
+    for event in events:
+        by_agent.setdefault(event.agent_id, []).append(event)
+        parents.setdefault(event.agent_id, event.parent_agent_id)
+    lines = ["## Agents", ""]
+
+    def walk(agent: str, depth: int) -> None:
+        heading = "#" * min(3 + depth, 6)
+        parent = parents.get(agent)
+        lines.append(f"{heading} Agent `{agent}`" + (f" (child of `{parent}`)" if parent else ""))
+        lines.append("")
+        cell = 0
+        for event in by_agent.get(agent, []):
+            p = event.payload
+            if event.kind == "code_cell":
+                cell += 1
+                lines += [f"**Cell {cell}**", "", _fence(str(_pick(p, "code", "source") or ""), "python"), ""]
+            elif event.kind == "cell_output":
+                out = _pick(p, "output", "stdout", "text", "result")
+                err = _pick(p, "error", "stderr")
+                if out:
+                    lines += ["Output:", "", _fence(str(out)), ""]
+                if err:
+                    lines += ["Error:", "", _fence(str(err)), ""]
+            elif event.kind == "tool_call_start":
+                name = _pick(p, "tool", "name") or "tool"
+                args = _pick(p, "args", "arguments", "inputs")
+                shown = json.dumps(args, default=str)[:500] if args is not None else ""
+                lines.append(f"- Tool call `{name}` {shown}".rstrip())
+            elif event.kind == "tool_call_end":
+                name = _pick(p, "tool", "name") or "tool"
+                status = _pick(p, "status", "error") or "done"
+                lines.append(f"- Tool `{name}`: {status}")
+            elif event.kind == "artifact":
+                lines.append(f"- Artifact `{_pick(p, 'path') or '?'}`")
+            elif event.kind == "triage_decision":
+                lines.append(f"- Triage: {_pick(p, 'route') or '?'} — {_pick(p, 'reason') or ''}")
+            elif event.kind in ("turn_failed", "turn_cancelled"):
+                lines.append(f"- {event.kind.replace('_', ' ')}: {_pick(p, 'message', 'error') or ''}")
+        lines.append("")
+        for child, parent_of in parents.items():
+            if parent_of == agent and child != agent:
+                walk(child, depth + 1)
+
+    roots = [a for a, parent in parents.items() if parent is None or parent not in parents]
+    for agent in roots:
+        walk(agent, 0)
+    return lines

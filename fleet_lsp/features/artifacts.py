@@ -1,0 +1,136 @@
+"""``fleet/artifact/*`` and ``workspace/textDocumentContent`` for ``fleet:/`` URIs."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lsprotocol import types
+
+from fleet_core.errors import FleetError, InvalidInput
+
+from fleet_lsp.documents import artifact_uri, parse_uri, read_artifact
+from fleet_lsp.features.context import file_path
+from fleet_lsp.protocol import ArtifactOpenParams, ArtifactSaveParams, SessionParams, UriParams
+
+if TYPE_CHECKING:
+    from fleet_lsp.server import FleetServer
+
+
+class ClientCapabilityMissing(FleetError):
+    kind = "ClientCapabilityMissing"
+
+
+async def document_text(ls: FleetServer, uri: str) -> str:
+    """The text behind any ``fleet:/`` URI (artifact or trace)."""
+    parsed = parse_uri(uri)
+    runtime = await ls.runtime()
+    if parsed.kind == "trace":
+        doc = await ls.trace_source.get(runtime, trace_id=parsed.trace_id)
+        return doc.markdown
+    return (await read_artifact(runtime, uri))["text"]
+
+
+def _write_atomic(target: Path, data: bytes) -> None:
+    if target.is_dir():
+        raise InvalidInput(f"{target} is a folder; give a file path to save to")
+    if not target.parent.is_dir():
+        raise InvalidInput(f"Folder {target.parent} does not exist")
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def register(server: FleetServer) -> None:
+    @server.fleet_method("fleet/artifact/list")
+    async def list_(ls: FleetServer, p: SessionParams) -> dict[str, Any]:
+        runtime = await ls.runtime()
+        artifacts = []
+        for info in await runtime.list_artifacts(p.session_id):
+            wire: dict[str, Any] = {
+                "uri": artifact_uri(p.session_id, info.path),
+                "path": info.path,
+                "sizeBytes": info.size_bytes,
+                "sha256": info.sha256,
+            }
+            if info.provenance:
+                newest = info.provenance[-1]
+                if newest.turn_id:
+                    wire["turnId"] = newest.turn_id
+                wire["agentId"] = newest.agent_id
+                wire["provenance"] = [r.wire() for r in info.provenance]
+            artifacts.append(wire)
+        return {"artifacts": artifacts}
+
+    @server.fleet_method("fleet/artifact/read")
+    async def read(ls: FleetServer, p: UriParams) -> dict[str, Any]:
+        parsed = parse_uri(p.uri)
+        runtime = await ls.runtime()
+        if parsed.kind == "trace":
+            doc = await ls.trace_source.get(runtime, trace_id=parsed.trace_id)
+            data = doc.markdown.encode()
+            return {
+                "uri": doc.uri,
+                "text": doc.markdown,
+                "languageId": "markdown",
+                "sizeBytes": len(data),
+                "sha256": hashlib.sha256(data).hexdigest(),
+                "binary": False,
+            }
+        return dict(await read_artifact(runtime, p.uri))
+
+    @server.fleet_method("fleet/artifact/open")
+    async def open_(ls: FleetServer, p: ArtifactOpenParams) -> dict[str, Any]:
+        parsed = parse_uri(p.uri)
+        runtime = await ls.runtime()
+        if parsed.kind == "artifact":
+            await runtime.stat_file(parsed.session_id, parsed.path)  # exists, or a clear error
+            uri = artifact_uri(parsed.session_id, parsed.path)
+        else:
+            uri = (await ls.trace_source.get(runtime, trace_id=parsed.trace_id)).uri
+        if not ls.client.show_document:
+            raise ClientCapabilityMissing(
+                "This client cannot show documents (window.showDocument); read the text with "
+                "fleet/artifact/read instead",
+                uri=uri,
+            )
+        result = await ls.window_show_document_async(
+            types.ShowDocumentParams(uri=uri, take_focus=p.take_focus)
+        )
+        return {"shown": bool(result and result.success), "uri": uri}
+
+    @server.fleet_method("fleet/artifact/save")
+    async def save(ls: FleetServer, p: ArtifactSaveParams) -> dict[str, Any]:
+        parsed = parse_uri(p.uri)
+        if parsed.kind != "artifact":
+            raise InvalidInput("Only artifacts can be saved; open a trace with fleet/trace/get")
+        runtime = await ls.runtime()
+        target = file_path(p.target)
+        data = await runtime.read_file(parsed.session_id, parsed.path)
+        import asyncio
+
+        await asyncio.to_thread(_write_atomic, target, data)
+        return {
+            "target": target.as_uri(),
+            "sizeBytes": len(data),
+            "sha256": hashlib.sha256(data).hexdigest(),
+        }
+
+    @server.feature(types.WORKSPACE_TEXT_DOCUMENT_CONTENT)
+    async def text_document_content(
+        ls: FleetServer, params: types.TextDocumentContentParams
+    ) -> types.TextDocumentContentResult:
+        from fleet_lsp.server import rpc_error
+
+        try:
+            return types.TextDocumentContentResult(text=await document_text(ls, params.uri))
+        except FleetError as exc:
+            raise rpc_error(exc) from None

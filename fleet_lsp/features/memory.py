@@ -1,0 +1,24 @@
+"""``fleet/memory/*``: list a Session's memories, mark one reviewed (or not)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from fleet_lsp.protocol import MemoryListParams, MemoryReviewParams
+
+if TYPE_CHECKING:
+    from fleet_lsp.server import FleetServer
+
+
+def register(server: FleetServer) -> None:
+    @server.fleet_method("fleet/memory/list")
+    async def list_(ls: FleetServer, p: MemoryListParams) -> dict[str, Any]:
+        runtime = await ls.runtime()
+        memories = await runtime.memories(p.session_id, reviewed=p.reviewed)
+        summary = await runtime.memory_summary(p.session_id)
+        return {"memories": [m.wire() for m in memories], "summary": summary}
+
+    @server.fleet_method("fleet/memory/review")
+    async def review(ls: FleetServer, p: MemoryReviewParams) -> None:
+        runtime = await ls.runtime()
+        await runtime.review_memory(p.session_id, p.memory_id, p.reviewed)

@@ -1,0 +1,176 @@
+"""``fleet/turn/run`` and ``fleet/turn/cancel``.
+
+A Turn runs as its own asyncio task (``runtime.run_turn``) awaited by the request. The three
+cancel routes end in the same place, :meth:`RunningTurn.cancel` / ``task.cancel()``:
+
+- ``$/cancelRequest`` on ``fleet/turn/run``: pygls cancels the request task, which cancels the
+  Turn task it awaits; the client gets -32800.
+- ``window/workDoneProgress/cancel`` on the Turn's token and ``fleet/turn/cancel {turnId}``:
+  the Turn task is cancelled; the request resolves with ``status: "cancelled"``.
+
+Either way the progress tokens end with ``cancelled`` (children first) and are forgotten.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+from fleet_core.errors import FleetError, InvalidInput, TurnBusy, TurnNotFound
+
+from fleet_lsp.protocol import TurnCancelParams, TurnRunParams
+
+if TYPE_CHECKING:
+    from fleet_core.events import TurnEvent
+
+    from fleet_lsp.server import FleetServer
+
+log = logging.getLogger(__name__)
+CANCEL_GRACE_SECONDS = 15.0
+
+
+def register(server: FleetServer) -> None:
+    @server.fleet_method("fleet/turn/run")
+    async def run(ls: FleetServer, p: TurnRunParams) -> dict[str, Any]:
+        return await run_turn(ls, p)
+
+    @server.fleet_method("fleet/turn/cancel")
+    async def cancel(ls: FleetServer, p: TurnCancelParams) -> None:
+        running = ls.turns_by_id.get(p.turn_id)
+        if running is not None:
+            running.cancel("fleet/turn/cancel")
+            return
+        runtime = await ls.runtime()
+        cancel_turn = getattr(runtime, "cancel_turn", None)
+        if cancel_turn is not None and await _maybe_await(cancel_turn(p.turn_id)):
+            return
+        try:  # a finished Turn: cancelling it is a no-op
+            await asyncio.to_thread(runtime.store.get_turn, p.turn_id)
+        except TurnNotFound:
+            raise TurnNotFound(
+                f"No Turn '{p.turn_id}' is running here; see fleet/session/history for its state",
+                turn_id=p.turn_id,
+            ) from None
+
+
+async def _maybe_await(value: Any) -> Any:
+    if asyncio.iscoroutine(value) or isinstance(value, asyncio.Future):
+        return await value
+    return value
+
+
+async def run_turn(ls: FleetServer, p: TurnRunParams) -> dict[str, Any]:
+    from fleet_lsp.progress import TurnProgress
+    from fleet_lsp.server import RunningTurn
+
+    runtime = await ls.runtime()
+    busy = ls.turns_by_session.get(p.session_id)
+    if busy is not None:
+        raise TurnBusy(
+            f"Session '{p.session_id}' is already running Turn {busy.turn_id or '(starting)'}; "
+            "wait for it or cancel it with fleet/turn/cancel",
+            session_id=p.session_id,
+            turn_id=busy.turn_id,
+        )
+    from fleet_core.models import TurnRequest
+    from pydantic import ValidationError
+
+    try:
+        request = TurnRequest(
+            session_id=p.session_id,
+            task=p.task,
+            mode=p.mode,
+            timeout_seconds=p.timeout_seconds,
+            record_replay=p.record_replay,
+            idempotency_key=p.idempotency_key,
+        )
+    except ValidationError as exc:
+        raise InvalidInput(f"Invalid Turn request: {exc.errors()[0]['msg']}") from None
+
+    running = RunningTurn(session_id=p.session_id)
+    ls.turns_by_session[p.session_id] = running
+    token = p.work_done_token if p.work_done_token is not None else ls.command_work_done_token()
+    progress = TurnProgress(
+        ls,
+        session_id=p.session_id,
+        task=p.task,
+        client_token=token,
+        supports_create=ls.client.work_done_progress,
+        turn_events=ls.client.turn_events,
+        supports_content_refresh=ls.client.text_document_content,
+        reports_per_second=runtime.config.settings.server.progress_reports_per_second,
+        on_cancel=lambda: running.cancel("window/workDoneProgress/cancel"),
+        seq_lookup=lambda turn_id: _turn_seq(runtime, turn_id),
+    )
+    running.progress = progress
+
+    def on_event(event: TurnEvent) -> None:
+        if running.turn_id is None:
+            running.turn_id = event.turn_id
+            ls.turns_by_id[event.turn_id] = running
+        ls.log_event(event)
+        progress.on_event(event)
+
+    try:
+        await progress.start()
+        inner = asyncio.ensure_future(runtime.run_turn(request, on_event=on_event))
+        running.task = inner
+        try:
+            result = await inner
+        except asyncio.CancelledError:
+            me = asyncio.current_task()
+            if me is not None and me.cancelling():  # $/cancelRequest (or shutdown)
+                inner.cancel()
+                await asyncio.wait({inner}, timeout=CANCEL_GRACE_SECONDS)
+                await progress.finish("cancelled")
+                raise
+            wire = await _cancelled_result(ls, running)
+            await progress.finish("cancelled", running.turn_id)
+            ls.session_changed(p.session_id, "updated")
+            return wire
+        except FleetError:
+            await progress.finish("failed")
+            raise
+        except Exception:
+            log.exception("Turn failed unexpectedly")
+            await progress.finish("failed")
+            raise
+        wire: dict[str, Any] = result.wire()
+        for artifact in wire.get("artifacts", []):
+            if isinstance(artifact, dict) and isinstance(artifact.get("path"), str):
+                progress.artifact_changed(artifact["path"])
+        await progress.finish(wire["status"], wire["turnId"])
+        ls.session_changed(p.session_id, "updated")
+        return wire
+    finally:
+        ls.turns_by_session.pop(p.session_id, None)
+        if running.turn_id:
+            ls.turns_by_id.pop(running.turn_id, None)
+
+
+async def _turn_seq(runtime: Any, turn_id: str) -> int | None:
+    summary = await asyncio.to_thread(runtime.store.get_turn, turn_id)
+    return int(summary.seq)
+
+
+async def _cancelled_result(ls: FleetServer, running: Any) -> dict[str, Any]:
+    """The TurnResult of a Turn cancelled by progress-cancel or fleet/turn/cancel."""
+    base: dict[str, Any] = {
+        "turnId": running.turn_id or "",
+        "sessionId": running.session_id,
+        "status": "cancelled",
+        "answer": "",
+        "artifacts": [],
+        "usage": {"modelCalls": 0, "sandboxErrors": 0, "submitRejections": 0},
+        "error": {"kind": "cancelled", "message": f"Cancelled by {running.cancel_route}"},
+    }
+    if running.turn_id:
+        runtime = await ls.runtime()
+        try:
+            stored = await asyncio.to_thread(runtime.store.turn_result, running.turn_id)
+        except FleetError:
+            stored = {}
+        if stored.get("status") == "cancelled" and "turnId" in stored:
+            return {**base, **stored}
+    return base

@@ -1,0 +1,420 @@
+"""TurnEvents → ``$/progress`` (one token per Turn and per child agent) and ``fleet/turn/didEmit``.
+
+- The Turn's token is the client's ``workDoneToken`` when given, else a server-created
+  ``fleet/turn/<uuid>`` (only if the client supports ``window.workDoneProgress``).
+- ``begin`` goes out when the Turn starts (``turn_started``), carrying ``turnId``/``sessionId``.
+- Each child agent gets its own server-created token ``<turn token>/agent/<agentId>``; its values
+  carry ``turnId``, ``agentId`` and ``parentAgentId``. Child tokens end before the parent's end.
+- ``report``s are rate-limited per token (default 10/s): a report inside the interval replaces
+  the pending one, which is flushed when the interval has passed (so the latest state shows).
+- A ``window/workDoneProgress/cancel`` on the Turn's token calls ``on_cancel``.
+- Every token this Turn used is removed from pygls' token table at the end (pygls never does).
+
+All methods run on the event loop; ``on_event`` hops there itself when called from a thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from fleet_lsp.documents import artifact_uri
+from fleet_lsp.protocol import NOTIFY_ARTIFACT_CHANGE, NOTIFY_TURN_EVENT
+
+if TYPE_CHECKING:
+    from fleet_core.events import TurnEvent
+    from pygls.lsp.server import LanguageServer
+
+log = logging.getLogger(__name__)
+ROOT = "root"
+CREATE_TIMEOUT = 5.0
+
+
+@dataclass
+class _Token:
+    token: int | str
+    agent_id: str
+    parent_agent_id: str | None
+    last_report: float = -1e9
+    pending: dict[str, Any] | None = None
+    timer: asyncio.TimerHandle | None = None
+    ended: bool = False
+    begun: bool = False
+    children: list[str] = field(default_factory=list)
+
+
+class TurnProgress:
+    """Progress and event notifications for one Turn."""
+
+    def __init__(
+        self,
+        server: LanguageServer,
+        *,
+        session_id: str,
+        task: str,
+        client_token: int | str | None,
+        supports_create: bool,
+        turn_events: bool,
+        supports_content_refresh: bool,
+        reports_per_second: float = 10.0,
+        on_cancel: Callable[[], None] | None = None,
+        seq_lookup: Callable[[str], Awaitable[int | None]] | None = None,
+    ) -> None:
+        self.server = server
+        self.session_id = session_id
+        self.task = task
+        self.turn_id: str | None = None
+        self.turn_seq: int | None = None
+        self.interval = 1.0 / reports_per_second
+        self._client_token = client_token
+        self._supports_create = supports_create
+        self._turn_events = turn_events
+        self._supports_refresh = supports_content_refresh
+        self._on_cancel = on_cancel
+        self._seq_lookup = seq_lookup
+        self._loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
+        self._queue: asyncio.Queue[TurnEvent | None] = asyncio.Queue()
+        self._pump_task: asyncio.Task[None] | None = None
+        self.root: _Token | None = None
+        self.agents: dict[str, _Token] = {}
+        self.sent: list[tuple[int | str, dict[str, Any]]] = []  # kept short; for debugging
+        self._started_turn = asyncio.Event()
+        self._route: str | None = None
+        self._step: str | None = None
+        self._cells = 0
+        self._calls: str | None = None
+        self._running_children: set[str] = set()
+        self._artifacts_seen: set[str] = set()
+
+    # lifecycle --------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Claim the Turn's token (create it on the client when the server picks it)."""
+        token: int | str | None = self._client_token
+        if token is None and self._supports_create:
+            token = f"fleet/turn/{uuid.uuid4().hex}"
+            if not await self._create(token):
+                token = None
+        if token is not None:
+            self.root = _Token(token, ROOT, None)
+            future = self._progress.tokens.setdefault(token, Future())
+            future.add_done_callback(self._cancelled_by_client)
+        self._pump_task = asyncio.ensure_future(self._pump())
+
+    def _cancelled_by_client(self, future: Future[Any]) -> None:
+        if future.cancelled() and self._on_cancel is not None:
+            self._loop.call_soon_threadsafe(self._on_cancel)
+
+    @property
+    def token(self) -> int | str | None:
+        return self.root.token if self.root else None
+
+    @property
+    def _progress(self) -> Any:
+        return self.server.work_done_progress
+
+    def on_event(self, event: TurnEvent) -> None:
+        """The Turn's ``on_event`` callback (any thread)."""
+        if threading.get_ident() != self._loop_thread:
+            self._loop.call_soon_threadsafe(self.on_event, event)
+            return
+        if self._turn_events:
+            self.server.protocol.notify(NOTIFY_TURN_EVENT, _event_wire(event))
+        self._queue.put_nowait(event)
+
+    async def finish(self, status: str, turn_id: str | None = None) -> None:
+        """Drain pending events, end child tokens, then end the Turn's token; forget tokens."""
+        if turn_id and not self.turn_id:
+            self.turn_id = turn_id
+        self._queue.put_nowait(None)
+        if self._pump_task is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(self._pump_task), timeout=10)
+            except (TimeoutError, asyncio.CancelledError):
+                self._pump_task.cancel()
+        for agent in reversed(list(self.agents)):
+            self._end(self.agents[agent], status)
+        if self.root is not None:
+            if not self.root.begun and self.turn_id:
+                self._begin_root()
+            self._end(self.root, status)
+        self._forget()
+
+    def _forget(self) -> None:
+        tokens = self._progress.tokens
+        for tok in [self.root, *self.agents.values()]:
+            if tok is not None:
+                tokens.pop(tok.token, None)
+
+    # event handling ---------------------------------------------------------------------------
+
+    async def _pump(self) -> None:
+        while True:
+            event = await self._queue.get()
+            if event is None:
+                return
+            try:
+                await self._handle(event)
+            except Exception:  # progress must never break a Turn
+                log.exception("progress: cannot handle %s", event.kind)
+
+    async def _handle(self, event: TurnEvent) -> None:
+        kind, payload = event.kind, event.payload
+        if kind == "turn_started":
+            self.turn_id = event.turn_id
+            seq = payload.get("seq")
+            if not isinstance(seq, int) and self._seq_lookup is not None:
+                try:
+                    seq = await asyncio.wait_for(self._seq_lookup(event.turn_id), timeout=2)
+                except Exception:
+                    seq = None
+            self.turn_seq = seq if isinstance(seq, int) else None
+            if self.root is not None and not self.root.begun:
+                self._begin_root()
+            return
+        if self.turn_id is None:
+            self.turn_id = event.turn_id
+        if kind in ("turn_completed", "turn_failed", "turn_cancelled"):
+            return  # finish() ends the tokens with the result's status
+        if kind in ("child_spawned", "child_finished"):
+            child = _child_id(event)
+            if child is None:
+                return
+            if kind == "child_spawned":
+                self._running_children.add(child)
+                if child == event.agent_id:
+                    parent = event.parent_agent_id or ROOT
+                else:
+                    found = _pick(payload, "parent_agent_id", "parentAgentId")
+                    parent = str(found) if found else event.agent_id
+                await self._open_child(child, parent, payload)
+            else:
+                self._running_children.discard(child)
+                tok = self.agents.get(child)
+                if tok is not None:
+                    status = _pick(payload, "status") or "completed"
+                    for grandchild in tok.children:
+                        if grandchild in self.agents:
+                            self._end(self.agents[grandchild], str(status))
+                    self._end(tok, str(status))
+            self._report_root()
+            return
+        if kind == "artifact":
+            path = _pick(payload, "path")
+            if isinstance(path, str):
+                self.artifact_changed(path)
+        if event.agent_id != ROOT:
+            tok = self.agents.get(event.agent_id)
+            if tok is None:
+                await self._open_child(event.agent_id, event.parent_agent_id or ROOT, {})
+                tok = self.agents.get(event.agent_id)
+            if tok is not None and not tok.ended:
+                message = _describe(event)
+                if message:
+                    self._report(tok, {"message": f"{event.agent_id}: {message}"})
+            return
+        self._track_root(event)
+        self._report_root()
+
+    def _track_root(self, event: TurnEvent) -> None:
+        p = event.payload
+        if event.kind == "triage_decision":
+            self._route = str(_pick(p, "route") or "?")
+        elif event.kind == "code_cell":
+            self._cells += 1
+            self._step = f"cell {self._cells}"
+        elif event.kind == "budget_update":
+            used = _pick(p, "model_calls", "modelCalls", "used", "calls")
+            limit = _pick(p, "max_llm_calls", "maxLlmCalls", "limit", "max")
+            if used is not None:
+                self._calls = f"{used}/{limit}" if limit is not None else str(used)
+        else:
+            described = _describe(event)
+            if described:
+                self._step = described
+
+    def _report_root(self) -> None:
+        if self.root is None or not self.root.begun:
+            return
+        parts = []
+        if self._route:
+            parts.append(f"route {self._route}")
+        if self._step:
+            parts.append(self._step)
+        if self._cells:
+            parts.append(f"{self._cells} cells")
+        if self._calls:
+            parts.append(f"{self._calls} model calls")
+        if self._running_children:
+            parts.append(f"{len(self._running_children)} child agents running")
+        self._report(self.root, {"message": " · ".join(parts) or "working"})
+
+    def artifact_changed(self, path: str) -> None:
+        """Tell the client an artifact changed (refresh + ``fleet/artifact/didChange``)."""
+        uri = artifact_uri(self.session_id, path)
+        self._artifacts_seen.add(uri)
+        self.server.protocol.notify(
+            NOTIFY_ARTIFACT_CHANGE,
+            {"uri": uri, "sessionId": self.session_id, "turnId": self.turn_id},
+        )
+        if self._supports_refresh:
+            future = self.server.protocol.send_request(
+                "workspace/textDocumentContent/refresh", {"uri": uri}
+            )
+            future.add_done_callback(lambda f: f.cancelled() or f.exception())
+
+    # tokens -----------------------------------------------------------------------------------
+
+    async def _create(self, token: int | str) -> bool:
+        try:
+            await asyncio.wait_for(self._progress.create_async(token), timeout=CREATE_TIMEOUT)
+            return True
+        except Exception as exc:
+            log.warning("progress: the client refused token %s: %s", token, exc)
+            return False
+
+    def _begin_root(self) -> None:
+        assert self.root is not None
+        head = self.task.strip().splitlines()[0] if self.task.strip() else ""
+        head = head if len(head) <= 60 else head[:59] + "…"
+        number = f"Turn {self.turn_seq}" if self.turn_seq else "Turn"
+        self._send(
+            self.root,
+            {
+                "kind": "begin",
+                "title": f"{number}: {head}",
+                "cancellable": True,
+                "turnId": self.turn_id,
+                "sessionId": self.session_id,
+            },
+        )
+        self.root.begun = True
+
+    async def _open_child(self, agent_id: str, parent: str, payload: dict[str, Any]) -> None:
+        if agent_id in self.agents or agent_id == ROOT or self.root is None:
+            return
+        if not self._supports_create:
+            return
+        token = f"{self.root.token}/agent/{agent_id}"
+        if not await self._create(token):
+            return
+        tok = _Token(token, agent_id, parent)
+        self.agents[agent_id] = tok
+        if parent in self.agents:
+            self.agents[parent].children.append(agent_id)
+        name = _pick(payload, "name", "task") or agent_id
+        name = str(name).splitlines()[0][:60] if name else agent_id
+        self._send(
+            tok,
+            {
+                "kind": "begin",
+                "title": f"↳ {name}",
+                "cancellable": False,
+                "turnId": self.turn_id,
+                "agentId": agent_id,
+                "parentAgentId": parent,
+            },
+        )
+        tok.begun = True
+
+    def _report(self, tok: _Token, value: dict[str, Any]) -> None:
+        if tok.ended or not tok.begun:
+            return
+        value = {"kind": "report", **value, "turnId": self.turn_id, "agentId": tok.agent_id}
+        if tok.parent_agent_id:
+            value["parentAgentId"] = tok.parent_agent_id
+        now = time.monotonic()
+        if now - tok.last_report >= self.interval and tok.timer is None:
+            tok.last_report = now
+            self._send(tok, value)
+            return
+        tok.pending = value
+        if tok.timer is None:
+            delay = max(0.0, tok.last_report + self.interval - now)
+            tok.timer = self._loop.call_later(delay, self._flush, tok)
+
+    def _flush(self, tok: _Token) -> None:
+        tok.timer = None
+        if tok.pending is not None and not tok.ended:
+            value, tok.pending = tok.pending, None
+            tok.last_report = time.monotonic()
+            self._send(tok, value)
+
+    def _end(self, tok: _Token, status: str) -> None:
+        if tok.ended or not tok.begun:
+            return
+        if tok.timer is not None:
+            tok.timer.cancel()
+            tok.timer = None
+        tok.pending = None
+        tok.ended = True
+        value: dict[str, Any] = {"kind": "end", "message": status, "turnId": self.turn_id}
+        if tok.agent_id != ROOT:
+            value["agentId"] = tok.agent_id
+            value["parentAgentId"] = tok.parent_agent_id
+        self._send(tok, value)
+
+    def _send(self, tok: _Token, value: dict[str, Any]) -> None:
+        self.server.protocol.notify("$/progress", {"token": tok.token, "value": value})
+        if len(self.sent) < 500:
+            self.sent.append((tok.token, value))
+
+
+def _pick(data: dict[str, Any], *names: str) -> Any:
+    for name in names:
+        if data.get(name) is not None:
+            return data[name]
+    return None
+
+
+def _child_id(event: TurnEvent) -> str | None:
+    found = _pick(event.payload, "agent_id", "agentId", "child_id", "childId", "child")
+    if found is not None:
+        return str(found)
+    return event.agent_id if event.agent_id != ROOT else None
+
+
+def _describe(event: TurnEvent) -> str | None:
+    p = event.payload
+    match event.kind:
+        case "module_start":
+            module = _pick(p, "module", "name")
+            return f"{module}" if module else None
+        case "lm_start":
+            return "calling the model"
+        case "code_cell":
+            return "running a cell"
+        case "cell_output":
+            return None
+        case "tool_call_start":
+            return f"tool {_pick(p, 'tool', 'name') or '?'}"
+        case "status":
+            message = _pick(p, "message", "status")
+            return str(message) if message else None
+        case "artifact":
+            return f"artifact {_pick(p, 'path') or ''}".strip()
+        case "triage_decision":
+            return f"route {_pick(p, 'route') or '?'}"
+    return None
+
+
+def _event_wire(event: TurnEvent) -> dict[str, Any]:
+    wire = event.wire()
+    return {
+        "turnId": wire["turnId"],
+        "sessionId": wire["sessionId"],
+        "seq": wire["seq"],
+        "agentId": wire.get("agentId", ROOT),
+        **({"parentAgentId": wire["parentAgentId"]} if wire.get("parentAgentId") else {}),
+        "kind": wire["kind"],
+        "payload": wire.get("payload", {}),
+        "at": wire.get("at"),
+    }

@@ -1,0 +1,520 @@
+"""The fleet-lsp wire protocol (version 1): every ``fleet/*`` method, its params and result
+shapes, the ``fleet.*`` commands, the notifications and the error codes.
+
+This module is the single source of truth; ``docs/protocol.md`` documents it. It is cheap to
+import (attrs and typing only) so the server can answer ``initialize`` before any heavy library
+loads.
+
+Params are attrs classes with snake_case attributes and camelCase JSON names; :func:`parse`
+validates a raw JSON object into one, strictly (no silent coercion), and raises
+:class:`ParamsError` with a message naming the offending field. Unknown fields are ignored so
+newer clients keep working with older servers. Results are documented as ``TypedDict``s; the
+server builds them from the core's records (``Record.wire()``).
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from typing import Any, Literal, NotRequired, TypedDict, TypeVar, Union, get_args, get_origin
+
+import attrs
+
+T = TypeVar("T")
+PROTOCOL_VERSION = 1
+SERVER_NAME = "fleet-lsp"
+URI_SCHEME = "fleet"
+
+Mode = Literal["hybrid", "rlm", "flex"]
+ProgressToken = int | str
+
+# ---------------------------------------------------------------------------------------------
+# Errors
+# ---------------------------------------------------------------------------------------------
+
+INVALID_PARAMS = -32602
+REQUEST_CANCELLED = -32800
+INTERNAL_ERROR = -32603
+
+#: Fleet error kinds (``FleetError.kind``) and their JSON-RPC codes, in -32050..-32099.
+#: A kind missing from this table (e.g. a sandbox failure) is sent as ``FLEET_ERROR``
+#: with its own ``data.kind``. ``InvalidInput`` is an invalid parameter and uses -32602.
+ERROR_CODES: dict[str, int] = {
+    "SessionNotFound": -32050,
+    "TurnBusy": -32051,
+    "SessionOwned": -32052,
+    "WorkspacePath": -32053,
+    "FileTooLarge": -32054,
+    "ModelUnavailable": -32055,
+    "DatasetChanged": -32056,
+    "SessionExists": -32057,
+    "TurnNotFound": -32058,
+    "IdempotencyConflict": -32059,
+    "WorkspaceFileNotFound": -32060,
+    "MemoryNotFound": -32061,
+    "TraceNotFound": -32062,
+    "ConfigError": -32063,
+    "StoreError": -32064,
+    "SandboxUnavailable": -32065,
+    "SandboxError": -32066,
+    "UnsupportedProtocolVersion": -32067,
+    "ClientCapabilityMissing": -32068,
+    "InvalidInput": INVALID_PARAMS,
+}
+FLEET_ERROR = -32099
+
+
+def error_code(kind: str) -> int:
+    """The JSON-RPC code for a fleet error kind."""
+    return ERROR_CODES.get(kind, FLEET_ERROR)
+
+
+class ParamsError(ValueError):
+    """Params that do not match the method's schema (sent as -32602 with this message)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Params (client -> server)
+# ---------------------------------------------------------------------------------------------
+
+
+def _f(
+    default: Any = attrs.NOTHING,
+    *,
+    json: str | None = None,
+    min: float | None = None,  # noqa: A002 - schema vocabulary
+    max: float | None = None,  # noqa: A002
+    min_len: int | None = None,
+    max_len: int | None = None,
+) -> Any:
+    """An attrs field with wire metadata: JSON name override and bounds."""
+    meta = {"json": json, "min": min, "max": max, "min_len": min_len, "max_len": max_len}
+    return attrs.field(default=default, metadata={k: v for k, v in meta.items() if v is not None})
+
+
+SESSION_ID = {"min_len": 1, "max_len": 64}
+
+
+@attrs.frozen(kw_only=True)
+class NoParams:
+    """Methods without parameters (``{}`` or absent)."""
+
+
+@attrs.frozen(kw_only=True)
+class SessionNewParams:
+    session_id: str | None = _f(None, **SESSION_ID)
+    mode: Mode | None = _f(None)
+
+
+@attrs.frozen(kw_only=True)
+class SessionParams:
+    """Methods that take just a Session: load, close, delete, clearDataset, lists."""
+
+    session_id: str = _f(**SESSION_ID)
+
+
+@attrs.frozen(kw_only=True)
+class SetModeParams:
+    session_id: str = _f(**SESSION_ID)
+    mode: Mode = _f()
+
+
+@attrs.frozen(kw_only=True)
+class HistoryParams:
+    session_id: str = _f(**SESSION_ID)
+    limit: int | None = _f(None, min=1, max=1000)
+
+
+@attrs.frozen(kw_only=True)
+class AttachParams:
+    """Attach a local file, a folder (with ignore rules and bounds) or a text selection.
+
+    Exactly one of ``uri`` (``file:///...``, a file or a folder) and ``text`` (a selection,
+    written to ``as`` which is then required).
+    """
+
+    session_id: str = _f(**SESSION_ID)
+    uri: str | None = _f(None, min_len=1, max_len=8192)
+    as_: str | None = _f(None, json="as", min_len=1, max_len=1024)
+    text: str | None = _f(None, max_len=25_000_000)
+    exclude: list[str] | None = _f(None)
+    max_files: int | None = _f(None, min=1, max=100_000)
+    max_bytes: int | None = _f(None, min=1, max=1 << 40)
+
+
+@attrs.frozen(kw_only=True)
+class SetDatasetParams:
+    session_id: str = _f(**SESSION_ID)
+    path: str = _f(min_len=1, max_len=1024)
+    description: str | None = _f(None, max_len=2000)
+
+
+@attrs.frozen(kw_only=True)
+class WorkspacePathParams:
+    """``fleet/workspace/delete``: one workspace file."""
+
+    session_id: str = _f(**SESSION_ID)
+    path: str = _f(min_len=1, max_len=1024)
+
+
+@attrs.frozen(kw_only=True)
+class TurnRunParams:
+    session_id: str = _f(**SESSION_ID)
+    task: str = _f(min_len=1, max_len=100_000)
+    mode: Mode | None = _f(None)
+    timeout_seconds: int | None = _f(None, min=0, max=3600)
+    record_replay: bool = _f(False)
+    idempotency_key: str | None = _f(None, min_len=1, max_len=128)
+    work_done_token: ProgressToken | None = _f(None)
+
+
+@attrs.frozen(kw_only=True)
+class TurnCancelParams:
+    turn_id: str = _f(min_len=1, max_len=128)
+
+
+@attrs.frozen(kw_only=True)
+class UriParams:
+    """``fleet/artifact/read``: a ``fleet:/`` URI."""
+
+    uri: str = _f(min_len=1, max_len=8192)
+
+
+@attrs.frozen(kw_only=True)
+class ArtifactOpenParams:
+    uri: str = _f(min_len=1, max_len=8192)
+    take_focus: bool = _f(True)
+
+
+@attrs.frozen(kw_only=True)
+class ArtifactSaveParams:
+    uri: str = _f(min_len=1, max_len=8192)
+    target: str = _f(min_len=1, max_len=8192)
+
+
+@attrs.frozen(kw_only=True)
+class TraceGetParams:
+    """``{traceId}`` or ``{turnId}`` (one is required)."""
+
+    trace_id: str | None = _f(None, min_len=1, max_len=256)
+    turn_id: str | None = _f(None, min_len=1, max_len=128)
+
+
+@attrs.frozen(kw_only=True)
+class TraceListParams:
+    session_id: str = _f(**SESSION_ID)
+    limit: int | None = _f(None, min=1, max=1000)
+
+
+@attrs.frozen(kw_only=True)
+class TraceLabelParams:
+    trace_id: str = _f(min_len=1, max_len=256)
+    status: str | None = _f(None, max_len=64)
+    answer: str | None = _f(None, max_len=100_000)
+    values: dict[str, Any] | None = _f(None)
+    route: str | None = _f(None, max_len=64)
+    critical: bool | None = _f(None)
+    group: str | None = _f(None, max_len=256)
+    expectations: dict[str, Any] | None = _f(None)
+
+
+@attrs.frozen(kw_only=True)
+class MemoryListParams:
+    session_id: str = _f(**SESSION_ID)
+    reviewed: bool | None = _f(None)
+
+
+@attrs.frozen(kw_only=True)
+class MemoryReviewParams:
+    session_id: str = _f(**SESSION_ID)
+    memory_id: str = _f(min_len=1, max_len=128)
+    reviewed: bool = _f(True)
+
+
+@attrs.frozen(kw_only=True)
+class DebugParams:
+    session_id: str | None = _f(None, **SESSION_ID)
+
+
+# ---------------------------------------------------------------------------------------------
+# Results (server -> client), documented shapes
+# ---------------------------------------------------------------------------------------------
+
+
+class DatasetWire(TypedDict):
+    path: str
+    sizeBytes: int
+    sha256: str
+    description: NotRequired[str]
+
+
+class SessionInfoWire(TypedDict):
+    sessionId: str
+    mode: str
+    turnCount: int
+    createdAt: str
+    updatedAt: str
+    dataset: NotRequired[DatasetWire]
+
+
+class WorkspaceFileWire(TypedDict):
+    path: str
+    sizeBytes: int
+    sha256: str
+
+
+class AttachResult(WorkspaceFileWire):
+    """A file attach returns the ``WorkspaceFile``; a folder attach adds what it copied."""
+
+    files: NotRequired[list[WorkspaceFileWire]]
+    skipped: NotRequired[list[str]]
+
+
+class ArtifactWire(TypedDict):
+    uri: str
+    path: str
+    sizeBytes: int
+    sha256: str
+    turnId: NotRequired[str]
+    agentId: NotRequired[str]
+    provenance: NotRequired[list[dict[str, Any]]]
+
+
+class ArtifactReadResult(TypedDict):
+    uri: str
+    text: str
+    languageId: NotRequired[str]
+    sizeBytes: int
+    sha256: str
+    binary: bool
+
+
+class TraceResult(TypedDict):
+    traceId: str
+    uri: str
+    markdown: str
+
+
+class TurnResultWire(TypedDict):
+    turnId: str
+    sessionId: str
+    status: str
+    answer: str
+    route: NotRequired[str]
+    learnedNote: NotRequired[str]
+    artifacts: list[ArtifactWire]
+    traceId: NotRequired[str]
+    usage: dict[str, Any]
+    error: NotRequired[dict[str, Any]]
+
+
+# ---------------------------------------------------------------------------------------------
+# Method, command and notification tables
+# ---------------------------------------------------------------------------------------------
+
+#: Every ``fleet/*`` request and its params class.
+METHODS: dict[str, type] = {
+    "fleet/session/new": SessionNewParams,
+    "fleet/session/load": SessionParams,
+    "fleet/session/list": NoParams,
+    "fleet/session/close": SessionParams,
+    "fleet/session/delete": SessionParams,
+    "fleet/session/setMode": SetModeParams,
+    "fleet/session/history": HistoryParams,
+    "fleet/context/attach": AttachParams,
+    "fleet/context/setDataset": SetDatasetParams,
+    "fleet/context/clearDataset": SessionParams,
+    "fleet/workspace/list": SessionParams,
+    "fleet/workspace/delete": WorkspacePathParams,
+    "fleet/turn/run": TurnRunParams,
+    "fleet/turn/cancel": TurnCancelParams,
+    "fleet/artifact/list": SessionParams,
+    "fleet/artifact/read": UriParams,
+    "fleet/artifact/open": ArtifactOpenParams,
+    "fleet/artifact/save": ArtifactSaveParams,
+    "fleet/trace/get": TraceGetParams,
+    "fleet/trace/list": TraceListParams,
+    "fleet/trace/label": TraceLabelParams,
+    "fleet/memory/list": MemoryListParams,
+    "fleet/memory/review": MemoryReviewParams,
+    "fleet/debug/info": DebugParams,
+}
+
+#: ``workspace/executeCommand`` commands: each takes one object argument and wraps a request.
+COMMANDS: dict[str, str] = {
+    "fleet.newSession": "fleet/session/new",
+    "fleet.loadSession": "fleet/session/load",
+    "fleet.listSessions": "fleet/session/list",
+    "fleet.closeSession": "fleet/session/close",
+    "fleet.attachFile": "fleet/context/attach",
+    "fleet.setDataset": "fleet/context/setDataset",
+    "fleet.clearDataset": "fleet/context/clearDataset",
+    "fleet.runTurn": "fleet/turn/run",
+    "fleet.cancelTurn": "fleet/turn/cancel",
+    "fleet.setMode": "fleet/session/setMode",
+    "fleet.openArtifact": "fleet/artifact/open",
+    "fleet.saveArtifact": "fleet/artifact/save",
+    "fleet.showTrace": "fleet/trace/get",
+    "fleet.labelTrace": "fleet/trace/label",
+    "fleet.printDebugInformation": "fleet/debug/info",
+}
+
+NOTIFY_TURN_EVENT = "fleet/turn/didEmit"
+NOTIFY_SESSION_CHANGE = "fleet/session/didChange"
+NOTIFY_ARTIFACT_CHANGE = "fleet/artifact/didChange"
+
+#: Advertised in ``capabilities.experimental.fleet.features``.
+FEATURES: tuple[str, ...] = (
+    "sessions",
+    "context.attachFolder",
+    "context.attachSelection",
+    "workspace.delete",
+    "turns",
+    "turns.progress",
+    "turns.childProgress",
+    "turns.didEmit",
+    "turns.cancel",
+    "artifacts",
+    "artifacts.textDocumentContent",
+    "traces",
+    "traces.list",
+    "traces.label",
+    "memory",
+    "settings",
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# Validation
+# ---------------------------------------------------------------------------------------------
+
+
+def json_name(field: attrs.Attribute[Any]) -> str:
+    explicit = field.metadata.get("json")
+    if explicit:
+        return str(explicit)
+    head, *tail = field.name.split("_")
+    return head + "".join(part.title() for part in tail)
+
+
+def wire_fields(cls: type) -> list[str]:
+    """The camelCase JSON names of a params class."""
+    return [json_name(f) for f in attrs.fields(cls)]
+
+
+def parse(cls: type[T], raw: Any) -> T:
+    """Validate a JSON value into ``cls``; :class:`ParamsError` names the first problem."""
+    if raw is None:
+        raw = {}
+    if isinstance(raw, tuple) and hasattr(raw, "_asdict"):  # pygls' untyped namedtuples
+        raw = _namedtuple_to_dict(raw)
+    if not isinstance(raw, dict):
+        raise ParamsError(f"params must be a JSON object, got {_json_type(raw)}")
+    hints = typing.get_type_hints(cls)
+    values: dict[str, Any] = {}
+    for field in attrs.fields(cls):  # type: ignore[misc]
+        name = json_name(field)
+        if name not in raw or (raw[name] is None and field.default is not attrs.NOTHING):
+            if field.default is attrs.NOTHING:
+                raise ParamsError(f"'{name}' is required{_expected(hints[field.name])}")
+            continue
+        values[field.name] = _check(name, raw[name], hints[field.name], field.metadata)
+    return cls(**values)
+
+
+def _namedtuple_to_dict(value: Any) -> Any:
+    if isinstance(value, tuple) and hasattr(value, "_asdict"):
+        return {k: _namedtuple_to_dict(v) for k, v in value._asdict().items()}
+    if isinstance(value, list | tuple):
+        return [_namedtuple_to_dict(v) for v in value]
+    return value
+
+
+def _expected(tp: Any) -> str:
+    described = _describe_type(tp)
+    return f" ({described})" if described else ""
+
+
+def _describe_type(tp: Any) -> str:
+    origin = get_origin(tp)
+    if origin in (Union, types.UnionType):
+        parts = [_describe_type(a) for a in get_args(tp) if a is not type(None)]
+        return " or ".join(p for p in parts if p)
+    if origin is Literal:
+        return "one of: " + ", ".join(repr(a) for a in get_args(tp))
+    if origin is list:
+        return "a list of strings"
+    if origin is dict:
+        return "an object"
+    return {str: "a string", int: "an integer", bool: "true or false", float: "a number"}.get(
+        tp, ""
+    )
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list | tuple):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+def _check(name: str, value: Any, tp: Any, meta: Any) -> Any:
+    origin = get_origin(tp)
+    if origin in (Union, types.UnionType):
+        options = [a for a in get_args(tp) if a is not type(None)]
+        for option in options:
+            try:
+                return _check(name, value, option, meta)
+            except ParamsError:
+                continue
+        if len(options) == 1:
+            return _check(name, value, options[0], meta)  # re-raise the precise message
+        raise ParamsError(f"'{name}' must be {_describe_type(tp)}, got {_json_type(value)}")
+    if origin is Literal:
+        allowed = get_args(tp)
+        if value not in allowed or isinstance(value, bool):
+            raise ParamsError(
+                f"'{name}' must be one of: {', '.join(repr(a) for a in allowed)}; got {value!r}"
+            )
+        return value
+    if origin is list:
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ParamsError(f"'{name}' must be a list of strings, got {_json_type(value)}")
+        return list(value)
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ParamsError(f"'{name}' must be an object, got {_json_type(value)}")
+        return dict(value)
+    if tp is Any:
+        return value
+    if tp is str:
+        if not isinstance(value, str):
+            raise ParamsError(f"'{name}' must be a string, got {_json_type(value)}")
+        if "min_len" in meta and len(value) < meta["min_len"]:
+            raise ParamsError(f"'{name}' must not be empty")
+        if "max_len" in meta and len(value) > meta["max_len"]:
+            raise ParamsError(f"'{name}' is longer than {meta['max_len']} characters")
+        return value
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ParamsError(f"'{name}' must be true or false, got {_json_type(value)}")
+        return value
+    if tp is int or tp is float:
+        ok = isinstance(value, int) if tp is int else isinstance(value, int | float)
+        if isinstance(value, bool) or not ok:
+            raise ParamsError(f"'{name}' must be {_describe_type(tp)}, got {_json_type(value)}")
+        if "min" in meta and value < meta["min"]:
+            raise ParamsError(f"'{name}' must be at least {meta['min']}, got {value}")
+        if "max" in meta and value > meta["max"]:
+            raise ParamsError(f"'{name}' must be at most {meta['max']}, got {value}")
+        return value
+    raise TypeError(f"unsupported params type {tp!r}")  # a bug in this module, not the client

@@ -1,0 +1,401 @@
+"""The fleet-lsp language server: pygls 2 + lsprotocol, typed ``fleet/*`` requests over the
+``FleetRuntime``.
+
+Startup is cheap on purpose: this module imports pygls, lsprotocol, attrs and the tiny
+``fleet_core.errors``/``workspace`` modules only. The runtime (pydantic, SQLAlchemy, the store's
+migrations) is opened in the background once the client sends ``initialized`` (or on the first
+``fleet/*`` request), so ``initialize`` is answered as fast as a bare pygls server. DSPy and
+MLflow load only when a Turn needs them.
+
+State lives on the :class:`FleetServer` object (no module-level mutable state); create one with
+:func:`create_server`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import os
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Generator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import attrs
+from lsprotocol import types
+from pygls.capabilities import get_capability
+from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
+from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol, lsp_method
+
+from fleet_core.errors import FleetError
+from fleet_lsp import __version__
+from fleet_lsp.protocol import (
+    COMMANDS,
+    FEATURES,
+    INVALID_PARAMS,
+    METHODS,
+    NOTIFY_SESSION_CHANGE,
+    PROTOCOL_VERSION,
+    SERVER_NAME,
+    URI_SCHEME,
+    ParamsError,
+    error_code,
+    parse,
+)
+
+if TYPE_CHECKING:
+    from fleet_core.config import EffectiveConfig
+    from fleet_core.events import TurnEvent
+    from fleet_core.runtime import FleetRuntime
+
+    from fleet_lsp.documents import TraceSource
+    from fleet_lsp.progress import TurnProgress
+
+log = logging.getLogger("fleet_lsp")
+Handler = Callable[["FleetServer", Any], Awaitable[Any]]
+MAX_LOGGED_TURNS = 50
+MAX_EVENTS_PER_TURN = 5_000
+TEST_SCRIPT_ENV = "FLEET_TEST_SCRIPT"
+
+
+@attrs.define
+class FleetRequestMessage:
+    """Envelope for ``fleet/*`` requests: params stay raw JSON until :func:`parse` checks them
+    (pygls would otherwise hand out untyped namedtuples, or fail without a useful message)."""
+
+    id: int | str
+    method: str
+    params: Any = None
+    jsonrpc: str = "2.0"
+
+
+_WORK_DONE_TOKEN: contextvars.ContextVar[int | str | None] = contextvars.ContextVar(
+    "fleet_work_done_token", default=None
+)
+
+
+class FleetProtocol(LanguageServerProtocol):
+    """Typed ``fleet/*`` envelopes, the 3.18 content capability, and command progress tokens."""
+
+    def get_message_type(self, method: str) -> Any:
+        if method in METHODS:
+            return FleetRequestMessage
+        return super().get_message_type(method)
+
+    @lsp_method(types.INITIALIZE)
+    def lsp_initialize(
+        self, params: types.InitializeParams
+    ) -> Generator[Any, Any, types.InitializeResult]:
+        result: types.InitializeResult = yield from super().lsp_initialize(params)
+        caps = result.capabilities
+        workspace = caps.workspace or types.WorkspaceOptions()
+        workspace.text_document_content = types.TextDocumentContentOptions(schemes=[URI_SCHEME])
+        caps.workspace = workspace
+        if caps.execute_command_provider is not None:
+            caps.execute_command_provider.work_done_progress = True
+        caps.experimental = {
+            "fleet": {"protocolVersion": PROTOCOL_VERSION, "features": list(FEATURES)}
+        }
+        return result
+
+    @lsp_method(types.WORKSPACE_EXECUTE_COMMAND)
+    def lsp_workspace__execute_command(
+        self, params: types.ExecuteCommandParams
+    ) -> Generator[Any, Any, Any]:
+        # Command handlers never see the token otherwise; the handler's task copies this context.
+        _WORK_DONE_TOKEN.set(params.work_done_token)
+        return (yield from super().lsp_workspace__execute_command(params))
+
+
+@dataclass
+class ClientInfo:
+    """What the client told us at ``initialize``."""
+
+    name: str = "unknown"
+    protocol_version: int = PROTOCOL_VERSION
+    turn_events: bool = False
+    settings: dict[str, Any] = field(default_factory=dict)
+    work_done_progress: bool = False
+    show_document: bool = False
+    text_document_content: bool = False
+
+
+@dataclass
+class RunningTurn:
+    """A Turn this server is running; every cancel route ends in :meth:`cancel`."""
+
+    session_id: str
+    task: asyncio.Future[Any] | None = None
+    turn_id: str | None = None
+    progress: TurnProgress | None = None
+    cancel_route: str | None = None
+
+    def cancel(self, route: str) -> bool:
+        if self.task is None or self.task.done():
+            return False
+        self.cancel_route = self.cancel_route or route
+        self.task.cancel()
+        return True
+
+
+class FleetServer(LanguageServer):
+    """A pygls server whose state (runtime, client, running Turns) lives on the instance."""
+
+    def __init__(self) -> None:
+        super().__init__(SERVER_NAME, __version__, protocol_cls=FleetProtocol)
+        self.client = ClientInfo()
+        self.handlers: dict[str, Handler] = {}
+        self.turns_by_session: dict[str, RunningTurn] = {}
+        self.turns_by_id: dict[str, RunningTurn] = {}
+        self.event_log: OrderedDict[str, list[TurnEvent]] = OrderedDict()
+        self._runtime: FleetRuntime | None = None
+        self._runtime_task: asyncio.Task[FleetRuntime] | None = None
+        self._trace_source: TraceSource | None = None
+
+    # registration -----------------------------------------------------------------------------
+
+    def fleet_method(self, method: str) -> Callable[[Handler], Handler]:
+        """Register a typed ``fleet/*`` handler ``async (server, params) -> result``."""
+        if method not in METHODS:
+            raise KeyError(f"{method} is not in fleet_lsp.protocol.METHODS")
+
+        def decorator(fn: Handler) -> Handler:
+            self.handlers[method] = fn
+
+            async def request(raw: Any) -> Any:
+                params = raw.params if isinstance(raw, FleetRequestMessage) else raw
+                return await self.call(method, params)
+
+            self.feature(method)(request)
+            return fn
+
+        return decorator
+
+    def register_commands(self) -> None:
+        for command, method in COMMANDS.items():
+            self.command(command)(self._command_handler(command, method))
+
+    def _command_handler(self, command: str, method: str) -> Callable[..., Awaitable[Any]]:
+        async def run(*args: Any) -> Any:
+            if len(args) > 1:
+                raise JsonRpcInvalidParams(
+                    f"{command}: takes one object argument, got {len(args)} arguments"
+                )
+            return await self.call(method, args[0] if args else {}, command=command)
+
+        return run
+
+    async def call(self, method: str, raw: Any, *, command: str | None = None) -> Any:
+        """Validate ``raw`` into the method's params and run its handler, mapping errors."""
+        name = command or method
+        try:
+            params = parse(METHODS[method], raw)
+        except ParamsError as exc:
+            raise JsonRpcInvalidParams(
+                f"{name}: {exc}", data={"kind": "InvalidParams", "method": name}
+            ) from None
+        try:
+            return await self.handlers[method](self, params)
+        except FleetError as exc:
+            raise rpc_error(exc) from None
+
+    # runtime ----------------------------------------------------------------------------------
+
+    def start_runtime(self) -> None:
+        """Open the runtime in the background (after ``initialize`` was answered)."""
+        if self._runtime is None and (self._runtime_task is None or self._runtime_task.done()):
+            if self._runtime_task is not None and self._runtime_task.exception() is None:
+                return
+            self._runtime_task = asyncio.ensure_future(self._open_runtime())
+            self._runtime_task.add_done_callback(_log_open_failure)
+
+    async def runtime(self) -> FleetRuntime:
+        if self._runtime is not None:
+            return self._runtime
+        self.start_runtime()
+        assert self._runtime_task is not None
+        return await asyncio.shield(self._runtime_task)
+
+    async def _open_runtime(self) -> FleetRuntime:
+        config = await asyncio.to_thread(self.load_config)
+        from fleet_core.runtime import FleetRuntime
+
+        provider = None
+        script = os.environ.get(TEST_SCRIPT_ENV)
+        if script:  # documented test hook (fleet_lsp.testing): scripted models
+            from fleet_lsp.testing import scripted_provider
+
+            provider = await asyncio.to_thread(scripted_provider, script)
+        runtime = await FleetRuntime.open(config, lm_provider=provider)
+        self._runtime = runtime
+        return runtime
+
+    def load_config(self) -> EffectiveConfig:
+        from fleet_core.config import load_config
+
+        return load_config(overrides=self.client.settings or None)
+
+    async def apply_settings(self, settings: dict[str, Any]) -> None:
+        """New client settings: validate, then swap the runtime's configuration."""
+        previous = self.client.settings
+        self.client.settings = settings
+        try:
+            config = await asyncio.to_thread(self.load_config)
+        except FleetError as exc:
+            self.client.settings = previous
+            self.window_show_message(
+                types.ShowMessageParams(
+                    type=types.MessageType.Error, message=f"Fleet settings ignored: {exc}"
+                )
+            )
+            return
+        if self._runtime is not None:
+            if config.state_dir != self._runtime.config.state_dir:
+                self.window_show_message(
+                    types.ShowMessageParams(
+                        type=types.MessageType.Warning,
+                        message="Fleet: the state directory changed; restart the server to use it",
+                    )
+                )
+                return
+            self._runtime.config = config
+
+    @property
+    def trace_source(self) -> TraceSource:
+        if self._trace_source is None:
+            from fleet_lsp.documents import StoreTraceSource
+
+            self._trace_source = StoreTraceSource(self.event_log)
+        return self._trace_source
+
+    def log_event(self, event: TurnEvent) -> None:
+        events = self.event_log.get(event.turn_id)
+        if events is None:
+            events = self.event_log[event.turn_id] = []
+            while len(self.event_log) > MAX_LOGGED_TURNS:
+                self.event_log.popitem(last=False)
+        if len(events) < MAX_EVENTS_PER_TURN:
+            events.append(event)
+
+    # client helpers ---------------------------------------------------------------------------
+
+    def command_work_done_token(self) -> int | str | None:
+        return _WORK_DONE_TOKEN.get()
+
+    def session_changed(self, session_id: str, change: str) -> None:
+        self.protocol.notify(NOTIFY_SESSION_CHANGE, {"sessionId": session_id, "change": change})
+
+    def on_initialize(self, params: types.InitializeParams) -> None:
+        caps = params.capabilities
+        options = _plain(params.initialization_options) or {}
+        fleet = options.get("fleet") if isinstance(options, dict) else None
+        fleet = fleet if isinstance(fleet, dict) else {}
+        version = fleet.get("protocolVersion", PROTOCOL_VERSION)
+        settings = fleet.get("settings") or {}
+        self.client = ClientInfo(
+            name=str(fleet.get("client") or (params.client_info.name if params.client_info else "unknown")),
+            protocol_version=version if isinstance(version, int) else PROTOCOL_VERSION,
+            turn_events=fleet.get("turnEvents") is True,
+            settings=settings if isinstance(settings, dict) else {},
+            work_done_progress=bool(get_capability(caps, "window.work_done_progress", False)),
+            show_document=bool(get_capability(caps, "window.show_document.support", False)),
+            text_document_content=get_capability(caps, "workspace.text_document_content", None)
+            is not None,
+        )
+
+
+def rpc_error(exc: FleetError) -> JsonRpcException:
+    """A FleetError as a JSON-RPC error: documented code, ``data.kind`` and the message."""
+    code = error_code(exc.kind)
+    data: dict[str, Any] = {"kind": exc.kind}
+    for key, value in exc.data.items():
+        if isinstance(value, str | int | float | bool) or value is None:
+            data[key] = value
+        elif isinstance(value, list) and all(isinstance(v, str) for v in value):
+            data[key] = value
+    if code == INVALID_PARAMS:
+        return JsonRpcInvalidParams(exc.message, data=data)
+    return JsonRpcException(exc.message, code=code, data=data)
+
+
+def _plain(value: Any) -> Any:
+    """lsprotocol/pygls may hand ``LSPAny`` values over as namedtuples; make them JSON again."""
+    if isinstance(value, tuple) and hasattr(value, "_asdict"):
+        return {k: _plain(v) for k, v in value._asdict().items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def _log_open_failure(task: asyncio.Task[Any]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("cannot open the Fleet runtime: %s", task.exception())
+
+
+class _QuietExpectedErrors(logging.Filter):
+    """pygls logs every error response with a traceback; expected ones are not news."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, JsonRpcException) and (exc.code == INVALID_PARAMS or -32099 <= exc.code <= -32050):
+            return False
+        return True
+
+
+def create_server() -> FleetServer:
+    """A fully registered server (features, commands, lifecycle hooks)."""
+    from fleet_lsp.features import register_all
+
+    server = FleetServer()
+
+    @server.feature(types.INITIALIZE)
+    def initialize(ls: FleetServer, params: types.InitializeParams) -> None:
+        ls.on_initialize(params)
+
+    @server.feature(types.INITIALIZED)
+    def initialized(ls: FleetServer, params: types.InitializedParams) -> None:
+        if ls.client.protocol_version != PROTOCOL_VERSION:
+            ls.window_log_message(
+                types.LogMessageParams(
+                    type=types.MessageType.Warning,
+                    message=(
+                        f"fleet-lsp speaks protocol version {PROTOCOL_VERSION}; the client asked "
+                        f"for {ls.client.protocol_version}. Check the extension and server versions."
+                    ),
+                )
+            )
+        ls.start_runtime()
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+    async def did_change_configuration(
+        ls: FleetServer, params: types.DidChangeConfigurationParams
+    ) -> None:
+        settings = _plain(params.settings)
+        if isinstance(settings, dict):
+            fleet = settings.get("fleet", settings)
+            if isinstance(fleet, dict) and isinstance(fleet.get("settings"), dict):
+                fleet = fleet["settings"]
+            if isinstance(fleet, dict):
+                await ls.apply_settings(fleet)
+
+    @server.feature(types.SHUTDOWN)
+    async def shutdown(ls: FleetServer, *args: Any) -> None:
+        for running in list(ls.turns_by_session.values()):
+            running.cancel("shutdown")
+
+    register_all(server)
+    server.register_commands()
+    return server
+
+
+def configure_logging(level: int = logging.WARNING) -> None:
+    handler = logging.StreamHandler()  # stderr: stdout is the protocol stream
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(_QuietExpectedErrors())
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.setLevel(level)

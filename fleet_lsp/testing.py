@@ -1,0 +1,62 @@
+"""Test hook: scripted models for the server and CLI processes (never used in production).
+
+When ``FLEET_TEST_SCRIPT`` names a JSON file, the server (and ``fleet-lsp turn``/``demo``) open
+the runtime with a ``StaticLmProvider`` over ``fleet_core.engine.testing`` scripted LMs instead
+of the configured endpoint, so end-to-end tests run real Turns whose code really runs in the
+sandbox, with deterministic model replies. Script format::
+
+    {"latency": 0.0,
+     "root": {"replies": [REPLY, ...], "rules": {"substring": REPLY | [REPLY, ...]}},
+     "sub":  {...}}            # optional; defaults to root
+
+``replies``/``rules`` may also sit at the top level (root). A REPLY is raw text or one of
+``{"route": "rlm"}``, ``{"action": "<python>", "reasoning": "..."}``,
+``{"submit": "<python expr>", "note": "..."}``, ``{"fields": {"answer": "..."}}``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+TEST_SCRIPT_ENV = "FLEET_TEST_SCRIPT"
+
+
+def _reply(spec: Any) -> str:
+    from fleet_core.engine import testing as t
+
+    if isinstance(spec, str):
+        return spec
+    if not isinstance(spec, dict):
+        raise ValueError(f"script reply must be text or an object, got {spec!r}")
+    if "route" in spec:
+        return t.route(str(spec["route"]))
+    if "action" in spec:
+        return t.action(str(spec["action"]), str(spec.get("reasoning", "Next step.")))
+    if "submit" in spec:
+        return t.submit(str(spec["submit"]), str(spec.get("note", "")))
+    if "fields" in spec:
+        return t.fields(**spec["fields"])
+    raise ValueError(f"unknown script reply {spec!r}")
+
+
+def _lm(section: dict[str, Any], latency: float) -> Any:
+    from fleet_core.engine.testing import scripted_lm
+
+    replies = [_reply(r) for r in section.get("replies", [])]
+    rules: dict[str, Any] = {}
+    for key, value in (section.get("rules") or {}).items():
+        rules[key] = [_reply(v) for v in value] if isinstance(value, list) else _reply(value)
+    return scripted_lm(replies, rules=rules, latency=float(section.get("latency", latency)))
+
+
+def scripted_provider(path: str | Path) -> Any:
+    """A ``StaticLmProvider`` built from the JSON script at ``path``."""
+    from fleet_core.engine.lm import StaticLmProvider
+
+    script = json.loads(Path(path).read_text(encoding="utf-8"))
+    latency = float(script.get("latency", 0.0))
+    root = _lm(script.get("root", script), latency)
+    sub = _lm(script["sub"], latency) if "sub" in script else None
+    return StaticLmProvider(root, sub)
