@@ -1,0 +1,130 @@
+"""pytest-lsp harness: the real server over stdio, VS Code-like and Neovim-like clients.
+
+One server per test module and client kind (``scope="module"``); each test makes its own
+Session, so tests stay independent while the suite spawns few processes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from lsprotocol import types
+from pygls.exceptions import JsonRpcException
+from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+
+SERVER = [sys.executable, "-m", "fleet_lsp", "serve"]
+CLIENTS = ["vscode", "neovim"]
+REPO = Path(__file__).resolve().parents[2]
+SALES = REPO / "examples" / "sales.csv"
+
+
+def capabilities(kind: str) -> types.ClientCapabilities:
+    if kind == "vscode":
+        caps = client_capabilities("visual-studio-code")
+        # VS Code with vscode-languageclient >= 10 declares the LSP 3.18 content provider.
+        assert caps.workspace is not None
+        caps.workspace.text_document_content = types.TextDocumentContentClientCapabilities(
+            dynamic_registration=True
+        )
+        return caps
+    return client_capabilities("neovim@v0.11.0")
+
+
+async def start_client(
+    kind: str,
+    env: dict[str, str],
+    *,
+    turn_events: bool = True,
+    settings: dict[str, Any] | None = None,
+) -> LanguageClient:
+    config = ClientServerConfig(server_command=SERVER, server_env={**os.environ, **env})
+    client = await config.start()
+    assert isinstance(client, LanguageClient)
+    client.fleet_events = []  # type: ignore[attr-defined]
+    client.session_changes = []  # type: ignore[attr-defined]
+    client.artifact_changes = []  # type: ignore[attr-defined]
+    client.content_refreshes = []  # type: ignore[attr-defined]
+    client.raw_progress = []  # type: ignore[attr-defined]
+
+    @client.feature("fleet/turn/didEmit")
+    def on_event(ls: LanguageClient, params: Any) -> None:
+        ls.fleet_events.append(plain(params))  # type: ignore[attr-defined]
+
+    @client.feature("fleet/session/didChange")
+    def on_session(ls: LanguageClient, params: Any) -> None:
+        ls.session_changes.append(plain(params))  # type: ignore[attr-defined]
+
+    @client.feature("fleet/artifact/didChange")
+    def on_artifact(ls: LanguageClient, params: Any) -> None:
+        ls.artifact_changes.append(plain(params))  # type: ignore[attr-defined]
+
+    if kind == "vscode":
+
+        @client.feature(types.WORKSPACE_TEXT_DOCUMENT_CONTENT_REFRESH)
+        def on_refresh(ls: LanguageClient, params: Any) -> None:
+            ls.content_refreshes.append(params.uri)  # type: ignore[attr-defined]
+
+    original = client.protocol.fm.features[types.PROGRESS]
+
+    def capture(params: types.ProgressParams) -> Any:
+        client.raw_progress.append((params.token, plain(params.value)))  # type: ignore[attr-defined]
+        return original(params)
+
+    client.protocol.fm.features[types.PROGRESS] = capture
+    fleet: dict[str, Any] = {"protocolVersion": 1, "client": kind, "turnEvents": turn_events}
+    if settings:
+        fleet["settings"] = settings
+    client.init_result = await client.initialize_session(  # type: ignore[attr-defined]
+        types.InitializeParams(
+            capabilities=capabilities(kind),
+            root_uri=REPO.as_uri(),
+            initialization_options={"fleet": fleet},
+        )
+    )
+    return client
+
+
+def plain(value: Any) -> Any:
+    """Custom results and notifications arrive as namedtuples; compare them as JSON."""
+    if isinstance(value, tuple) and hasattr(value, "_asdict"):
+        return {k: plain(v) for k, v in value._asdict().items()}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    return value
+
+
+async def call(client: LanguageClient, method: str, params: Any) -> Any:
+    return plain(await client.protocol.send_request_async(method, params))
+
+
+async def call_error(client: LanguageClient, method: str, params: Any) -> JsonRpcException:
+    with pytest.raises(JsonRpcException) as info:
+        await client.protocol.send_request_async(method, params)
+    return info.value
+
+
+def write_script(path: Path, script: dict[str, Any]) -> Path:
+    path.write_text(json.dumps(script), encoding="utf-8")
+    return path
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module", params=CLIENTS)
+async def lsp(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[LanguageClient]:
+    state = tmp_path_factory.mktemp("state")
+    client = await start_client(request.param, {"FLEET_STATE_DIR": str(state)})
+    client.kind = request.param  # type: ignore[attr-defined]
+    client.state_dir = state  # type: ignore[attr-defined]
+    yield client
+    await client.shutdown_session()
+    await client.stop()
