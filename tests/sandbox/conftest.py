@@ -12,6 +12,7 @@ from sandbox_support import BACKENDS, TEST_LIMITS, MakeSandbox, build_sandbox
 from fleet_core.sandbox import Sandbox, SandboxLimits, SandboxSpec
 from fleet_core.sandbox.isolation import find_bwrap
 
+
 @pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest) -> str:
     if request.param == "local" and find_bwrap() is None:

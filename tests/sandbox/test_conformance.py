@@ -7,6 +7,7 @@ import threading
 import time
 
 import pytest
+from sandbox_support import TEST_LIMITS, MakeSandbox
 
 from fleet_core.errors import WorkspacePathError
 from fleet_core.sandbox import (
@@ -17,8 +18,6 @@ from fleet_core.sandbox import (
     SandboxCrashedError,
     SandboxLimits,
 )
-
-from sandbox_support import TEST_LIMITS, MakeSandbox
 
 
 async def test_state_persists_across_cells(sandbox: Sandbox) -> None:
@@ -54,9 +53,7 @@ async def test_syntax_error_is_data(sandbox: Sandbox) -> None:
 
 async def test_submit_with_output_fields(sandbox: Sandbox) -> None:
     fields = [{"name": "answer", "type": "str"}, {"name": "n", "type": "int"}]
-    result = await sandbox.execute(
-        "SUBMIT(answer='x', n=3)\nprint('never')", output_fields=fields
-    )
+    result = await sandbox.execute("SUBMIT(answer='x', n=3)\nprint('never')", output_fields=fields)
     assert result.final == {"answer": "x", "n": 3}
     assert "never" not in result.stdout
     positional = await sandbox.execute("SUBMIT('y', 4)", output_fields=fields)

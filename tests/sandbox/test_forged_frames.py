@@ -56,9 +56,7 @@ async def test_a_fully_forged_result_only_affects_its_own_cell(sandbox: Sandbox)
     second = await sandbox.execute("print('next')\n1")
     assert second.stdout == "next\n" and second.value_repr == "1"  # ...but not about others
     replay = (
-        "chan.send("
-        + forged_result("stolen[0]", "stolen[1]", "REPLAYED")
-        + ")\nprint('third')"
+        "chan.send(" + forged_result("stolen[0]", "stolen[1]", "REPLAYED") + ")\nprint('third')"
     )
     third = await sandbox.execute(replay)
     assert third.stdout == "third\n"
@@ -139,7 +137,7 @@ def test_line_splitter_drops_oversized_lines() -> None:
     assert splitter.oversized == 2
 
 
-@pytest.mark.parametrize("payload", ["[1, 2]", "{\"type\": 5}", "\"text\""])
+@pytest.mark.parametrize("payload", ["[1, 2]", '{"type": 5}', '"text"'])
 def test_decode_rejects_non_frames(payload: str) -> None:
     from fleet_core.sandbox.protocol import decode_frame
 

@@ -1,0 +1,167 @@
+"""The DSPy CodeInterpreter adapter and dspy.RLM end to end in the LocalSandbox."""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import dspy
+import pytest
+from dspy.lm15 import Message, Response, TextPart, Usage
+from sandbox_support import needs_bwrap
+
+from fleet_core.config import SandboxSettings
+from fleet_core.sandbox.interpreter import (
+    SandboxInterpreter,
+    local_interpreter_factory,
+    make_local_interpreter_factory,
+)
+
+pytestmark = needs_bwrap
+REQUEST_ID: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="unset")
+
+
+class ScriptedEngine:
+    """A canonical lm15 engine replying from a script (thread-safe, records requests)."""
+
+    def __init__(self, replies: list[str | Callable[[Any], str]]) -> None:
+        self.replies = list(replies)
+        self.requests: list[Any] = []
+        self._lock = threading.Lock()
+
+    def complete(self, request: Any) -> Response:
+        with self._lock:
+            self.requests.append(request)
+            reply = self.replies.pop(0) if self.replies else "[[ ## answer ## ]]\nNo more"
+        text = reply(request) if callable(reply) else reply
+        return Response(
+            id=None,
+            model=request.model,
+            message=Message.assistant([TextPart(text)]),
+            finish_reason="stop",
+            usage=Usage(input_tokens=10, output_tokens=5, total_tokens=15),
+        )
+
+    def close(self) -> None:
+        pass
+
+
+def step(reasoning: str, code: str) -> str:
+    return (
+        f"[[ ## reasoning ## ]]\n{reasoning}\n\n[[ ## code ## ]]\n```python\n{code}\n```\n\n"
+        "[[ ## completed ## ]]"
+    )
+
+
+@pytest.fixture
+def interpreter(tmp_path: Path) -> Iterator[SandboxInterpreter]:
+    factory = make_local_interpreter_factory(SandboxSettings(), parent_dir=tmp_path)
+    interp = factory()
+    yield interp
+    interp.shutdown()
+
+
+def test_output_semantics(interpreter: SandboxInterpreter) -> None:
+    assert interpreter.execute("x = 2") is None
+    assert interpreter.execute("print('hi')\nx * 21") == "hi\n42"
+    with pytest.raises(dspy.CodeExecutionError) as caught:
+        interpreter.execute("print('before')\n1 / 0")
+    assert "ZeroDivisionError" in str(caught.value) and "before" in str(caught.value)
+    with pytest.raises(SyntaxError):
+        interpreter.execute("def (")
+    assert interpreter.execute("SUBMIT(answer=x)") == dspy.FinalOutput({"answer": 2})
+
+
+def test_tools_positional_and_contextvars(interpreter: SandboxInterpreter) -> None:
+    def tag(text: str, suffix: str = "!") -> str:
+        return f"{text}{suffix}:{REQUEST_ID.get()}"
+
+    def keyword_only_shim(**kwargs: Any) -> Any:  # what RLM registers for user tools
+        return tag(**kwargs)
+
+    keyword_only_shim.__signature__ = __import__("inspect").signature(tag)  # type: ignore[attr-defined]
+    interpreter.tools.update({"tag": keyword_only_shim})
+    token = REQUEST_ID.set("req-7")
+    try:
+        out = interpreter.execute(
+            "from concurrent.futures import ThreadPoolExecutor\n"
+            "with ThreadPoolExecutor(4) as p:\n"
+            "    r = list(p.map(tag, ['a', 'b']))\n"
+            "r + [tag('c', suffix='?')]"
+        )
+    finally:
+        REQUEST_ID.reset(token)
+    assert out == "['a!:req-7', 'b!:req-7', 'c?:req-7']"
+
+
+def test_timeout_with_state_is_a_code_error(tmp_path: Path) -> None:
+    factory = make_local_interpreter_factory(SandboxSettings(), parent_dir=tmp_path)
+    interp = factory()
+    interp._cell_timeout = 0.5
+    try:
+        interp.execute("kept = 1")
+        with pytest.raises(dspy.CodeExecutionError, match="TimeoutError"):
+            interp.execute("while True:\n    pass")
+        assert interp.execute("kept") == "1"
+        with pytest.raises(dspy.CodeInterpreterError):
+            interp.execute("import os\nos._exit(1)")
+        with pytest.raises(dspy.CodeInterpreterError):
+            interp.execute("1")  # no silent restart after the worker died
+    finally:
+        interp.shutdown()
+
+
+def test_zero_argument_factory_creates_and_cleans_a_workspace() -> None:
+    interp = local_interpreter_factory()
+    root = Path(interp.execute("import os\nos.getcwd()").strip("'"))
+    assert str(root) == "/workspace"
+    workspace = interp.sandbox.spec.workspace
+    assert workspace.is_dir()
+    interp.shutdown()
+    assert not workspace.exists()
+    assert isinstance(local_interpreter_factory.execution_instructions, str)  # type: ignore[attr-defined]
+
+
+def test_rlm_scripted_task_runs_in_the_sandbox(tmp_path: Path) -> None:
+    main = ScriptedEngine(
+        [
+            step(
+                "Parse the numbers with numpy.",
+                "import numpy as np\nnums = np.array([int(t) for t in context.split()])\n"
+                "total = int((nums ** 2).sum())\nprint(len(nums), total)",
+            ),
+            step(
+                "Tag the extremes with sub-LLMs and count characters with the tool.",
+                "tags = llm_query_batched(['max ' + str(nums.max()), 'min ' + str(nums.min())])\n"
+                "n = count_chars(context)\nprint(sorted(tags), n)",
+            ),
+            step("Submit.", "SUBMIT(answer=' '.join(sorted(tags)), total=total, n_chars=n)"),
+        ]
+    )
+    sub = ScriptedEngine([lambda r: "BIG" if "max" in r.messages[-1].text else "SMALL"] * 2)
+
+    def count_chars(text: str) -> int:
+        """Count characters in text."""
+        return len(text)
+
+    rlm = dspy.RLM(
+        "context -> answer: str, total: int, n_chars: int",
+        max_iters=4,
+        max_llm_calls=5,
+        sub_lm=dspy.LM("openai/sub", engine=sub, cache=False),
+        tools=[count_chars],
+        interpreter_factory=make_local_interpreter_factory(SandboxSettings(), parent_dir=tmp_path),
+    )
+    context = "3 1 4 1 5 9 2 6"
+    with dspy.context(lm=dspy.LM("openai/main", engine=main, cache=False)):
+        prediction = rlm(context=context)
+    assert prediction.total == sum(int(t) ** 2 for t in context.split()) == 173
+    assert prediction.answer == "BIG SMALL"
+    assert prediction.n_chars == len(context)
+    outputs = [entry["output"] for entry in prediction.trajectory]
+    assert outputs[0].strip() == "8 173"
+    assert outputs[1].strip() == "['BIG', 'SMALL'] 15"
+    assert list(tmp_path.iterdir()) == []  # the per-forward workspace was removed
