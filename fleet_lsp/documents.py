@@ -24,7 +24,6 @@ from urllib.parse import quote, unquote
 
 from fleet_core.errors import FleetError, InvalidInput, TurnNotFound
 from fleet_core.workspace import is_probably_text, validate_relative_path, validate_session_id
-
 from fleet_lsp.protocol import URI_SCHEME, ArtifactReadResult
 
 if TYPE_CHECKING:
@@ -185,8 +184,9 @@ class TraceSource(Protocol):
         self, runtime: FleetRuntime, *, trace_id: str | None = None, turn_id: str | None = None
     ) -> TraceDocument: ...
 
-    async def list(self, runtime: FleetRuntime, session_id: str, limit: int) -> list[TraceDocument]:
-        ...
+    async def list(
+        self, runtime: FleetRuntime, session_id: str, limit: int
+    ) -> list[TraceDocument]: ...
 
 
 EventLookup = Mapping[str, Sequence["TurnEvent"]]
@@ -233,8 +233,12 @@ class StoreTraceSource:
             turn=turn,
             result=result,
             artifacts=[
-                {"path": a.path, "sizeBytes": a.size_bytes, "sha256": a.sha256,
-                 "provenance": [p.wire() for p in a.provenance]}
+                {
+                    "path": a.path,
+                    "sizeBytes": a.size_bytes,
+                    "sha256": a.sha256,
+                    "provenance": [p.wire() for p in a.provenance],
+                }
                 for a in artifacts
             ],
             events=self._events.get(turn.turn_id, ()),
@@ -245,7 +249,9 @@ class StoreTraceSource:
         docs = []
         for turn in await runtime.history(session_id, limit=limit):
             tid = turn.trace_id or turn.turn_id
-            docs.append(TraceDocument(tid, turn.turn_id, session_id, trace_uri(session_id, tid), ""))
+            docs.append(
+                TraceDocument(tid, turn.turn_id, session_id, trace_uri(session_id, tid), "")
+            )
         return docs
 
 
@@ -269,7 +275,9 @@ def _pick(data: Mapping[str, Any], *names: str) -> Any:
 
 
 def _short(text: str, limit: int = 4000) -> str:
-    return text if len(text) <= limit else text[:limit] + f"\n… [{len(text) - limit} more characters]"
+    return (
+        text if len(text) <= limit else text[:limit] + f"\n… [{len(text) - limit} more characters]"
+    )
 
 
 def _fence(text: str, lang: str = "") -> str:
@@ -311,7 +319,12 @@ def render_trace(
         lines += ["## Learned note", "", str(note), ""]
     error = turn.error.wire() if turn.error else _pick(result, "error")
     if error:
-        lines += ["## Error", "", f"**{error.get('kind', 'error')}**: {error.get('message', '')}", ""]
+        lines += [
+            "## Error",
+            "",
+            f"**{error.get('kind', 'error')}**: {error.get('message', '')}",
+            "",
+        ]
     lines += _render_agents(events)
     usage = _pick(result, "usage")
     if isinstance(usage, Mapping) and usage:
@@ -348,7 +361,8 @@ def _render_artifacts(
             lines.append(
                 f"  - from agent `{record.get('agentId')}` ({chain})"
                 + (f", sandbox `{source}`" if source else "")
-                + f", copied from `{record.get('rootPath')}`, sha256 `{str(record.get('sha256'))[:16]}…`"
+                + f", copied from `{record.get('rootPath')}`"
+                + f", sha256 `{str(record.get('sha256'))[:16]}…`"
             )
     lines.append("")
     return lines
@@ -379,14 +393,21 @@ def _render_agents(events: Sequence[TurnEvent]) -> list[str]:
             p = event.payload
             if event.kind == "code_cell":
                 cell += 1
-                lines += [f"**Cell {cell}**", "", _fence(str(_pick(p, "code", "source") or ""), "python"), ""]
+                lines.extend(
+                    [
+                        f"**Cell {cell}**",
+                        "",
+                        _fence(str(_pick(p, "code", "source") or ""), "python"),
+                        "",
+                    ]
+                )
             elif event.kind == "cell_output":
                 out = _pick(p, "output", "stdout", "text", "result")
                 err = _pick(p, "error", "stderr")
                 if out:
-                    lines += ["Output:", "", _fence(str(out)), ""]
+                    lines.extend(["Output:", "", _fence(str(out)), ""])
                 if err:
-                    lines += ["Error:", "", _fence(str(err)), ""]
+                    lines.extend(["Error:", "", _fence(str(err)), ""])
             elif event.kind == "tool_call_start":
                 name = _pick(p, "tool", "name") or "tool"
                 args = _pick(p, "args", "arguments", "inputs")
@@ -401,7 +422,9 @@ def _render_agents(events: Sequence[TurnEvent]) -> list[str]:
             elif event.kind == "triage_decision":
                 lines.append(f"- Triage: {_pick(p, 'route') or '?'} — {_pick(p, 'reason') or ''}")
             elif event.kind in ("turn_failed", "turn_cancelled"):
-                lines.append(f"- {event.kind.replace('_', ' ')}: {_pick(p, 'message', 'error') or ''}")
+                lines.append(
+                    f"- {event.kind.replace('_', ' ')}: {_pick(p, 'message', 'error') or ''}"
+                )
         lines.append("")
         for child, parent_of in parents.items():
             if parent_of == agent and child != agent:

@@ -48,7 +48,9 @@ class LiveTurnView:
         p = event.payload
         agent = self.agents.get(event.agent_id)
         if agent is None:
-            agent = self.agents[event.agent_id] = _Agent(event.agent_id, event.parent_agent_id or ROOT)
+            agent = self.agents[event.agent_id] = _Agent(
+                event.agent_id, event.parent_agent_id or ROOT
+            )
         kind = event.kind
         if kind == "triage_decision":
             self.route = str(p.get("route", ""))
@@ -66,7 +68,13 @@ class LiveTurnView:
                 self.calls = f"{used}/{limit}" if limit is not None else str(used)
         elif kind == "child_spawned":
             child = str(p.get("agent_id") or p.get("child_id") or event.agent_id)
-            self.agents.setdefault(child, _Agent(child, event.agent_id if child != event.agent_id else (event.parent_agent_id or ROOT)))
+            self.agents.setdefault(
+                child,
+                _Agent(
+                    child,
+                    event.agent_id if child != event.agent_id else (event.parent_agent_id or ROOT),
+                ),
+            )
         elif kind == "child_finished":
             child = str(p.get("agent_id") or p.get("child_id") or event.agent_id)
             if child in self.agents:

@@ -29,8 +29,9 @@ from fleet_lsp.documents import artifact_uri
 from fleet_lsp.protocol import NOTIFY_ARTIFACT_CHANGE, NOTIFY_TURN_EVENT
 
 if TYPE_CHECKING:
-    from fleet_core.events import TurnEvent
     from pygls.lsp.server import LanguageServer
+
+    from fleet_core.events import TurnEvent
 
 log = logging.getLogger(__name__)
 ROOT = "root"

@@ -82,17 +82,14 @@ def _f(
     default: Any = attrs.NOTHING,
     *,
     json: str | None = None,
-    min: float | None = None,  # noqa: A002 - schema vocabulary
-    max: float | None = None,  # noqa: A002
+    min: float | None = None,
+    max: float | None = None,
     min_len: int | None = None,
     max_len: int | None = None,
 ) -> Any:
     """An attrs field with wire metadata: JSON name override and bounds."""
     meta = {"json": json, "min": min, "max": max, "min_len": min_len, "max_len": max_len}
     return attrs.field(default=default, metadata={k: v for k, v in meta.items() if v is not None})
-
-
-SESSION_ID = {"min_len": 1, "max_len": 64}
 
 
 @attrs.frozen(kw_only=True)
@@ -102,26 +99,26 @@ class NoParams:
 
 @attrs.frozen(kw_only=True)
 class SessionNewParams:
-    session_id: str | None = _f(None, **SESSION_ID)
-    mode: Mode | None = _f(None)
+    session_id: str | None = _f(None, min_len=1, max_len=64)
+    mode: Mode | None = _f(None)  # noqa: RUF009
 
 
 @attrs.frozen(kw_only=True)
 class SessionParams:
     """Methods that take just a Session: load, close, delete, clearDataset, lists."""
 
-    session_id: str = _f(**SESSION_ID)
+    session_id: str = _f(min_len=1, max_len=64)
 
 
 @attrs.frozen(kw_only=True)
 class SetModeParams:
-    session_id: str = _f(**SESSION_ID)
-    mode: Mode = _f()
+    session_id: str = _f(min_len=1, max_len=64)
+    mode: Mode = _f()  # noqa: RUF009
 
 
 @attrs.frozen(kw_only=True)
 class HistoryParams:
-    session_id: str = _f(**SESSION_ID)
+    session_id: str = _f(min_len=1, max_len=64)
     limit: int | None = _f(None, min=1, max=1000)
 
 
@@ -133,18 +130,18 @@ class AttachParams:
     written to ``as`` which is then required).
     """
 
-    session_id: str = _f(**SESSION_ID)
+    session_id: str = _f(min_len=1, max_len=64)
     uri: str | None = _f(None, min_len=1, max_len=8192)
     as_: str | None = _f(None, json="as", min_len=1, max_len=1024)
     text: str | None = _f(None, max_len=25_000_000)
-    exclude: list[str] | None = _f(None)
+    exclude: list[str] | None = _f(None)  # noqa: RUF009
     max_files: int | None = _f(None, min=1, max=100_000)
     max_bytes: int | None = _f(None, min=1, max=1 << 40)
 
 
 @attrs.frozen(kw_only=True)
 class SetDatasetParams:
-    session_id: str = _f(**SESSION_ID)
+    session_id: str = _f(min_len=1, max_len=64)
     path: str = _f(min_len=1, max_len=1024)
     description: str | None = _f(None, max_len=2000)
 
@@ -153,19 +150,19 @@ class SetDatasetParams:
 class WorkspacePathParams:
     """``fleet/workspace/delete``: one workspace file."""
 
-    session_id: str = _f(**SESSION_ID)
+    session_id: str = _f(min_len=1, max_len=64)
     path: str = _f(min_len=1, max_len=1024)
 
 
 @attrs.frozen(kw_only=True)
 class TurnRunParams:
-    session_id: str = _f(**SESSION_ID)
+    session_id: str = _f(min_len=1, max_len=64)
     task: str = _f(min_len=1, max_len=100_000)
-    mode: Mode | None = _f(None)
+    mode: Mode | None = _f(None)  # noqa: RUF009
     timeout_seconds: int | None = _f(None, min=0, max=3600)
     record_replay: bool = _f(False)
     idempotency_key: str | None = _f(None, min_len=1, max_len=128)
-    work_done_token: ProgressToken | None = _f(None)
+    work_done_token: ProgressToken | None = _f(None)  # noqa: RUF009
 
 
 @attrs.frozen(kw_only=True)
@@ -202,7 +199,7 @@ class TraceGetParams:
 
 @attrs.frozen(kw_only=True)
 class TraceListParams:
-    session_id: str = _f(**SESSION_ID)
+    session_id: str = _f(min_len=1, max_len=64)
     limit: int | None = _f(None, min=1, max=1000)
 
 
@@ -211,29 +208,29 @@ class TraceLabelParams:
     trace_id: str = _f(min_len=1, max_len=256)
     status: str | None = _f(None, max_len=64)
     answer: str | None = _f(None, max_len=100_000)
-    values: dict[str, Any] | None = _f(None)
+    values: dict[str, Any] | None = _f(None)  # noqa: RUF009
     route: str | None = _f(None, max_len=64)
     critical: bool | None = _f(None)
     group: str | None = _f(None, max_len=256)
-    expectations: dict[str, Any] | None = _f(None)
+    expectations: dict[str, Any] | None = _f(None)  # noqa: RUF009
 
 
 @attrs.frozen(kw_only=True)
 class MemoryListParams:
-    session_id: str = _f(**SESSION_ID)
+    session_id: str = _f(min_len=1, max_len=64)
     reviewed: bool | None = _f(None)
 
 
 @attrs.frozen(kw_only=True)
 class MemoryReviewParams:
-    session_id: str = _f(**SESSION_ID)
+    session_id: str = _f(min_len=1, max_len=64)
     memory_id: str = _f(min_len=1, max_len=128)
     reviewed: bool = _f(True)
 
 
 @attrs.frozen(kw_only=True)
 class DebugParams:
-    session_id: str | None = _f(None, **SESSION_ID)
+    session_id: str | None = _f(None, min_len=1, max_len=64)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -412,7 +409,7 @@ def parse(cls: type[T], raw: Any) -> T:
         raise ParamsError(f"params must be a JSON object, got {_json_type(raw)}")
     hints = typing.get_type_hints(cls)
     values: dict[str, Any] = {}
-    for field in attrs.fields(cls):  # type: ignore[misc]
+    for field in attrs.fields(cls):  # type: ignore[arg-type]
         name = json_name(field)
         if name not in raw or (raw[name] is None and field.default is not attrs.NOTHING):
             if field.default is attrs.NOTHING:

@@ -49,7 +49,6 @@ if TYPE_CHECKING:
     from fleet_core.config import EffectiveConfig
     from fleet_core.events import TurnEvent
     from fleet_core.runtime import FleetRuntime
-
     from fleet_lsp.documents import TraceSource
     from fleet_lsp.progress import TurnProgress
 
@@ -79,7 +78,7 @@ _WORK_DONE_TOKEN: contextvars.ContextVar[int | str | None] = contextvars.Context
 class FleetProtocol(LanguageServerProtocol):
     """Typed ``fleet/*`` envelopes, the 3.18 content capability, and command progress tokens."""
 
-    def get_message_type(self, method: str) -> Any:
+    def get_message_type(self, method: str) -> Any:  # type: ignore[override]
         if method in METHODS:
             return FleetRequestMessage
         return super().get_message_type(method)
@@ -191,7 +190,7 @@ class FleetServer(LanguageServer):
         """Validate ``raw`` into the method's params and run its handler, mapping errors."""
         name = command or method
         try:
-            params = parse(METHODS[method], raw)
+            params: Any = parse(METHODS[method], raw)
         except ParamsError as exc:
             raise JsonRpcInvalidParams(
                 f"{name}: {exc}", data={"kind": "InvalidParams", "method": name}
@@ -295,7 +294,10 @@ class FleetServer(LanguageServer):
         version = fleet.get("protocolVersion", PROTOCOL_VERSION)
         settings = fleet.get("settings") or {}
         self.client = ClientInfo(
-            name=str(fleet.get("client") or (params.client_info.name if params.client_info else "unknown")),
+            name=str(
+                fleet.get("client")
+                or (params.client_info.name if params.client_info else "unknown")
+            ),
             protocol_version=version if isinstance(version, int) else PROTOCOL_VERSION,
             turn_events=fleet.get("turnEvents") is True,
             settings=settings if isinstance(settings, dict) else {},
@@ -311,9 +313,11 @@ def rpc_error(exc: FleetError) -> JsonRpcException:
     code = error_code(exc.kind)
     data: dict[str, Any] = {"kind": exc.kind}
     for key, value in exc.data.items():
-        if isinstance(value, str | int | float | bool) or value is None:
-            data[key] = value
-        elif isinstance(value, list) and all(isinstance(v, str) for v in value):
+        if (
+            isinstance(value, str | int | float | bool)
+            or value is None
+            or (isinstance(value, list) and all(isinstance(v, str) for v in value))
+        ):
             data[key] = value
     if code == INVALID_PARAMS:
         return JsonRpcInvalidParams(exc.message, data=data)
@@ -341,9 +345,10 @@ class _QuietExpectedErrors(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
-        if isinstance(exc, JsonRpcException) and (exc.code == INVALID_PARAMS or -32099 <= exc.code <= -32050):
-            return False
-        return True
+        expected = isinstance(exc, JsonRpcException) and (
+            exc.code == INVALID_PARAMS or -32099 <= exc.code <= -32050
+        )
+        return not expected
 
 
 def create_server() -> FleetServer:
@@ -363,8 +368,8 @@ def create_server() -> FleetServer:
                 types.LogMessageParams(
                     type=types.MessageType.Warning,
                     message=(
-                        f"fleet-lsp speaks protocol version {PROTOCOL_VERSION}; the client asked "
-                        f"for {ls.client.protocol_version}. Check the extension and server versions."
+                        f"fleet-lsp speaks protocol {PROTOCOL_VERSION}; the client asked "
+                        f"for {ls.client.protocol_version}; check the client and server versions."
                     ),
                 )
             )

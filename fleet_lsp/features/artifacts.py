@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types
 
 from fleet_core.errors import FleetError, InvalidInput
-
 from fleet_lsp.documents import artifact_uri, parse_uri, read_artifact
 from fleet_lsp.features.context import file_path
 from fleet_lsp.protocol import ArtifactOpenParams, ArtifactSaveParams, SessionParams, UriParams

@@ -12,7 +12,6 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from fleet_core.errors import FileTooLarge, InvalidInput, WorkspaceFileNotFound
-
 from fleet_lsp.protocol import AttachParams, SessionParams, SetDatasetParams, WorkspacePathParams
 
 if TYPE_CHECKING:
@@ -104,7 +103,9 @@ def register(server: FleetServer) -> None:
             raise InvalidInput("fleet/context/attach needs exactly one of 'uri' or 'text'")
         if p.text is not None:
             if not p.as_:
-                raise InvalidInput("Attaching a selection ('text') needs 'as', e.g. files/snippet.py")
+                raise InvalidInput(
+                    "Attaching a selection ('text') needs 'as', e.g. files/snippet.py"
+                )
             wire: dict[str, Any] = (
                 await runtime.write_file(p.session_id, p.as_, p.text.encode("utf-8"))
             ).wire()

@@ -20,7 +20,11 @@ def register(server: FleetServer) -> None:
         runtime = await ls.runtime()
         config = await runtime.effective_config(p.session_id) if p.session_id else runtime.config
         data: dict[str, Any] = {
-            "server": {"name": "fleet-lsp", "version": __version__, "python": sys.version.split()[0]},
+            "server": {
+                "name": "fleet-lsp",
+                "version": __version__,
+                "python": sys.version.split()[0],
+            },
             "protocolVersion": PROTOCOL_VERSION,
             "client": {
                 "name": ls.client.name,
@@ -41,7 +45,9 @@ def register(server: FleetServer) -> None:
             ],
         }
         lines = [f"fleet-lsp {__version__} (protocol {PROTOCOL_VERSION}), client {ls.client.name}"]
-        lines += [f"state: {data['stateDir']} ({data['database']}), config {data['configDigest'][:12]}"]
+        lines += [
+            f"state: {data['stateDir']} ({data['database']}), config {data['configDigest'][:12]}"
+        ]
         lines += [f"running turns: {len(data['runningTurns'])}"]
         ls.window_log_message(
             types.LogMessageParams(type=types.MessageType.Info, message="\n".join(lines))

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from fleet_core.errors import TurnBusy
-
 from fleet_lsp.protocol import (
     HistoryParams,
     NoParams,

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fleet_core.errors import InvalidInput
-
 from fleet_lsp.protocol import TraceGetParams, TraceLabelParams, TraceListParams
 
 if TYPE_CHECKING:
@@ -69,7 +68,12 @@ def register(server: FleetServer) -> None:
         docs = await ls.trace_source.list(runtime, p.session_id, p.limit or 50)
         return {
             "traces": [
-                {"traceId": d.trace_id, "turnId": d.turn_id, "sessionId": d.session_id, "uri": d.uri}
+                {
+                    "traceId": d.trace_id,
+                    "turnId": d.turn_id,
+                    "sessionId": d.session_id,
+                    "uri": d.uri,
+                }
                 for d in docs
             ]
         }
@@ -78,14 +82,13 @@ def register(server: FleetServer) -> None:
     async def label(ls: FleetServer, p: TraceLabelParams) -> dict[str, Any]:
         runtime = await ls.runtime()
         doc = await ls.trace_source.get(runtime, trace_id=p.trace_id)  # exists, or TraceNotFound
-        labels = {
-            name: getattr(p, name) for name in LABEL_FIELDS if getattr(p, name) is not None
-        }
+        labels = {name: getattr(p, name) for name in LABEL_FIELDS if getattr(p, name) is not None}
         if not labels:
             raise InvalidInput(f"Give at least one label: {', '.join(LABEL_FIELDS)}")
         if "status" in labels and labels["status"] not in LABEL_STATUSES:
             raise InvalidInput(
-                f"Label status must be one of: {', '.join(LABEL_STATUSES)}; got {labels['status']!r}"
+                f"Label status must be one of: {', '.join(LABEL_STATUSES)}; "
+                f"got {labels['status']!r}"
             )
         store = FileLabelStore(runtime.config.state_dir / "labels")
         merged = await asyncio.to_thread(store.merge, doc.trace_id, labels)

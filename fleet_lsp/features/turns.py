@@ -18,12 +18,10 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from fleet_core.errors import FleetError, InvalidInput, TurnBusy, TurnNotFound
-
 from fleet_lsp.protocol import TurnCancelParams, TurnRunParams
 
 if TYPE_CHECKING:
     from fleet_core.events import TurnEvent
-
     from fleet_lsp.server import FleetServer
 
 log = logging.getLogger(__name__)
@@ -73,8 +71,9 @@ async def run_turn(ls: FleetServer, p: TurnRunParams) -> dict[str, Any]:
             session_id=p.session_id,
             turn_id=busy.turn_id,
         )
-    from fleet_core.models import TurnRequest
     from pydantic import ValidationError
+
+    from fleet_core.models import TurnRequest
 
     try:
         request = TurnRequest(
@@ -100,7 +99,7 @@ async def run_turn(ls: FleetServer, p: TurnRunParams) -> dict[str, Any]:
         turn_events=ls.client.turn_events,
         supports_content_refresh=ls.client.text_document_content,
         reports_per_second=runtime.config.settings.server.progress_reports_per_second,
-        on_cancel=lambda: running.cancel("window/workDoneProgress/cancel"),
+        on_cancel=lambda: _cancel(running, "window/workDoneProgress/cancel"),
         seq_lookup=lambda turn_id: _turn_seq(runtime, turn_id),
     )
     running.progress = progress
@@ -125,10 +124,10 @@ async def run_turn(ls: FleetServer, p: TurnRunParams) -> dict[str, Any]:
                 await asyncio.wait({inner}, timeout=CANCEL_GRACE_SECONDS)
                 await progress.finish("cancelled")
                 raise
-            wire = await _cancelled_result(ls, running)
+            cancelled = await _cancelled_result(ls, running)
             await progress.finish("cancelled", running.turn_id)
             ls.session_changed(p.session_id, "updated")
-            return wire
+            return cancelled
         except FleetError:
             await progress.finish("failed")
             raise
@@ -147,6 +146,10 @@ async def run_turn(ls: FleetServer, p: TurnRunParams) -> dict[str, Any]:
         ls.turns_by_session.pop(p.session_id, None)
         if running.turn_id:
             ls.turns_by_id.pop(running.turn_id, None)
+
+
+def _cancel(running: Any, route: str) -> None:
+    running.cancel(route)
 
 
 async def _turn_seq(runtime: Any, turn_id: str) -> int | None:
