@@ -1,0 +1,405 @@
+"""A stored Turn trace as a typed structure, and its markdown rendering.
+
+``fleet-lsp trace show ID`` and the LSP trace document (``fleet:/sessions/<id>/traces/<id>.md``)
+call ``tracer.load_trace(trace_id)`` (or ``load_trace(config, trace_id)``) and then
+``render_trace_markdown(view)``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from fleet_core.observability.tracing import SpanRecord
+
+MD_CODE_CHARS = 4_000
+MD_OUTPUT_CHARS = 2_000
+
+
+@dataclass(frozen=True, slots=True)
+class LmCallView:
+    model: str | None
+    category: str | None
+    ok: bool
+    input_tokens: int | None
+    output_tokens: int | None
+    duration_ms: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class CellView:
+    code: str
+    outcome: str
+    stdout: str | None
+    stderr: str | None
+    error: str | None
+    error_type: str | None
+    duration_ms: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallView:
+    tool: str
+    ok: bool
+    inputs: Any
+    output: Any
+    error_type: str | None
+
+
+@dataclass(slots=True)
+class AgentView:
+    agent_id: str
+    parent_agent_id: str | None
+    status: str
+    subtask: str | None = None
+    input_paths: list[str] = field(default_factory=list)
+    answer: str | None = None
+    artifacts: Any = None
+    error: str | None = None
+    # Steps in time order: each is an LmCallView, CellView, ToolCallView or AgentView.
+    steps: list[LmCallView | CellView | ToolCallView | AgentView] = field(default_factory=list)
+
+    @property
+    def cells(self) -> list[CellView]:
+        return [s for s in self.steps if isinstance(s, CellView)]
+
+    @property
+    def children(self) -> list[AgentView]:
+        return [s for s in self.steps if isinstance(s, AgentView)]
+
+    @property
+    def tool_calls(self) -> list[ToolCallView]:
+        return [s for s in self.steps if isinstance(s, ToolCallView)]
+
+    @property
+    def lm_calls(self) -> list[LmCallView]:
+        return [s for s in self.steps if isinstance(s, LmCallView)]
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseView:
+    name: str
+    ok: bool
+    duration_ms: float
+    error: str | None = None
+
+
+@dataclass(slots=True)
+class TraceView:
+    """Everything a person needs to inspect one Turn."""
+
+    trace_id: str
+    session_id: str | None
+    turn_id: str | None
+    task: str
+    mode: str | None
+    route: str | None
+    route_reason: str | None
+    outcome: str
+    answer: str | None
+    error: Any
+    usage: dict[str, Any]
+    configuration_digest: str | None
+    compiled_program_digest: str | None
+    replay_sha256: str | None
+    started_ms: int
+    duration_ms: int
+    artifacts: list[dict[str, Any]]
+    phases: list[PhaseView]
+    triage_lm_calls: list[LmCallView]
+    root: AgentView | None
+    labels: dict[str, Any] = field(default_factory=dict)
+    span_count: int = 0
+
+    def agents(self) -> list[AgentView]:
+        """Every agent, depth first from the root."""
+        found: list[AgentView] = []
+        stack = [self.root] if self.root else []
+        while stack:
+            agent = stack.pop()
+            found.append(agent)
+            stack.extend(reversed(agent.children))
+        return found
+
+    def cells(self) -> list[CellView]:
+        return [cell for agent in self.agents() for cell in agent.cells]
+
+    def has_span_kind(self, kind: str) -> bool:
+        return any(getattr(a, kind, None) for a in self.agents())
+
+
+def build_view(
+    trace_id: str,
+    spans: Iterable[SpanRecord],
+    *,
+    labels: Mapping[str, Any] | None = None,
+) -> TraceView:
+    """Assemble a ``TraceView`` from the spans a ``TraceBuilder`` wrote."""
+    spans = sorted(spans, key=lambda s: (s.start_ns, s.span_id))
+    by_parent: dict[int | None, list[SpanRecord]] = {}
+    for span in spans:
+        by_parent.setdefault(span.parent_id, []).append(span)
+    roots = [s for s in spans if s.parent_id is None or s.kind == "turn"]
+    if not roots:
+        raise ValueError(f"trace {trace_id} has no root span")
+    root = next((s for s in roots if s.kind == "turn"), roots[0])
+    attrs = root.attributes
+    phases: list[PhaseView] = []
+    triage_calls: list[LmCallView] = []
+    root_agent: AgentView | None = None
+    for child in by_parent.get(root.span_id, []):
+        if child.kind == "phase":
+            phases.append(
+                PhaseView(
+                    name=child.name.removeprefix("turn."),
+                    ok=child.status != "ERROR",
+                    duration_ms=_ms(child),
+                    error=child.status_message or None,
+                )
+            )
+        elif child.kind == "triage":
+            triage_calls = [_lm(s) for s in by_parent.get(child.span_id, []) if s.kind == "lm"]
+        elif child.kind == "agent":
+            root_agent = _agent(child, by_parent)
+    outputs = root.outputs
+    usage = outputs.get("usage") or attrs.get("fleet.usage") or {}
+    artifacts = outputs.get("artifacts") or []
+    return TraceView(
+        trace_id=trace_id,
+        session_id=_str(root.inputs.get("session_id") or attrs.get("fleet.session_id")),
+        turn_id=_str(root.inputs.get("turn_id") or attrs.get("fleet.turn_id")),
+        task=str(root.inputs.get("task") or ""),
+        mode=_str(attrs.get("fleet.execution_mode")),
+        route=_str(attrs.get("fleet.route") or outputs.get("route")),
+        route_reason=_str(attrs.get("fleet.route_reason")),
+        outcome=str(attrs.get("fleet.outcome") or outputs.get("status") or "unknown"),
+        answer=_str(outputs.get("answer")),
+        error=outputs.get("error"),
+        usage=dict(usage) if isinstance(usage, Mapping) else {},
+        configuration_digest=_str(attrs.get("fleet.configuration_digest")),
+        compiled_program_digest=_str(attrs.get("fleet.compiled_program_digest")),
+        replay_sha256=_str(attrs.get("fleet.replay_sha256")),
+        started_ms=root.start_ns // 1_000_000,
+        duration_ms=int(_ms(root)),
+        artifacts=[a for a in artifacts if isinstance(a, dict)] if isinstance(artifacts, list) else [],
+        phases=phases,
+        triage_lm_calls=triage_calls,
+        root=root_agent,
+        labels=dict(labels or {}),
+        span_count=len(spans),
+    )
+
+
+def _agent(span: SpanRecord, by_parent: Mapping[int | None, list[SpanRecord]]) -> AgentView:
+    outputs = span.outputs
+    agent = AgentView(
+        agent_id=str(span.attributes.get("fleet.agent_id") or span.name.removeprefix("agent.")),
+        parent_agent_id=_str(span.attributes.get("fleet.parent_agent_id")),
+        status=str(outputs.get("status") or ("failed" if span.status == "ERROR" else "succeeded")),
+        subtask=_str(span.inputs.get("subtask")),
+        input_paths=list(span.inputs.get("input_paths") or []),
+        answer=_str(outputs.get("answer")),
+        artifacts=outputs.get("artifacts"),
+        error=_str(outputs.get("error")) or (span.status_message or None),
+    )
+    for child in by_parent.get(span.span_id, []):
+        if child.kind == "lm":
+            agent.steps.append(_lm(child))
+        elif child.kind == "cell":
+            agent.steps.append(
+                CellView(
+                    code=str(child.inputs.get("code") or ""),
+                    outcome=str(child.attributes.get("fleet.outcome") or ("error" if child.status == "ERROR" else "ok")),
+                    stdout=_str(child.outputs.get("stdout")),
+                    stderr=_str(child.outputs.get("stderr")),
+                    error=_str(child.outputs.get("error")) or (child.status_message or None),
+                    error_type=_str(child.attributes.get("fleet.error_type")),
+                    duration_ms=_float(child.attributes.get("fleet.duration_ms")),
+                )
+            )
+        elif child.kind == "tool":
+            agent.steps.append(
+                ToolCallView(
+                    tool=str(child.attributes.get("fleet.tool") or child.name.removeprefix("tool.")),
+                    ok=child.status != "ERROR",
+                    inputs=child.inputs.get("inputs"),
+                    output=child.outputs.get("output"),
+                    error_type=_str(child.outputs.get("error_type")),
+                )
+            )
+            # children spawned inside a tool span (if an engine nests them there)
+            for nested in by_parent.get(child.span_id, []):
+                if nested.kind == "agent":
+                    agent.steps.append(_agent(nested, by_parent))
+        elif child.kind == "agent":
+            agent.steps.append(_agent(child, by_parent))
+    return agent
+
+
+def _lm(span: SpanRecord) -> LmCallView:
+    usage = span.attributes.get("mlflow.chat.tokenUsage")
+    usage = usage if isinstance(usage, Mapping) else {}
+    return LmCallView(
+        model=_str(span.inputs.get("model") or span.attributes.get("model")),
+        category=_str(span.inputs.get("category") or span.attributes.get("fleet.category")),
+        ok=span.status != "ERROR",
+        input_tokens=_int(usage.get("input_tokens")),
+        output_tokens=_int(usage.get("output_tokens")),
+        duration_ms=_float(span.attributes.get("fleet.duration_ms")) or _ms(span),
+    )
+
+
+def _ms(span: SpanRecord) -> float:
+    if span.end_ns is None:
+        return 0.0
+    return round((span.end_ns - span.start_ns) / 1e6, 2)
+
+
+def _str(value: Any) -> str | None:
+    if value is None:
+        return None
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _float(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+# markdown --------------------------------------------------------------------------------------
+
+
+def render_trace_markdown(view: TraceView) -> str:
+    """The Turn, route and reason, each agent with its cells, outputs, tool calls and children,
+    usage, artifacts with provenance, and labels."""
+    out: list[str] = [f"# Turn trace `{view.trace_id}`", ""]
+    rows = [
+        ("Session", view.session_id),
+        ("Turn", view.turn_id),
+        ("Outcome", view.outcome),
+        ("Mode", view.mode),
+        ("Route", view.route),
+        ("Route reason", view.route_reason),
+        ("Duration", f"{view.duration_ms / 1000:.2f} s"),
+        ("Configuration digest", _short(view.configuration_digest)),
+        ("Compiled program digest", _short(view.compiled_program_digest)),
+        ("Replay snapshot", _short(view.replay_sha256) or "not captured"),
+    ]
+    out += ["| | |", "|---|---|"]
+    out += [f"| {k} | {_cell(v)} |" for k, v in rows if v is not None]
+    out += ["", "## Task", "", _quote(view.task), ""]
+    out += ["## Answer", "", _quote(view.answer) if view.answer else "_(no answer)_", ""]
+    if view.error:
+        err = view.error if isinstance(view.error, Mapping) else {"message": view.error}
+        out += ["## Error", "", f"**{err.get('kind', 'error')}**: {err.get('message', '')}", ""]
+    out += ["## Usage", ""]
+    usage = view.usage
+    if usage:
+        out += [
+            f"- model calls: {usage.get('model_calls', '?')}",
+            f"- sandbox errors: {usage.get('sandbox_errors', '?')}",
+            f"- tokens: {usage.get('input_tokens', '?')} in / {usage.get('output_tokens', '?')} out",
+        ]
+        by_cat = usage.get("calls_by_category") or {}
+        if by_cat:
+            out.append("- calls by category: " + ", ".join(f"{k} {v}" for k, v in sorted(by_cat.items())))
+    else:
+        out.append("_(usage unavailable)_")
+    out.append("")
+    if view.phases or view.triage_lm_calls:
+        out += ["## Steps", ""]
+        for phase in view.phases:
+            mark = "ok" if phase.ok else f"FAILED: {phase.error}"
+            out.append(f"- `{phase.name}` ({phase.duration_ms:.0f} ms) {mark}")
+        if view.triage_lm_calls:
+            out.append(f"- `triage` ({len(view.triage_lm_calls)} model call(s)) → route **{view.route}**")
+        out.append("")
+    out += ["## Agents", ""]
+    if view.root is None:
+        out += ["_(no agent activity recorded)_", ""]
+    else:
+        _render_agent(view.root, out, level=3)
+    out += ["## Artifacts", ""]
+    if not view.artifacts:
+        out += ["_(none)_", ""]
+    for artifact in view.artifacts:
+        path = artifact.get("path", "?")
+        out.append(
+            f"- `{path}` ({artifact.get('size_bytes', '?')} bytes, sha256 `{_short(artifact.get('sha256'))}`)"
+        )
+        for record in artifact.get("provenance") or []:
+            chain = " → ".join(record.get("parent_chain") or [])
+            out.append(
+                f"  - from agent `{record.get('agent_id')}` at `{record.get('root_path')}`"
+                f" (sha256 `{_short(record.get('sha256'))}`){' via ' + chain if chain else ''}"
+            )
+    if view.artifacts:
+        out.append("")
+    if view.labels:
+        out += ["## Labels", "", "```json", json.dumps(view.labels, indent=2, sort_keys=True), "```", ""]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _render_agent(agent: AgentView, out: list[str], level: int) -> None:
+    heading = "#" * min(level, 6)
+    title = "Root agent" if agent.parent_agent_id is None else f"Child agent `{agent.agent_id}`"
+    out += [f"{heading} {title} — {agent.status}", ""]
+    if agent.subtask:
+        out += [f"Subtask: {_inline(agent.subtask)}", ""]
+    if agent.input_paths:
+        out += ["Inputs: " + ", ".join(f"`{p}`" for p in agent.input_paths), ""]
+    cell_no = 0
+    for step in agent.steps:
+        if isinstance(step, LmCallView):
+            tokens = ""
+            if step.input_tokens is not None or step.output_tokens is not None:
+                tokens = f", {step.input_tokens} in / {step.output_tokens} out tokens"
+            out.append(
+                f"- model call `{step.model or '?'}` ({step.category or 'call'}{tokens})"
+                + ("" if step.ok else " **failed**")
+            )
+        elif isinstance(step, ToolCallView):
+            out.append(f"- tool `{step.tool}`" + ("" if step.ok else f" **failed** ({step.error_type})"))
+        elif isinstance(step, CellView):
+            cell_no += 1
+            out += ["", f"Cell {cell_no} — **{step.outcome}**", "", "```python", _clip(step.code, MD_CODE_CHARS), "```"]
+            if step.stdout:
+                out += ["", "stdout:", "", "```text", _clip(step.stdout, MD_OUTPUT_CHARS), "```"]
+            if step.stderr:
+                out += ["", "stderr:", "", "```text", _clip(step.stderr, MD_OUTPUT_CHARS), "```"]
+            if step.error and step.outcome != "ok":
+                out += ["", f"error: {_inline(step.error)}"]
+            out.append("")
+        else:
+            out.append("")
+            _render_agent(step, out, level + 1)
+    if agent.answer and agent.parent_agent_id is not None:
+        out += ["", f"Child answer: {_inline(agent.answer)}"]
+    if agent.error and agent.status not in ("succeeded", "completed"):
+        out += ["", f"Error: {_inline(agent.error)}"]
+    out.append("")
+
+
+def _short(value: Any) -> str | None:
+    return None if not value else str(value)[:12]
+
+
+def _cell(value: Any) -> str:
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def _inline(value: str) -> str:
+    return _clip(value, 500).replace("\n", " ")
+
+
+def _quote(value: str | None) -> str:
+    return "\n".join("> " + line for line in _clip(value or "", 20_000).splitlines()) or "> "
+
+
+def _clip(value: str, limit: int) -> str:
+    return value if len(value) <= limit else value[:limit] + f"\n... [{len(value) - limit} more chars]"

@@ -1,0 +1,38 @@
+"""Shared fixtures: one real local MLflow store per test session (mlflow imports once)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from fleet_core.config import EffectiveConfig, load_config
+from fleet_core.observability.tracing import MlflowTracer, create_tracer
+
+CANARY = "canary-SECRET-7f3a9e1d2c"
+
+
+def make_config(state_dir: Path, **environ: str) -> EffectiveConfig:
+    env = {"FLEET_STATE_DIR": str(state_dir), **environ}
+    return load_config(environ=env, cwd=state_dir)
+
+
+@pytest.fixture(scope="session")
+def mlflow_state(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("fleet-mlflow")
+
+
+@pytest.fixture(scope="session")
+def obs_config(mlflow_state: Path) -> EffectiveConfig:
+    return make_config(mlflow_state, FLEET_LM_API_KEY=CANARY)
+
+
+@pytest.fixture(scope="session")
+def tracer(obs_config: EffectiveConfig) -> Iterator[MlflowTracer]:
+    os.environ.setdefault("MLFLOW_ENABLE_ASYNC_TRACE_LOGGING", "false")
+    created = create_tracer(obs_config)
+    assert isinstance(created, MlflowTracer)
+    yield created
+    created.close()
