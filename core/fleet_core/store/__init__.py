@@ -464,6 +464,91 @@ class Store:
             raise MemoryNotFound(f"No memory '{memory_id}' in session '{session_id}'")
 
 
+    # Replays and trace labels (observability / evaluation) ----------------------------------
+
+    def get_replay(self, turn_id: str) -> tuple[str, bytes] | None:
+        """The Turn's stored replay snapshot as ``(sha256, gzip bytes)``, or ``None``.
+
+        Callers verify it with ``fleet_core.observability.replay.decode_replay``."""
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                select(schema.replay_snapshots.c.sha256, schema.replay_snapshots.c.content).where(
+                    schema.replay_snapshots.c.turn_id == turn_id
+                )
+            ).first()
+        if row is None:
+            return None
+        return str(row[0]), bytes(row[1])
+
+    def find_turn_by_trace(self, trace_id: str) -> TurnSummary | None:
+        with self.engine.connect() as conn:
+            row = (
+                conn.execute(select(schema.turns).where(schema.turns.c.trace_id == trace_id))
+                .mappings()
+                .first()
+            )
+        return _turn_summary(row) if row is not None else None
+
+    def upsert_trace_labels(
+        self,
+        trace_id: str,
+        *,
+        session_id: str | None,
+        turn_id: str | None,
+        labels: dict[str, Any],
+        eligible: bool,
+        ineligible_reason: str | None,
+    ) -> None:
+        """Insert or replace the review labels of one trace."""
+        values = {
+            "session_id": session_id,
+            "turn_id": turn_id,
+            "labels": labels,
+            "eligible": eligible,
+            "ineligible_reason": ineligible_reason,
+            "updated_at": now(),
+        }
+        table = schema.trace_labels
+        with self.engine.begin() as conn:
+            exists = conn.execute(
+                select(table.c.trace_id).where(table.c.trace_id == trace_id)
+            ).first()
+            if exists is None:
+                try:
+                    conn.execute(insert(table).values(trace_id=trace_id, **values))
+                    return
+                except IntegrityError:
+                    pass
+            conn.execute(update(table).where(table.c.trace_id == trace_id).values(**values))
+
+    def get_trace_labels(self, trace_id: str) -> dict[str, Any] | None:
+        """``{trace_id, session_id, turn_id, labels, eligible, ineligible_reason, updated_at}``."""
+        with self.engine.connect() as conn:
+            row = (
+                conn.execute(
+                    select(schema.trace_labels).where(schema.trace_labels.c.trace_id == trace_id)
+                )
+                .mappings()
+                .first()
+            )
+        if row is None:
+            return None
+        found = dict(row)
+        found["updated_at"] = _utc(found["updated_at"])
+        return found
+
+    def list_trace_labels(
+        self, *, session_id: str | None = None, eligible: bool | None = None, limit: int = 1_000
+    ) -> list[dict[str, Any]]:
+        table = schema.trace_labels
+        query = select(table).order_by(table.c.updated_at).limit(limit)
+        if session_id is not None:
+            query = query.where(table.c.session_id == session_id)
+        if eligible is not None:
+            query = query.where(table.c.eligible == eligible)
+        with self.engine.connect() as conn:
+            return [dict(row) for row in conn.execute(query).mappings()]
+
 def _session_info(row: RowMapping) -> SessionInfo:
     dataset = DatasetContext.model_validate(row["dataset"]) if row["dataset"] else None
     return SessionInfo(
