@@ -15,7 +15,6 @@ import importlib.util
 import logging
 import platform
 import shutil
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -67,8 +66,9 @@ class TraceHandle(Protocol):
 class TurnTracer(Protocol):
     """The observability hook (issue 6): wraps the engine run in the worker thread."""
 
-    def turn(self, *, session_id: str, turn_id: str, task: str) -> AbstractContextManager[TraceHandle]:
-        ...
+    def turn(
+        self, *, session_id: str, turn_id: str, task: str
+    ) -> AbstractContextManager[TraceHandle]: ...
 
     def callbacks(self) -> list[Any]:
         """Extra DSPy callbacks for the Turn (e.g. MLflow's)."""
@@ -129,7 +129,9 @@ class TurnService:
         running.control.cancel("The Turn was cancelled on request")
         return True
 
-    async def run_turn(self, request: TurnRequest, *, on_event: OnEvent | None = None) -> TurnResult:
+    async def run_turn(
+        self, request: TurnRequest, *, on_event: OnEvent | None = None
+    ) -> TurnResult:
         runtime = self.runtime
         session_id = request.session_id
         config = await runtime.effective_config(session_id)
@@ -141,7 +143,9 @@ class TurnService:
                 raise InvalidInput("timeoutSeconds must be 0 (no deadline) or 10-3600")
         mode = request.mode or settings.execution_mode
         if session_id in self._running:
-            raise TurnBusy(f"Session '{session_id}' already has a running Turn", session_id=session_id)
+            raise TurnBusy(
+                f"Session '{session_id}' already has a running Turn", session_id=session_id
+            )
         control = TurnControl(
             max_units=settings.max_llm_calls_per_turn,
             timeout_seconds=float(timeout) if timeout else None,
@@ -201,7 +205,13 @@ class TurnService:
                             inputs = await self._prepare(request, mode, dataset)
                             box["result"] = await anyio.to_thread.run_sync(
                                 partial(
-                                    self._run_engine, request, turn_id, control, inputs, portal, loop
+                                    self._run_engine,
+                                    request,
+                                    turn_id,
+                                    control,
+                                    inputs,
+                                    portal,
+                                    loop,
                                 )
                             )
                         except BaseException as exc:
@@ -266,7 +276,9 @@ class TurnService:
             child_max_llm_calls=settings.runtime.child_max_llm_calls,
         )
         try:
-            with self.tracer.turn(session_id=session_id, turn_id=turn_id, task=request.task) as trace:
+            with self.tracer.turn(
+                session_id=session_id, turn_id=turn_id, task=request.task
+            ) as trace:
                 extra = self.tracer.callbacks()
                 with dspy.context(callbacks=extra) if extra else contextlib.nullcontext():
                     result = program.run(inputs)

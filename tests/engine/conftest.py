@@ -42,9 +42,7 @@ def engine_config(tmp_path: Path) -> EffectiveConfig:
 
 
 @pytest.fixture
-async def open_runtime(
-    tmp_path: Path, lms: SwitchableLms
-) -> AsyncIterator[OpenRuntime]:
+async def open_runtime(tmp_path: Path, lms: SwitchableLms) -> AsyncIterator[OpenRuntime]:
     """Open a runtime on this test's state dir with extra environment (e.g. budgets)."""
     opened: list[FleetRuntime] = []
 

@@ -14,7 +14,8 @@ def _child(region: str) -> list[str]:
     return [
         action(
             "import csv\n"
-            f"rows = [r for r in csv.DictReader(open('files/sales.csv')) if r['region'] == '{region}']\n"
+            "rows = list(csv.DictReader(open('files/sales.csv')))\n"
+            f"rows = [r for r in rows if r['region'] == '{region}']\n"
             "total = sum(float(r['revenue']) for r in rows)\n"
             f"open('artifacts/{region}.txt', 'w').write(str(total))\n"
             "print(total)"
@@ -105,8 +106,8 @@ async def test_spawn_over_capacity_is_refused_not_queued(open_runtime, lms) -> N
     lms.root = scripted_lm(
         [
             action(
-                "try:\n    spawn_agents(subtasks=['a', 'b'])\nexcept Exception as e:\n    err = str(e)\n"
-                "print(err)"
+                "try:\n    spawn_agents(subtasks=['a', 'b'])\n"
+                "except Exception as e:\n    err = str(e)\nprint(err)"
             ),
             submit("err"),
         ]

@@ -33,7 +33,9 @@ async def test_budget_exhaustion_ends_the_turn(open_runtime, lms) -> None:
     )
     lms.sub = scripted_lm(["hello"] * 5)
     events = []
-    result = await runtime.run_turn(TurnRequest(session_id="b", task="spend"), on_event=events.append)
+    result = await runtime.run_turn(
+        TurnRequest(session_id="b", task="spend"), on_event=events.append
+    )
     assert result.status == "failed"
     assert result.error.kind == "BudgetExhausted" and "budget is exhausted" in result.error.message
     assert result.usage.model_calls == 3

@@ -31,7 +31,10 @@ async def test_quickstart_revenue_by_region(engine_runtime, lms, tmp_path: Path)
     )
     events = []
     result = await runtime.run_turn(
-        TurnRequest(session_id="quick", task="Calculate revenue by region and save artifacts/revenue_by_region.csv."),
+        TurnRequest(
+            session_id="quick",
+            task="Calculate revenue by region and save artifacts/revenue_by_region.csv.",
+        ),
         on_event=events.append,
     )
     assert result.status == "completed", result.error

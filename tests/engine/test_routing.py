@@ -44,7 +44,9 @@ async def test_session_mode_rlm_skips_triage(engine_runtime, lms) -> None:
 
 async def test_session_mode_flex_runs_code_in_sandbox(engine_runtime, lms) -> None:
     await engine_runtime.new_session("s", mode="flex")
-    lms.root = scripted_lm([action("import os\nx = len(os.listdir('skills'))\nprint(x)"), submit("str(x)")])
+    lms.root = scripted_lm(
+        [action("import os\nx = len(os.listdir('skills'))\nprint(x)"), submit("str(x)")]
+    )
     result, events = await _run(engine_runtime, "s")
     assert result.status == "completed", result.error
     assert result.route == "flex" and result.answer == "3"  # the three bundled Skills
@@ -93,7 +95,9 @@ async def test_selected_dataset_turns_direct_into_rlm(engine_runtime, lms, tmp_p
 
 async def test_bare_fenced_code_reply_is_accepted(engine_runtime, lms) -> None:
     await engine_runtime.new_session("s", mode="rlm")
-    lms.root = scripted_lm(["Let me compute.\n```python\ny = 2 ** 10\nprint(y)\n```", submit("str(y)")])
+    lms.root = scripted_lm(
+        ["Let me compute.\n```python\ny = 2 ** 10\nprint(y)\n```", submit("str(y)")]
+    )
     result, _ = await _run(engine_runtime, "s")
     assert result.status == "completed" and result.answer == "1024"
     assert result.usage.model_calls == 2  # no re-ask, no JSON fallback

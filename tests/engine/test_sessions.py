@@ -46,7 +46,7 @@ async def test_restart_keeps_history_and_notes(open_runtime, lms) -> None:
     assert "User: Capital of France?" in prompt and "Assistant: Paris" in prompt
     assert "capital lookups need no code" in prompt
     assert "Sandbox: Python" in prompt
-    assert "<skill name=\"tabular-analysis\">" in prompt
+    assert '<skill name="tabular-analysis">' in prompt
 
 
 async def test_reviewed_memories_reach_the_prompt(engine_runtime, lms) -> None:
@@ -77,7 +77,7 @@ async def test_a_second_session_runs_while_the_first_runs(engine_runtime, lms) -
     slow = asyncio.create_task(
         runtime.run_turn(TurnRequest(session_id="slow", task="SLOW-TASK"), on_event=events.append)
     )
-    while not any(e.kind == "code_cell" and "sleep" in e.payload["code"] for e in events):
+    while not any(e.kind == "code_cell" and "sleep" in e.payload["code"] for e in events):  # noqa: ASYNC110
         await asyncio.sleep(0.02)
     started = time.monotonic()
     fast = await runtime.run_turn(TurnRequest(session_id="fast", task="FAST-TASK"))
@@ -90,7 +90,8 @@ async def test_user_skill_is_synced_into_the_workspace(engine_runtime, lms, tmp_
     skill = tmp_path / ".fleet" / "skills" / "csv-style"
     skill.mkdir(parents=True)
     (skill / "SKILL.md").write_text(
-        "---\nname: csv-style\ndescription: House style for CSV outputs.\n---\nUse ; as separator.\n"
+        "---\nname: csv-style\ndescription: House style for CSV outputs.\n---\n"
+        "Use ; as separator.\n"
     )
     runtime = engine_runtime
     await runtime.new_session("u", mode="rlm")

@@ -12,7 +12,7 @@ from fleet_core.engine.stream import clip
 
 
 class EventCallback(BaseCallback):  # type: ignore[misc]
-    """Emits ``module_start``/``module_end`` and ``tool_call_start``/``tool_call_end`` for one agent."""
+    """Emits module and tool start/end events for one agent."""
 
     def __init__(self, control: TurnControl, agent_id: str, parent_agent_id: str | None) -> None:
         self._control = control

@@ -55,7 +55,9 @@ def _words(text: str) -> set[str]:
     return set(_WORD.findall(text.lower()))
 
 
-def relevant_memories(memories: Sequence[Memory], task: str, limit: int = MEMORIES_MAX) -> list[Memory]:
+def relevant_memories(
+    memories: Sequence[Memory], task: str, limit: int = MEMORIES_MAX
+) -> list[Memory]:
     """Reviewed memories ranked by word overlap with the task, then recency."""
     wanted = _words(task)
     scored = [

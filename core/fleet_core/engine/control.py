@@ -133,9 +133,9 @@ class TurnControl:
 
     def check(self) -> None:
         """Raise the Turn-ending error if the Turn was stopped or its deadline passed."""
-        if self._terminal is None and self.deadline_at is not None:
-            if self._clock() >= self.deadline_at:
-                self.expire()
+        deadline = self.deadline_at
+        if self._terminal is None and deadline is not None and self._clock() >= deadline:
+            self.expire()
         terminal = self._terminal
         if terminal is None:
             return
@@ -265,7 +265,8 @@ class TurnControl:
             if self.live_children >= limits.max_live_children:
                 raise ChildCapacityError(
                     f"Child sandbox capacity exhausted: {self.live_children} children are running "
-                    f"(the limit is {limits.max_live_children}); spawn refused to avoid a wait cycle"
+                    f"(the limit is {limits.max_live_children}); spawn refused to avoid a "
+                    "wait cycle"
                 )
             self.children_started += 1
             self.live_children += 1

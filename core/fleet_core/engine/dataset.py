@@ -51,7 +51,7 @@ class FleetDataset:
 '''
 
 
-class DatasetHandle(SandboxSerializable):
+class DatasetHandle(SandboxSerializable):  # type: ignore[misc]
     """Metadata of the selected dataset; the sandbox gets a ``FleetDataset`` view of the file."""
 
     def __init__(self, dataset: DatasetContext) -> None:

@@ -92,7 +92,11 @@ class TurnInterpreter:
         emit = control.emit
         emit(
             "code_cell",
-            {"cell": cell, "phase": phase, "code": "(dspy facade)" if code == SHIM_SETUP else clip(code, CODE_CHARS)},
+            {
+                "cell": cell,
+                "phase": phase,
+                "code": "(dspy facade)" if code == SHIM_SETUP else clip(code, CODE_CHARS),
+            },
             **self._lineage,
         )
         ctx = contextvars.copy_context()
@@ -107,14 +111,22 @@ class TurnInterpreter:
         except (CodeExecutionError, SyntaxError) as exc:
             if not bootstrap:
                 control.note_sandbox_error()
-            payload |= {"ok": False, "error_type": type(exc).__name__, "error": clip(str(exc), OUTPUT_CHARS)}
+            payload |= {
+                "ok": False,
+                "error_type": type(exc).__name__,
+                "error": clip(str(exc), OUTPUT_CHARS),
+            }
             if control.terminal is not None:
                 payload["outcome"] = control.terminal
                 raise control.error() from exc
             payload["outcome"] = "error"
             raise
         except Exception as exc:
-            payload |= {"ok": False, "error_type": type(exc).__name__, "error": clip(str(exc), OUTPUT_CHARS)}
+            payload |= {
+                "ok": False,
+                "error_type": type(exc).__name__,
+                "error": clip(str(exc), OUTPUT_CHARS),
+            }
             payload["outcome"] = control.terminal or "sandbox_error"
             if control.terminal is not None:
                 raise control.error() from exc
@@ -125,7 +137,9 @@ class TurnInterpreter:
                 payload["ok"] = True
                 payload["outcome"] = "submitted" if isinstance(result, FinalOutput) else "completed"
                 shown = result.output if isinstance(result, FinalOutput) else result
-                payload["output"] = clip(shown if isinstance(shown, str) else repr(shown), OUTPUT_CHARS)
+                payload["output"] = clip(
+                    shown if isinstance(shown, str) else repr(shown), OUTPUT_CHARS
+                )
             emit("cell_output", payload, **self._lineage)
         control.check()
         return result

@@ -141,7 +141,7 @@ class ConfiguredLmProvider:
             found = self._lms.get(role)
             if found is None:
                 found = self._lms[role] = self._build(role)
-            return found  # type: ignore[no-any-return]
+            return found
 
     def _build(self, role: Role) -> Any:
         import dspy
@@ -170,4 +170,4 @@ class StaticLmProvider:
         return None
 
     def lm(self, role: Role) -> dspy.BaseLM:
-        return self._lms.get(role, self._lms["root"])  # type: ignore[no-any-return]
+        return self._lms.get(role, self._lms["root"])

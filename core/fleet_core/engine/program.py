@@ -191,7 +191,9 @@ class TurnProgram:
         words = re.findall(r"[a-z]+", raw.lower())
         label = words[0] if words else ""
         if label in ROUTES:
-            return RouteDecision(route=label, override_reason=None, raw_choice=raw[:200], model=model)
+            return RouteDecision(
+                route=label, override_reason=None, raw_choice=raw[:200], model=model
+            )
         return RouteDecision(
             route="rlm",
             override_reason="routing_error",
@@ -295,7 +297,10 @@ class TurnProgram:
             max_iters: int = 8,
             max_llm_calls: int = 25,
         ) -> dict[str, Any]:
-            """Run a subtask in a child agent with its own sandbox and copied inputs (files/... or artifacts/... paths); returns {findings, artifacts}."""
+            """Run a subtask in a child agent with its own sandbox and copied inputs.
+
+            input_paths are files/... or artifacts/... paths; returns {findings, artifacts}.
+            """
             self.control.reserve_children(parent.depth, 1)
             return self._run_child(parent, subtask, input_paths, max_iters, max_llm_calls)
 
@@ -308,7 +313,11 @@ class TurnProgram:
             max_iters: int = 8,
             max_llm_calls: int = 25,
         ) -> list[dict[str, Any]]:
-            """Run 1-8 independent subtasks concurrently in child agents; input_paths is one list per subtask; returns one {findings, artifacts} per subtask, in order."""
+            """Run 1-8 independent subtasks concurrently in child agents.
+
+            input_paths is one list per subtask; returns one {findings, artifacts} per subtask,
+            in order.
+            """
             if not isinstance(subtasks, list) or not 1 <= len(subtasks) <= MAX_SUBTASKS:
                 raise InvalidInput(f"subtasks must be a list of 1-{MAX_SUBTASKS} strings")
             if input_paths is not None and (
@@ -318,7 +327,9 @@ class TurnProgram:
             self.control.reserve_children(parent.depth, len(subtasks))
             limits = self.control.limits
             workers = min(len(subtasks), limits.max_live_children)
-            paths = input_paths or [None] * len(subtasks)
+            paths: list[list[str] | None] = (
+                list(input_paths) if input_paths is not None else [None] * len(subtasks)
+            )
             with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fleet-child") as pool:
                 futures = [
                     pool.submit(
@@ -378,7 +389,9 @@ class TurnProgram:
             except ChildCapacityError:
                 raise
             except FleetError as exc:
-                control.emit("child_finished", {"status": "failed", "error": exc.message}, **lineage)
+                control.emit(
+                    "child_finished", {"status": "failed", "error": exc.message}, **lineage
+                )
                 raise
             try:
                 result = self._child_program(space, subtask, max_iters, max_llm_calls)
@@ -403,9 +416,7 @@ class TurnProgram:
             {"path": r.path, "sha256": r.sha256, "agent_id": r.agent_id, "root_path": r.root_path}
             for r in records
         ]
-        control.emit(
-            "child_finished", {"status": "succeeded", "artifacts": receipts}, **lineage
-        )
+        control.emit("child_finished", {"status": "succeeded", "artifacts": receipts}, **lineage)
         return {"findings": result[:MAX_FINDINGS_CHARS], "artifacts": receipts}
 
     def _child_program(
@@ -414,11 +425,17 @@ class TurnProgram:
         control = self.control
         sub = self.lms.lm("sub")
         child_lm = MeteredLM(
-            sub, control, category="child", agent_id=space.agent_id,
+            sub,
+            control,
+            category="child",
+            agent_id=space.agent_id,
             parent_agent_id=space.parent_agent_id,
         )
         query_lm = MeteredLM(
-            sub, control, category="sub_query", agent_id=space.agent_id,
+            sub,
+            control,
+            category="sub_query",
+            agent_id=space.agent_id,
             parent_agent_id=space.parent_agent_id,
         )
         callbacks = [EventCallback(control, space.agent_id, space.parent_agent_id)]

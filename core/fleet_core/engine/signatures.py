@@ -7,7 +7,7 @@ import dspy
 ROUTES = ("direct", "flex", "rlm")
 
 
-class FleetTask(dspy.Signature):
+class FleetTask(dspy.Signature):  # type: ignore[misc]
     """Complete the user's task by writing Python that runs in the Session's sandbox.
 
     The workspace is the current directory (/workspace): user inputs are under files/ (read-only),
@@ -32,7 +32,9 @@ class FleetTask(dspy.Signature):
     workspace_manifest: str = dspy.InputField(
         desc="Workspace files (path, size, sha256, bounded preview)"
     )
-    skills_catalog: str = dspy.InputField(desc="Available Skills; read one with use_skill(name=...)")
+    skills_catalog: str = dspy.InputField(
+        desc="Available Skills; read one with use_skill(name=...)"
+    )
     memory_summary: str = dspy.InputField(
         desc="Learned notes and reviewed memories (unverified hints) and the sandbox environment"
     )
@@ -44,7 +46,7 @@ class FleetTask(dspy.Signature):
     learned_skill_note: str = dspy.OutputField(desc="Optional reusable lesson; may be empty")
 
 
-class DirectAnswer(dspy.Signature):
+class DirectAnswer(dspy.Signature):  # type: ignore[misc]
     """Answer the user's request directly from the conversation and memory; no code runs."""
 
     memory_summary: str = dspy.InputField(desc="Learned notes and reviewed memories")
@@ -53,7 +55,7 @@ class DirectAnswer(dspy.Signature):
     answer: str = dspy.OutputField(desc="The answer")
 
 
-class TurnTriage(dspy.Signature):
+class TurnTriage(dspy.Signature):  # type: ignore[misc]
     """Choose the least expensive route that can satisfy the request.
 
     - direct: a conversational reply or general knowledge; no files, no computation.
@@ -69,7 +71,7 @@ class TurnTriage(dspy.Signature):
     route: str = dspy.OutputField(desc="One of: direct, flex, rlm")
 
 
-class ChildTask(dspy.Signature):
+class ChildTask(dspy.Signature):  # type: ignore[misc]
     """Complete a delegated subtask by writing Python in your own sandbox.
 
     Your inputs were copied into files/ (and artifacts/ when the parent passed some); write

@@ -9,6 +9,7 @@ succeed, their new artifacts are promoted to ``artifacts/<child-id>/`` with prov
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shutil
 import threading
 from collections.abc import Callable, Sequence
@@ -62,10 +63,8 @@ class SandboxRuntime:
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
-        try:
+        with contextlib.suppress(RuntimeError):  # loop closed: nothing left to interrupt
             self.loop.call_soon_threadsafe(start)
-        except RuntimeError:  # loop closed: nothing left to interrupt
-            pass
 
     def cell_timeout(self) -> float:
         timeout = self.settings.cell_timeout_seconds
@@ -92,7 +91,7 @@ class SandboxAgentSpace:
         self.agent_id = agent_id
         self.parent = parent
         self.parent_agent_id = parent.agent_id if parent else None
-        self.depth = parent.depth + 1 if parent else 0
+        self.depth: int = parent.depth + 1 if parent else 0
         self.child = child
         self._sandboxes: list[Sandbox] = []
         self._lock = threading.Lock()

@@ -10,6 +10,7 @@ counted, so a slow consumer can never stall the Turn.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 from collections import deque
@@ -88,9 +89,7 @@ class EventChannel:
         except Exception:  # pragma: no cover - emission must never break a Turn
             log.exception("dropping a %s event", kind)
 
-    def _emit(
-        self, kind: str, payload: dict[str, Any], agent_id: str, parent: str | None
-    ) -> None:
+    def _emit(self, kind: str, payload: dict[str, Any], agent_id: str, parent: str | None) -> None:
         with self._lock:
             if self._closed:
                 return
@@ -110,7 +109,7 @@ class EventChannel:
                 seq=self._seq,
                 agent_id=agent_id,
                 parent_agent_id=parent,
-                kind=kind,  # type: ignore[arg-type]
+                kind=kind,
                 payload=clip(payload),
             )
             self._queue.append(event)
@@ -120,10 +119,8 @@ class EventChannel:
         loop, wake = self._loop, self._wake
         if loop is None or wake is None:
             return
-        try:
+        with contextlib.suppress(RuntimeError):  # the loop is closed
             loop.call_soon_threadsafe(wake.set)
-        except RuntimeError:  # the loop is closed
-            pass
 
     def drain(self) -> list[TurnEvent]:
         with self._lock:

@@ -124,11 +124,13 @@ def discover(user_dir: Path | None) -> list[Skill]:
 
 
 def _load_dir(root: Path, source: str) -> list[Skill]:
-    return [load_skill(p, source=source) for p in sorted(root.iterdir()) if not p.name.startswith(".")]
+    return [
+        load_skill(p, source=source) for p in sorted(root.iterdir()) if not p.name.startswith(".")
+    ]
 
 
 def sync(workspace: Workspace, skills: list[Skill]) -> int:
-    """Write each Skill's files under ``skills/<name>/`` where they differ; returns files written."""
+    """Write each Skill's files under ``skills/<name>/`` where they differ; returns the count."""
     written = 0
     for skill in skills:
         for rel, data in skill.files.items():
@@ -147,9 +149,7 @@ def catalog(skills: list[Skill]) -> str:
     """The Stage-1 catalog shown to the model."""
     if not skills:
         return "No Skills installed."
-    rows = [
-        f'<skill name="{escape(s.name)}">{escape(s.description)}</skill>' for s in skills
-    ]
+    rows = [f'<skill name="{escape(s.name)}">{escape(s.description)}</skill>' for s in skills]
     return "<available_skills>\n" + "\n".join(rows) + "\n</available_skills>"
 
 
