@@ -267,8 +267,11 @@ class TurnProgress:
             {"uri": uri, "sessionId": self.session_id, "turnId": self.turn_id},
         )
         if self._supports_refresh:
+            from lsprotocol import types
+
             future = self.server.protocol.send_request(
-                "workspace/textDocumentContent/refresh", {"uri": uri}
+                types.WORKSPACE_TEXT_DOCUMENT_CONTENT_REFRESH,
+                types.TextDocumentContentRefreshParams(uri=uri),
             )
             future.add_done_callback(lambda f: f.cancelled() or f.exception())
 
@@ -364,7 +367,11 @@ class TurnProgress:
         self._send(tok, value)
 
     def _send(self, tok: _Token, value: dict[str, Any]) -> None:
-        self.server.protocol.notify("$/progress", {"token": tok.token, "value": value})
+        from lsprotocol import types
+
+        self.server.protocol.notify(
+            types.PROGRESS, types.ProgressParams(token=tok.token, value=value)
+        )
         if len(self.sent) < 500:
             self.sent.append((tok.token, value))
 

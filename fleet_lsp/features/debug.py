@@ -40,6 +40,7 @@ def register(server: FleetServer) -> None:
             "settings": {key: {"value": v, "source": s} for key, v, s in config.items()},
             "secrets": config.secret_status(),
             "sessions": len(await runtime.list_sessions()),
+            "progressTokens": len(ls.work_done_progress.tokens),
             "runningTurns": [
                 {"sessionId": sid, "turnId": r.turn_id} for sid, r in ls.turns_by_session.items()
             ],

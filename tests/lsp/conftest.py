@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -74,7 +75,9 @@ async def start_client(
     original = client.protocol.fm.features[types.PROGRESS]
 
     def capture(params: types.ProgressParams) -> Any:
-        client.raw_progress.append((params.token, plain(params.value)))  # type: ignore[attr-defined]
+        client.raw_progress.append(  # type: ignore[attr-defined]
+            (params.token, plain(params.value), time.monotonic())
+        )
         return original(params)
 
     client.protocol.fm.features[types.PROGRESS] = capture

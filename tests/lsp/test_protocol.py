@@ -55,11 +55,18 @@ async def test_session_lifecycle(lsp: LanguageClient) -> None:
 async def test_attach_dataset_workspace(lsp: LanguageClient, tmp_path: Path) -> None:
     session_id = sid()
     await call(lsp, "fleet/session/new", {"sessionId": session_id})
-    attached = await call(lsp, "fleet/context/attach", {"sessionId": session_id, "uri": SALES.as_uri()})
+    attached = await call(
+        lsp, "fleet/context/attach", {"sessionId": session_id, "uri": SALES.as_uri()}
+    )
     digest = hashlib.sha256(SALES.read_bytes()).hexdigest()
-    assert attached == {"path": "files/sales.csv", "sizeBytes": SALES.stat().st_size, "sha256": digest}
+    assert attached == {
+        "path": "files/sales.csv",
+        "sizeBytes": SALES.stat().st_size,
+        "sha256": digest,
+    }
     dataset = await call(
-        lsp, "fleet/context/setDataset",
+        lsp,
+        "fleet/context/setDataset",
         {"sessionId": session_id, "path": "files/sales.csv", "description": "orders"},
     )
     assert dataset["sha256"] == digest
@@ -67,8 +74,11 @@ async def test_attach_dataset_workspace(lsp: LanguageClient, tmp_path: Path) -> 
     info = await call(lsp, "fleet/session/load", {"sessionId": session_id})
     assert info["dataset"]["path"] == "files/sales.csv"
     # a selection and a folder (with ignore rules)
-    await call(lsp, "fleet/context/attach",
-               {"sessionId": session_id, "text": "print(1)\n", "as": "files/snippet.py"})
+    await call(
+        lsp,
+        "fleet/context/attach",
+        {"sessionId": session_id, "text": "print(1)\n", "as": "files/snippet.py"},
+    )
     folder = tmp_path / "proj"
     (folder / "src").mkdir(parents=True)
     (folder / "src" / "a.py").write_text("a = 1\n")
@@ -76,19 +86,32 @@ async def test_attach_dataset_workspace(lsp: LanguageClient, tmp_path: Path) -> 
     (folder / "node_modules").mkdir()
     (folder / "node_modules" / "x.js").write_text("x")
     (folder / "big.log").write_text("log\n")
-    result = await call(lsp, "fleet/context/attach",
-                        {"sessionId": session_id, "uri": folder.as_uri(), "exclude": ["*.log"]})
-    assert sorted(f["path"] for f in result["files"]) == ["files/proj/notes.md", "files/proj/src/a.py"]
+    result = await call(
+        lsp,
+        "fleet/context/attach",
+        {"sessionId": session_id, "uri": folder.as_uri(), "exclude": ["*.log"]},
+    )
+    assert sorted(f["path"] for f in result["files"]) == [
+        "files/proj/notes.md",
+        "files/proj/src/a.py",
+    ]
     assert "node_modules/" in result["skipped"] and "big.log" in result["skipped"]
-    bounded = await call_error(lsp, "fleet/context/attach",
-                               {"sessionId": session_id, "uri": folder.as_uri(), "maxFiles": 1})
+    bounded = await call_error(
+        lsp,
+        "fleet/context/attach",
+        {"sessionId": session_id, "uri": folder.as_uri(), "maxFiles": 1},
+    )
     assert bounded.code == ERROR_CODES["FileTooLarge"]
     listing = await call(lsp, "fleet/workspace/list", {"sessionId": session_id})
     paths = {f["path"] for f in listing["files"]}
     assert {"files/sales.csv", "files/snippet.py", "files/proj/src/a.py"} <= paths
     assert listing["artifacts"] == []
-    assert await call(lsp, "fleet/workspace/delete",
-                      {"sessionId": session_id, "path": "files/snippet.py"}) is None
+    assert (
+        await call(
+            lsp, "fleet/workspace/delete", {"sessionId": session_id, "path": "files/snippet.py"}
+        )
+        is None
+    )
     await call(lsp, "fleet/context/clearDataset", {"sessionId": session_id})
     info = await call(lsp, "fleet/session/load", {"sessionId": session_id})
     assert "dataset" not in info
@@ -97,12 +120,18 @@ async def test_attach_dataset_workspace(lsp: LanguageClient, tmp_path: Path) -> 
 async def _session_with_artifacts(lsp: LanguageClient, tmp_path: Path) -> str:
     session_id = sid()
     await call(lsp, "fleet/session/new", {"sessionId": session_id})
-    await call(lsp, "fleet/context/attach",
-               {"sessionId": session_id, "uri": SALES.as_uri(), "as": "artifacts/out/sales copy.csv"})
+    await call(
+        lsp,
+        "fleet/context/attach",
+        {"sessionId": session_id, "uri": SALES.as_uri(), "as": "artifacts/out/sales copy.csv"},
+    )
     blob = tmp_path / "blob.bin"
     blob.write_bytes(bytes(range(256)) * 8)
-    await call(lsp, "fleet/context/attach",
-               {"sessionId": session_id, "uri": blob.as_uri(), "as": "artifacts/blob.bin"})
+    await call(
+        lsp,
+        "fleet/context/attach",
+        {"sessionId": session_id, "uri": blob.as_uri(), "as": "artifacts/blob.bin"},
+    )
     return session_id
 
 
@@ -113,7 +142,9 @@ async def test_artifacts_as_documents(lsp: LanguageClient, tmp_path: Path) -> No
     uri = uris["artifacts/out/sales copy.csv"]
     assert uri == f"fleet:/sessions/{session_id}/artifacts/out/sales%20copy.csv"
     # the LSP 3.18 route
-    content = await lsp.workspace_text_document_content_async(types.TextDocumentContentParams(uri=uri))
+    content = await lsp.workspace_text_document_content_async(
+        types.TextDocumentContentParams(uri=uri)
+    )
     assert content.text == SALES.read_text()
     # the fallback route, including the fleet:/// form some clients produce
     read = await call(lsp, "fleet/artifact/read", {"uri": uri.replace("fleet:/", "fleet:///")})
@@ -138,7 +169,9 @@ async def test_artifacts_as_documents(lsp: LanguageClient, tmp_path: Path) -> No
 async def test_commands_wrap_requests(lsp: LanguageClient, tmp_path: Path) -> None:
     session_id = sid()
     info = await lsp.workspace_execute_command_async(
-        types.ExecuteCommandParams(command="fleet.newSession", arguments=[{"sessionId": session_id}])
+        types.ExecuteCommandParams(
+            command="fleet.newSession", arguments=[{"sessionId": session_id}]
+        )
     )
     assert info["sessionId"] == session_id
     attached = await lsp.workspace_execute_command_async(
@@ -177,10 +210,23 @@ def malformed_cases() -> list[tuple[str, Any, str]]:
     for method, cls in METHODS.items():
         cases.append((method, [1, 2], "params must be a JSON object"))
         for name in wire_fields(cls):
-            valid = VALID.get(method, {"sessionId": "s1", "task": "t", "mode": "rlm", "path": "files/x",
-                                       "turnId": "t", "memoryId": "m", "uri": "file:///x"})
-            bad = {**valid, name: {"not": "a scalar"}} if name not in ("values", "expectations") \
+            valid = VALID.get(
+                method,
+                {
+                    "sessionId": "s1",
+                    "task": "t",
+                    "mode": "rlm",
+                    "path": "files/x",
+                    "turnId": "t",
+                    "memoryId": "m",
+                    "uri": "file:///x",
+                },
+            )
+            bad = (
+                {**valid, name: {"not": "a scalar"}}
+                if name not in ("values", "expectations")
                 else {**valid, name: 3}
+            )
             cases.append((method, bad, f"'{name}'"))
     return cases
 
