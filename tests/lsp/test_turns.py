@@ -240,10 +240,12 @@ async def _ended_cancelled(lsp: LanguageClient, session_id: str, token: str) -> 
         turns = (await call(lsp, "fleet/session/history", {"sessionId": session_id}))["turns"]
         return str(turns[-1]["status"])
 
-    deadline = time.monotonic() + 30
-    while await status() == "running" and time.monotonic() < deadline:
+    for _ in range(300):  # the outcome is committed right after the progress ends
+        current = await status()
+        if current != "running":
+            break
         await asyncio.sleep(0.1)
-    assert await status() == "cancelled"
+    assert current == "cancelled"
 
 
 async def test_cancel_by_cancel_request(lsp: LanguageClient) -> None:
@@ -283,13 +285,13 @@ async def test_cancel_by_turn_cancel(lsp: LanguageClient) -> None:
 async def test_turn_busy_and_parallel_sessions(lsp: LanguageClient) -> None:
     first = await new_session(lsp)
     second = await new_session(lsp)
-    future_a, token_a, turn_a = await _slow_turn(lsp, first)
+    future_a, _token_a, turn_a = await _slow_turn(lsp, first)
     busy = await call_error(lsp, "fleet/turn/run", {"sessionId": first, "task": SLOW})
     assert busy.code == ERROR_CODES["TurnBusy"] == -32051
     assert busy.data["kind"] == "TurnBusy"
     assert "fleet/turn/cancel" in busy.message
     # another Session runs in parallel, and the server keeps answering
-    future_b, token_b, turn_b = await _slow_turn(lsp, second)
+    future_b, _token_b, turn_b = await _slow_turn(lsp, second)
     started = time.monotonic()
     listed = await call(lsp, "fleet/session/list", {})
     assert time.monotonic() - started < 1.0
