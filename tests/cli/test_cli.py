@@ -1,0 +1,110 @@
+"""The fleet-lsp command line, run as a user would (subprocesses, a private state dir)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.lsp.conftest import SALES, write_script
+from tests.lsp.test_turns import SCRIPT
+
+QUICKSTART = "Calculate revenue by region and save artifacts/revenue_by_region.csv."
+
+
+def run(
+    tmp_path: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("FLEET_", "DATABRICKS"))}
+    clean["FLEET_STATE_DIR"] = str(tmp_path / "state")
+    clean["COLUMNS"] = "200"
+    return subprocess.run(
+        [sys.executable, "-m", "fleet_lsp", *args],
+        cwd=tmp_path,
+        env={**clean, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def test_help_lists_commands(tmp_path: Path) -> None:
+    out = run(tmp_path, "--help")
+    assert out.returncode == 0
+    for name in ("serve", "turn", "sessions", "artifacts", "trace", "config", "doctor", "demo"):
+        assert name in out.stdout
+
+
+def test_config_show_names_sources_never_secrets(tmp_path: Path) -> None:
+    env = {"FLEET_LM_API_KEY": "sk-very-secret", "FLEET_MAX_AGENT_DEPTH": "2"}
+    out = run(tmp_path, "config", "show", "--json", env=env)
+    assert out.returncode == 0, out.stderr
+    data: dict[str, Any] = json.loads(out.stdout)
+    assert data["settings"]["runtime.max_agent_depth"] == {"value": 2, "source": "env"}
+    assert data["settings"]["runtime.max_rlm_iterations"]["source"] == "default"
+    assert data["secrets"]["FLEET_LM_API_KEY"] == "set"
+    assert data["secrets"]["FLEET_DATABASE_URL"] == "unset"
+    assert len(data["digest"]) == 64
+    table = run(tmp_path, "config", "show", env=env)
+    assert "runtime.max_agent_depth" in table.stdout and "digest" in table.stdout
+    assert "sk-very-secret" not in out.stdout + table.stdout + out.stderr + table.stderr
+
+
+def test_tcp_refuses_non_loopback(tmp_path: Path) -> None:
+    out = run(tmp_path, "serve", "--tcp", "0.0.0.0:2087")
+    assert out.returncode == 2
+    assert "FLEET_ALLOW_NON_LOOPBACK_BIND=true" in out.stderr
+    bad = run(tmp_path, "serve", "--tcp", "nonsense")
+    assert bad.returncode != 0 and "HOST:PORT" in bad.stderr
+
+
+def test_demo_without_model_says_what_to_set(tmp_path: Path) -> None:
+    out = run(tmp_path, "demo")
+    assert out.returncode == 2
+    for key in ("FLEET_LM_API_BASE", "FLEET_LM_MODEL", "FLEET_LM_API_KEY"):
+        assert key in out.stderr
+
+
+@pytest.fixture
+def script_env(tmp_path: Path) -> dict[str, str]:
+    return {"FLEET_TEST_SCRIPT": str(write_script(tmp_path / "script.json", SCRIPT))}
+
+
+def test_turn_json_artifacts_and_trace(tmp_path: Path, script_env: dict[str, str]) -> None:
+    out = run(
+        tmp_path, "turn", QUICKSTART, "--session", "cli", "--attach", str(SALES),
+        "--dataset", "files/sales.csv", "--json", env=script_env,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)  # --json prints the TurnResult alone
+    assert result["status"] == "completed" and result["sessionId"] == "cli"
+    sessions = run(tmp_path, "sessions", "--json")
+    assert [s["sessionId"] for s in json.loads(sessions.stdout)] == ["cli"]
+    saved = tmp_path / "out.csv"
+    got = run(tmp_path, "artifacts", "get", "cli", "artifacts/revenue_by_region.csv", str(saved))
+    assert got.returncode == 0, got.stderr
+    assert {r["region"] for r in csv.DictReader(saved.open())} == {"North", "South", "East", "West"}
+    trace = run(tmp_path, "trace", "show", result["turnId"], "--raw")
+    assert trace.returncode == 0, trace.stderr
+    assert trace.stdout.startswith("# Turn 1: Calculate revenue by region")
+    missing = run(tmp_path, "trace", "show", "nope")
+    assert missing.returncode == 1 and "TraceNotFound" in missing.stderr
+
+
+def test_demo_runs_the_quickstart_over_the_protocol(
+    tmp_path: Path, script_env: dict[str, str]
+) -> None:
+    out = run(tmp_path, "demo", env=script_env)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "completed" in out.stdout
+    saved = tmp_path / "revenue_by_region.csv"
+    assert saved.is_file()
+    assert "fleet-lsp trace show" in out.stdout
+    assert "fleet:/sessions/demo-" in out.stdout
