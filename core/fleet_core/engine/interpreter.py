@@ -51,6 +51,7 @@ class TurnInterpreter:
         self._lineage = {"agent_id": agent_id, "parent_agent_id": parent_agent_id}
         self._interrupt = interrupt or getattr(inner, "interrupt", None)
         self._cells = itertools.count(1)
+        self._deferred: list[tuple[str, dict[str, Any] | None]] = []
         self.tools: dict[str, Callable[..., Any]] = {}
 
     # attributes RLM/Flex set on the interpreter are forwarded to the real one
@@ -72,8 +73,8 @@ class TurnInterpreter:
             self._inner._tools_registered = value
 
     def start(self) -> None:
+        """Checked only: the sandbox boots in the background and is awaited by the first cell."""
         self._control.check()
-        self._inner.start()
 
     def shutdown(self) -> None:
         self._inner.shutdown()
@@ -83,7 +84,16 @@ class TurnInterpreter:
             self._interrupt()
 
     def execute(self, code: str, variables: dict[str, Any] | None = None) -> Any:
-        code = _print_flex_result(code)
+        if code == SHIM_SETUP:
+            # The dspy facade bootstrap is deferred to the first real cell, so the sandbox start
+            # overlaps the agent's first model call instead of preceding it.
+            self._deferred.append((code, variables))
+            return None
+        while self._deferred:
+            self._run(*self._deferred.pop(0))
+        return self._run(_print_flex_result(code), variables)
+
+    def _run(self, code: str, variables: dict[str, Any] | None) -> Any:
         control = self._control
         control.check()
         cell = next(self._cells)

@@ -32,6 +32,26 @@ from fleet_core.sandbox.interpreter import SandboxInterpreter
 from fleet_core.workspace import Workspace
 
 
+class _Prestarted:
+    """A sandbox whose ``start()`` was already scheduled on the loop when it was created, so the
+    worker boots while the agent's first model call is in flight; ``start()`` awaits that."""
+
+    def __init__(self, sandbox: Sandbox, portal: BlockingPortal) -> None:
+        self._sandbox = sandbox
+        self._started = portal.start_task_soon(sandbox.start)
+
+    async def start(self) -> Any:
+        return await asyncio.wrap_future(self._started)
+
+    async def destroy(self) -> None:
+        with contextlib.suppress(BaseException):
+            await asyncio.wrap_future(self._started)
+        await self._sandbox.destroy()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sandbox, name)
+
+
 class SandboxRuntime:
     """What every agent space of one Turn shares: settings, loop, portal, control, paths."""
 
@@ -122,7 +142,7 @@ class SandboxAgentSpace:
             control.check()
 
         interpreter = SandboxInterpreter(
-            sandbox,
+            _Prestarted(sandbox, runtime.portal),  # type: ignore[arg-type]
             portal=runtime.portal,
             owns_sandbox=True,
             cell_timeout=runtime.cell_timeout(),

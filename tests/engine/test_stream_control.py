@@ -1,0 +1,70 @@
+"""Event stream bounds/coalescing and Turn control limits (no dspy, no sandbox)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from fleet_core.engine.control import (
+    AgentLimits,
+    BudgetExhausted,
+    ChildCapacityError,
+    TurnCancelled,
+    TurnControl,
+)
+from fleet_core.engine.stream import EventChannel
+
+
+def test_progress_events_are_coalesced_and_the_queue_is_bounded() -> None:
+    channel = EventChannel("t", "s", max_pending=10)
+    channel.emit("turn_started")
+    for used in range(1, 500):
+        channel.emit("budget_update", {"used": used})
+    for i in range(50):
+        channel.emit("code_cell", {"cell": i})
+    channel.emit("turn_completed")
+    events = channel.drain()
+    budget = [e for e in events if e.kind == "budget_update"]
+    assert len(budget) == 1 and budget[0].payload["used"] == 499
+    assert events[0].kind == "turn_started"
+    assert any(e.kind == "turn_completed" for e in events)  # essential kinds are never dropped
+    assert events[-1].payload == {"status": "events_dropped", "dropped": 42}
+    seqs = [e.seq for e in events]
+    assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
+
+
+def test_emit_from_many_threads_never_blocks() -> None:
+    channel = EventChannel("t", "s", max_pending=100)
+    threads = [
+        threading.Thread(target=lambda: [channel.emit("lm_start") for _ in range(1000)])
+        for _ in range(4)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(5)
+    assert len(channel.drain()) <= 101
+
+
+def test_budget_cancel_and_capacity() -> None:
+    control = TurnControl(max_units=2, timeout_seconds=None, limits=AgentLimits(1, 2, 1))
+    control.charge(2, "generation")
+    with pytest.raises(BudgetExhausted):
+        control.charge(1, "sub_query")
+    with pytest.raises(BudgetExhausted):
+        control.check()  # terminal from now on
+    other = TurnControl(max_units=5, timeout_seconds=None, limits=AgentLimits(1, 2, 1))
+    interrupted = []
+    with other.child_slot(0):
+        with pytest.raises(ChildCapacityError, match="running"), other.child_slot(0):
+            pass
+        with other.on_stop(lambda: interrupted.append(True)):
+            other.cancel()
+    assert interrupted == [True]
+    with pytest.raises(TurnCancelled):
+        other.check()
+    with pytest.raises(ChildCapacityError, match="depth"):
+        TurnControl(
+            max_units=1, timeout_seconds=None, limits=AgentLimits(1, 2, 1)
+        ).reserve_children(1, 1)
