@@ -142,7 +142,7 @@ class SandboxAgentSpace:
             control.check()
 
         interpreter = SandboxInterpreter(
-            _Prestarted(sandbox, runtime.portal),  # type: ignore[arg-type]
+            _Prestarted(sandbox, runtime.portal),
             portal=runtime.portal,
             owns_sandbox=True,
             cell_timeout=runtime.cell_timeout(),
