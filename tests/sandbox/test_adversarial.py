@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import threading
@@ -164,25 +165,32 @@ async def test_fork_bomb_is_bounded_by_the_pids_cgroup(make_sandbox: MakeSandbox
 
 async def test_process_tree_dies_with_the_sandbox(make_sandbox: MakeSandbox) -> None:
     sandbox = await make_sandbox("tree")
+    duration = f"{1000 + uuid.uuid4().int % 100000}"  # unique: other jobs may run sleep too
     code = (
-        "import subprocess, os\n"
-        "p = subprocess.Popen(['sleep', '1000'], start_new_session=True)\n"
-        "open('/proc/self/status').read().count('\\n') > 0"
+        "import subprocess\n"
+        f"p = subprocess.Popen(['sleep', '{duration}'], start_new_session=True)\n"
+        "p.pid > 0"
     )
     result = await sandbox.execute(code)
     assert result.error is None, result.error
-    before = _host_sleepers()
+    before: set[int] = set()
+    for _ in range(50):
+        before = _host_sleepers(duration)
+        if before:
+            break
+        await asyncio.sleep(0.02)
     assert before, "the sleeper should be visible from the host before destroy"
     await sandbox.destroy()
-    assert not (_host_sleepers() & before)
+    assert not (_host_sleepers(duration) & before)
 
 
-def _host_sleepers() -> set[int]:
+def _host_sleepers(duration: str) -> set[int]:
+    wanted = f"sleep\x00{duration}\x00".encode()
     found = set()
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
-                if Path(f"/proc/{entry}/cmdline").read_bytes() == b"sleep\x001000\x00":
+                if Path(f"/proc/{entry}/cmdline").read_bytes() == wanted:
                     found.add(int(entry))
             except OSError:
                 continue
