@@ -274,7 +274,7 @@ def _timeout_text(exc: ExecutionTimeoutError) -> str:
 
 class _DspyErrors:
     def __init__(self) -> None:
-        from dspy.primitives.code_interpreter import (  # type: ignore[import-untyped]
+        from dspy.primitives.code_interpreter import (  # type: ignore[import-untyped, unused-ignore]
             CodeExecutionError,
             CodeInterpreterError,
             FinalOutput,
