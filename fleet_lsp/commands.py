@@ -1,4 +1,4 @@
-"""``fleet-lsp``: the language server and a command-line client of the same runtime.
+"""``fleet-lsp`` commands (typer): the server and a command-line client of the same runtime.
 
 Imports stay lazy: ``fleet-lsp --help`` and ``fleet-lsp config show`` load neither pygls nor
 SQLAlchemy, and ``fleet-lsp serve`` (stdio) skips typer entirely so ``initialize`` is answered as
@@ -34,26 +34,9 @@ app.add_typer(config_app, name="config")
 NON_LOOPBACK_ENV = "FLEET_ALLOW_NON_LOOPBACK_BIND"
 
 
-def main(argv: list[str] | None = None) -> None:
-    args = sys.argv[1:] if argv is None else argv
-    if args in (["serve"], ["serve", "--stdio"]) or (not args and not sys.stdin.isatty()):
-        serve_stdio()  # fast path: no typer parsing before initialize
-        return
-    if not args:
-        args = ["--help"]
-    app(args=args, prog_name="fleet-lsp")
-
-
 # ---------------------------------------------------------------------------------------------
 # serve
 # ---------------------------------------------------------------------------------------------
-
-
-def serve_stdio() -> None:
-    from fleet_lsp.server import configure_logging, create_server
-
-    configure_logging()
-    create_server().start_io()
 
 
 def is_loopback(host: str) -> bool:
@@ -82,6 +65,8 @@ def serve(
 ) -> None:
     """Run the language server (stdio by default; --tcp HOST:PORT for debugging)."""
     if tcp is None:
+        from fleet_lsp.cli import serve_stdio
+
         serve_stdio()
         return
     import logging
@@ -388,7 +373,3 @@ def demo() -> None:
     from fleet_lsp.demo import run_demo
 
     raise typer.Exit(run_demo())
-
-
-if __name__ == "__main__":  # pragma: no cover
-    main()
