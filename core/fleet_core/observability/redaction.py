@@ -174,3 +174,8 @@ class RedactingFilter(logging.Filter):
             )
             record.exc_info = None
         return True
+
+
+def redact_event(event: Any, redactor: Redactor) -> Any:
+    """A copy of a ``TurnEvent`` with its payload redacted and bounded (for streams and logs)."""
+    return event.model_copy(update={"payload": redactor.value(event.payload, EVENT_LIMITS)})

@@ -43,7 +43,7 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -128,6 +128,16 @@ class TurnTrace(Protocol):
     def on_event(self, event: TurnEvent) -> None:
         """Record one TurnEvent (any thread; never raises)."""
 
+    def record(
+        self,
+        kind: str,
+        payload: dict[str, Any] | None = None,
+        *,
+        agent_id: str = ROOT_AGENT,
+        parent_agent_id: str | None = None,
+    ) -> None:
+        """Record an event given as ``TurnControl.emit`` arguments (any thread; never raises)."""
+
     def phase(self, name: str, **attributes: Any) -> AbstractContextManager[None]:
         """A host-side step (``prepare_inputs``, ``capture_replay``, ``commit``) as a span."""
 
@@ -158,6 +168,9 @@ class NoopTurnTrace:
     trace_id: str | None = None
 
     def on_event(self, event: TurnEvent) -> None:
+        return None
+
+    def record(self, kind: str, payload: dict[str, Any] | None = None, **lineage: Any) -> None:
         return None
 
     @contextmanager
@@ -375,6 +388,29 @@ class TraceBuilder:
                     handler(event, _ns(event.at), dict(event.payload))
         except Exception:  # tracing must never break a Turn
             log.warning("could not trace a %s event", event.kind, exc_info=True)
+
+    def record(
+        self,
+        kind: str,
+        payload: dict[str, Any] | None = None,
+        *,
+        agent_id: str = ROOT_AGENT,
+        parent_agent_id: str | None = None,
+    ) -> None:
+        """Record an event given as ``TurnControl.emit`` arguments (see ``tee_emit``)."""
+        try:
+            event = TurnEvent(
+                turn_id=self.start_info.turn_id,
+                session_id=self.start_info.session_id,
+                seq=0,
+                agent_id=agent_id,
+                parent_agent_id=parent_agent_id,
+                kind=kind,  # type: ignore[arg-type]
+                payload=dict(payload or {}),
+            )
+        except Exception:
+            return
+        self.on_event(event)
 
     def _on_turn_started(self, event: TurnEvent, at: int, p: dict[str, Any]) -> None:
         root = self.spans[self.root]
@@ -717,6 +753,16 @@ class MlflowTurnTrace:
     def on_event(self, event: TurnEvent) -> None:
         self._builder.on_event(event)
 
+    def record(
+        self,
+        kind: str,
+        payload: dict[str, Any] | None = None,
+        *,
+        agent_id: str = ROOT_AGENT,
+        parent_agent_id: str | None = None,
+    ) -> None:
+        self._builder.record(kind, payload, agent_id=agent_id, parent_agent_id=parent_agent_id)
+
     def phase(self, name: str, **attributes: Any) -> AbstractContextManager[None]:
         return self._builder.phase(name, **attributes)
 
@@ -805,3 +851,23 @@ def load_trace(config: EffectiveConfig, trace_id: str) -> TraceView:
         return tracer.load_trace(trace_id)
     finally:
         tracer.close()
+
+
+def tee_emit(emit: Callable[..., None], trace: TurnTrace | NoopTurnTrace) -> Callable[..., None]:
+    """Wrap ``TurnControl.emit`` so every event also reaches the trace (before the lossy,
+    coalescing event channel): ``control.emit = tee_emit(channel.emit, trace)``."""
+    recorder = getattr(trace, "record", None)
+    if recorder is None:
+        return emit
+
+    def both(
+        kind: str,
+        payload: dict[str, Any] | None = None,
+        *,
+        agent_id: str = ROOT_AGENT,
+        parent_agent_id: str | None = None,
+    ) -> None:
+        emit(kind, payload, agent_id=agent_id, parent_agent_id=parent_agent_id)
+        recorder(kind, payload, agent_id=agent_id, parent_agent_id=parent_agent_id)
+
+    return both
