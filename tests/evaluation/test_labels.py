@@ -33,29 +33,55 @@ async def runtime(mlflow_state: Path) -> AsyncIterator[FleetRuntime]:
 
 def _turn(runtime: FleetRuntime, tracer: MlflowTracer, *, replay: bool) -> tuple[str, str]:
     claim = runtime.store.claim_turn("label-s", "Sum revenue", None)
-    trace = tracer.start(TurnTraceStart(turn_id=claim.turn_id, session_id="label-s", task="Sum revenue",
-                                        mode="hybrid", configuration_digest="c" * 64, record_replay=replay))
+    trace = tracer.start(
+        TurnTraceStart(
+            turn_id=claim.turn_id,
+            session_id="label-s",
+            task="Sum revenue",
+            mode="hybrid",
+            configuration_digest="c" * 64,
+            record_replay=replay,
+        )
+    )
     blob = None
     if replay:
-        snap = capture_replay(turn_id=claim.turn_id, session_id="label-s", task="Sum revenue", mode="hybrid",
-                              workspace_manifest="", files={"files/a.csv": b"x,1\n"},
-                              configuration=runtime.config)
+        snap = capture_replay(
+            turn_id=claim.turn_id,
+            session_id="label-s",
+            task="Sum revenue",
+            mode="hybrid",
+            workspace_manifest="",
+            files={"files/a.csv": b"x,1\n"},
+            configuration=runtime.config,
+        )
         blob = encode_replay(snap)
         trace.annotate(replay_sha256=blob[0])
     for event in scripted_turn_events(claim.turn_id, "label-s"):
         trace.on_event(event)
     result = scripted_turn_result(claim.turn_id, "label-s")
-    runtime.store.finish_turn(claim.turn_id, TurnOutcome(status="completed", result={}, answer=result.answer,
-                                                         trace_id=trace.trace_id, replay=blob))
+    runtime.store.finish_turn(
+        claim.turn_id,
+        TurnOutcome(
+            status="completed",
+            result={},
+            answer=result.answer,
+            trace_id=trace.trace_id,
+            replay=blob,
+        ),
+    )
     assert trace.finish(result)
     assert trace.trace_id
     return trace.trace_id, claim.turn_id
 
 
-async def test_labels_land_in_both_stores_and_merge(runtime: FleetRuntime, tracer: MlflowTracer) -> None:
+async def test_labels_land_in_both_stores_and_merge(
+    runtime: FleetRuntime, tracer: MlflowTracer
+) -> None:
     trace_id, turn_id = _turn(runtime, tracer, replay=True)
     service = LabelService(runtime.store, tracer.backend)
-    first = await service.label(trace_id, LabelUpdate(expected_answer="42", expected_values=["42"], route="rlm"))
+    first = await service.label(
+        trace_id, LabelUpdate(expected_answer="42", expected_values=["42"], route="rlm")
+    )
     assert first.eligible and first.turn_id == turn_id
     assert first.labels.source_group == "label-s"
     second = await service.label(trace_id, LabelUpdate(critical=True, source_group="g1"))
@@ -70,14 +96,20 @@ async def test_labels_land_in_both_stores_and_merge(runtime: FleetRuntime, trace
     assert tracer.load_trace(trace_id).labels["critical"] is True
 
 
-async def test_label_without_replay_is_ineligible(runtime: FleetRuntime, tracer: MlflowTracer) -> None:
+async def test_label_without_replay_is_ineligible(
+    runtime: FleetRuntime, tracer: MlflowTracer
+) -> None:
     trace_id, _ = _turn(runtime, tracer, replay=False)
-    result = await LabelService(runtime.store, tracer.backend).label(trace_id, LabelUpdate(expected_values=["42"]))
+    result = await LabelService(runtime.store, tracer.backend).label(
+        trace_id, LabelUpdate(expected_values=["42"])
+    )
     assert not result.eligible and "not replay-captured" in (result.ineligible_reason or "")
     assert result.messages == [result.ineligible_reason]
 
 
-async def test_validation_errors(runtime: FleetRuntime, tracer: MlflowTracer, tmp_path: Path) -> None:
+async def test_validation_errors(
+    runtime: FleetRuntime, tracer: MlflowTracer, tmp_path: Path
+) -> None:
     trace_id, _ = _turn(runtime, tracer, replay=False)
     service = LabelService(runtime.store, tracer.backend)
     with pytest.raises(LabelInvalid, match="approved label needs"):
@@ -85,27 +117,52 @@ async def test_validation_errors(runtime: FleetRuntime, tracer: MlflowTracer, tm
     with pytest.raises(LabelInvalid, match="critical label needs"):
         await service.label(trace_id, LabelUpdate(expected_answer="x", critical=True))
     bad = tmp_path / "e.json"
-    bad.write_text(json.dumps({"schema_version": 1, "artifacts": [{"path": "artifacts/a.csv", "kind": "csv", "expected": []}]}))
+    bad.write_text(
+        json.dumps(
+            {
+                "schema_version": 1,
+                "artifacts": [{"path": "artifacts/a.csv", "kind": "csv", "expected": []}],
+            }
+        )
+    )
     with pytest.raises(LabelInvalid, match="key_columns"):
         load_expectations_file(bad)
     bad.write_text(json.dumps({"schema_version": 1, "artifacts": [], "extra": 1}))
     with pytest.raises(LabelInvalid, match="unknown field 'extra'"):
         load_expectations_file(bad)
-    bad.write_text(json.dumps({"schema_version": 1, "children": [{"input_paths": ["../etc/passwd"]}]}))
+    bad.write_text(
+        json.dumps({"schema_version": 1, "children": [{"input_paths": ["../etc/passwd"]}]})
+    )
     with pytest.raises(LabelInvalid, match="normalized"):
         load_expectations_file(bad)
     good = tmp_path / "g.json"
-    good.write_text(json.dumps({"schema_version": 1, "artifacts": [
-        {"path": "artifacts/revenue.csv", "kind": "csv", "key_columns": ["region"], "tolerance": 0.01,
-         "expected": [{"region": "N", "revenue": "42"}]}],
-        "children": [{"input_paths": ["files/sales.csv"], "artifacts": ["chart.txt"]}]}))
-    result = await service.label(trace_id, LabelUpdate(expected_values=["42"],
-                                                       structured_expectations=load_expectations_file(good)))
+    good.write_text(
+        json.dumps(
+            {
+                "schema_version": 1,
+                "artifacts": [
+                    {
+                        "path": "artifacts/revenue.csv",
+                        "kind": "csv",
+                        "key_columns": ["region"],
+                        "tolerance": 0.01,
+                        "expected": [{"region": "N", "revenue": "42"}],
+                    }
+                ],
+                "children": [{"input_paths": ["files/sales.csv"], "artifacts": ["chart.txt"]}],
+            }
+        )
+    )
+    result = await service.label(
+        trace_id,
+        LabelUpdate(expected_values=["42"], structured_expectations=load_expectations_file(good)),
+    )
     assert result.labels.structured_expectations is not None
 
 
-async def test_store_failure_is_reported_and_rerun_repairs(runtime: FleetRuntime, tracer: MlflowTracer,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_store_failure_is_reported_and_rerun_repairs(
+    runtime: FleetRuntime, tracer: MlflowTracer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     trace_id, _ = _turn(runtime, tracer, replay=False)
     service = LabelService(runtime.store, tracer.backend)
 
@@ -119,4 +176,6 @@ async def test_store_failure_is_reported_and_rerun_repairs(runtime: FleetRuntime
     assert runtime.store.get_trace_labels(trace_id) is None
     again = await service.label(trace_id, LabelUpdate(expected_values=["7"]))
     row = runtime.store.get_trace_labels(trace_id)
-    assert row is not None and row["labels"] == again.labels.wire() == tracer.backend.read_labels(trace_id)
+    assert row is not None and row["labels"] == again.labels.wire() == tracer.backend.read_labels(
+        trace_id
+    )

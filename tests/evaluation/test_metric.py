@@ -17,20 +17,35 @@ from fleet_core.evaluation.metric import (
 
 
 def verdict(correct: bool = True, safe: bool = True) -> str:
-    return fields(reasoning="Checked.", correct=str(correct), safe=str(safe), critique="The total matches.")
+    return fields(
+        reasoning="Checked.", correct=str(correct), safe=str(safe), critique="The total matches."
+    )
 
 
 def judge(*replies: str) -> DspyJudge:
     return DspyJudge(scripted_lm(list(replies)))
 
 
-def obs(answer: str = "Revenue is 1,200 in total", route: str | None = "rlm", calls: int | None = 3,
-        errors: int | None = 0, evidence: Evidence | None = None) -> TurnObservation:
-    return TurnObservation(task="Sum revenue", answer=answer, route=route, model_calls=calls,
-                           sandbox_errors=errors, evidence=evidence)
+def obs(
+    answer: str = "Revenue is 1,200 in total",
+    route: str | None = "rlm",
+    calls: int | None = 3,
+    errors: int | None = 0,
+    evidence: Evidence | None = None,
+) -> TurnObservation:
+    return TurnObservation(
+        task="Sum revenue",
+        answer=answer,
+        route=route,
+        model_calls=calls,
+        sandbox_errors=errors,
+        evidence=evidence,
+    )
 
 
-LABELS = TraceLabels(source_group="g", expected_answer="1200", expected_values=["1200"], route="rlm")
+LABELS = TraceLabels(
+    source_group="g", expected_answer="1200", expected_values=["1200"], route="rlm"
+)
 
 
 def test_correct_answer_with_three_calls_scores_one() -> None:
@@ -66,7 +81,10 @@ def test_failed_expected_value_check() -> None:
 
 def test_route_mismatch_is_a_hard_failure() -> None:
     result = fleet_metric(LABELS, obs(route="flex"), judge(verdict()))
-    assert result.score == 0.0 and "FAIL route (0): labelled route rlm, the Turn took flex" in result.feedback
+    assert (
+        result.score == 0.0
+        and "FAIL route (0): labelled route rlm, the Turn took flex" in result.feedback
+    )
 
 
 def test_missing_usage_earns_no_efficiency_credit() -> None:
@@ -76,9 +94,15 @@ def test_missing_usage_earns_no_efficiency_credit() -> None:
     assert result.objective_scores()["usage_available"] == 0.0
 
 
-@pytest.mark.parametrize(("calls", "errors", "expected"), [
-    (3, 0, 1.0), (10, 0, 0.9 + 0.1 * (1 - 0.015 * 7)), (3, 2, 0.9 + 0.1 * 0.7), (100, 5, 0.9),
-])
+@pytest.mark.parametrize(
+    ("calls", "errors", "expected"),
+    [
+        (3, 0, 1.0),
+        (10, 0, 0.9 + 0.1 * (1 - 0.015 * 7)),
+        (3, 2, 0.9 + 0.1 * 0.7),
+        (100, 5, 0.9),
+    ],
+)
 def test_penalties(calls: int, errors: int, expected: float) -> None:
     result = fleet_metric(LABELS, obs(calls=calls, errors=errors), judge(verdict()))
     assert result.score == pytest.approx(expected, abs=1e-4)
@@ -103,30 +127,60 @@ def test_value_boundaries() -> None:
 
 
 def test_artifact_and_delegation_checks_only_from_structured_expectations() -> None:
-    structured = parse_expectations({
-        "schema_version": 1,
-        "artifacts": [
-            {"path": "artifacts/rev.csv", "kind": "csv", "key_columns": ["region"], "tolerance": 0.5,
-             "expected": [{"region": "N", "revenue": "1200"}]},
-            {"path": "artifacts/rev.json", "kind": "json", "expected": {"total": 1200}, "tolerance": 0.01},
-        ],
-        "children": [{"input_paths": ["files/sales.csv"], "artifacts": ["chart.txt"]}],
-    })
+    structured = parse_expectations(
+        {
+            "schema_version": 1,
+            "artifacts": [
+                {
+                    "path": "artifacts/rev.csv",
+                    "kind": "csv",
+                    "key_columns": ["region"],
+                    "tolerance": 0.5,
+                    "expected": [{"region": "N", "revenue": "1200"}],
+                },
+                {
+                    "path": "artifacts/rev.json",
+                    "kind": "json",
+                    "expected": {"total": 1200},
+                    "tolerance": 0.01,
+                },
+            ],
+            "children": [{"input_paths": ["files/sales.csv"], "artifacts": ["chart.txt"]}],
+        }
+    )
     labels = LABELS.model_copy(update={"structured_expectations": structured})
     good = Evidence(
-        artifacts={"artifacts/rev.csv": b"region,revenue\nN,1200.2\n", "artifacts/rev.json": b'{"total": 1200.0}'},
-        children=[ChildEvidence("root.1", "succeeded", ("files/sales.csv",), ("artifacts/root.1/chart.txt",))],
+        artifacts={
+            "artifacts/rev.csv": b"region,revenue\nN,1200.2\n",
+            "artifacts/rev.json": b'{"total": 1200.0}',
+        },
+        children=[
+            ChildEvidence(
+                "root.1", "succeeded", ("files/sales.csv",), ("artifacts/root.1/chart.txt",)
+            )
+        ],
     )
     result = fleet_metric(labels, obs(evidence=good), judge(verdict()))
     assert result.score == 1.0, result.feedback
-    assert "PASS artifact_correctness" in result.feedback and "PASS delegation_correctness" in result.feedback
-    bad_csv = Evidence(artifacts={**good.artifacts, "artifacts/rev.csv": b"region,revenue\nN,1300\n"},
-                       children=good.children)
+    assert (
+        "PASS artifact_correctness" in result.feedback
+        and "PASS delegation_correctness" in result.feedback
+    )
+    bad_csv = Evidence(
+        artifacts={**good.artifacts, "artifacts/rev.csv": b"region,revenue\nN,1300\n"},
+        children=good.children,
+    )
     failed = fleet_metric(labels, obs(evidence=bad_csv), judge(verdict()))
-    assert failed.score == 0.0 and "FAIL artifact_correctness (0): artifacts/rev.csv" in failed.feedback
+    assert (
+        failed.score == 0.0
+        and "FAIL artifact_correctness (0): artifacts/rev.csv" in failed.feedback
+    )
     no_child = Evidence(artifacts=good.artifacts, children=[])
     failed = fleet_metric(labels, obs(evidence=no_child), judge(verdict()))
-    assert "FAIL delegation_correctness (0): expected 1 child agent(s), the Turn ran 0" in failed.feedback
+    assert (
+        "FAIL delegation_correctness (0): expected 1 child agent(s), the Turn ran 0"
+        in failed.feedback
+    )
     # without structured expectations neither check applies
     plain = fleet_metric(LABELS, obs(evidence=None), judge(verdict()))
     assert {c.name for c in plain.checks} == {"answer_correctness", "expected_values", "route"}

@@ -24,11 +24,19 @@ from .conftest import CANARY, make_config
 
 def _snapshot(config: EffectiveConfig, files: dict[str, bytes], **kw: object):
     return capture_replay(
-        turn_id="t1", session_id="s1", task="Sum revenue", mode="hybrid",
-        workspace_manifest="files/sales.csv (12 bytes)", files=files, configuration=config,
-        memory_summary="note", session_history=[{"task": "earlier", "answer": "7"}],
-        skills_catalog=[{"name": "csv"}], dataset_context={"path": "files/sales.csv"},
-        redactor=Redactor.from_config(config), **kw,  # type: ignore[arg-type]
+        turn_id="t1",
+        session_id="s1",
+        task="Sum revenue",
+        mode="hybrid",
+        workspace_manifest="files/sales.csv (12 bytes)",
+        files=files,
+        configuration=config,
+        memory_summary="note",
+        session_history=[{"task": "earlier", "answer": "7"}],
+        skills_catalog=[{"name": "csv"}],
+        dataset_context={"path": "files/sales.csv"},
+        redactor=Redactor.from_config(config),
+        **kw,  # type: ignore[arg-type]
     )
 
 
@@ -63,12 +71,17 @@ def test_tampered_replay_is_refused(tmp_path: Path) -> None:
 def test_bounds_and_secrets_fail_before_the_turn(tmp_path: Path) -> None:
     config = make_config(tmp_path, FLEET_LM_API_KEY=CANARY)
     with pytest.raises(ReplayTooLarge, match="limit is 10"):
-        _snapshot(config, {"files/big.bin": b"x" * 11}, limits=ReplayLimits(max_file_bytes_total=10))
+        _snapshot(
+            config, {"files/big.bin": b"x" * 11}, limits=ReplayLimits(max_file_bytes_total=10)
+        )
     with pytest.raises(ReplayRefused, match="file name contains a configured secret"):
         _snapshot(config, {f"files/{CANARY}.txt": b"1"})
     with pytest.raises(ReplayRefused, match="contains a configured secret"):
         _snapshot(config, {"files/env.txt": f"KEY={CANARY}".encode()})
-    snapshot = _snapshot(config, {"files/a.txt": b"1"}, )
+    snapshot = _snapshot(
+        config,
+        {"files/a.txt": b"1"},
+    )
     assert CANARY not in snapshot.model_dump_json()
 
 
@@ -85,8 +98,12 @@ async def test_store_keeps_replay_inside_the_turn_commit(tmp_path: Path) -> None
             collect_workspace_files(workspace, limits=ReplayLimits(max_file_bytes_total=5))
         claim = runtime.store.claim_turn("replay-1", "Sum revenue", None)
         snapshot = capture_replay(
-            turn_id=claim.turn_id, session_id="replay-1", task="Sum revenue", mode="hybrid",
-            workspace_manifest=await runtime.manifest("replay-1"), files=files,
+            turn_id=claim.turn_id,
+            session_id="replay-1",
+            task="Sum revenue",
+            mode="hybrid",
+            workspace_manifest=await runtime.manifest("replay-1"),
+            files=files,
             configuration=await runtime.effective_config("replay-1"),
         )
         replay = encode_replay(snapshot)
@@ -97,6 +114,10 @@ async def test_store_keeps_replay_inside_the_turn_commit(tmp_path: Path) -> None
         assert stored == replay
         assert runtime.store.get_replay("missing") is None
         digest, blob = stored
-        assert decode_replay(blob, digest, turn_id=claim.turn_id).file("files/sales.csv").endswith(b"42\n")
+        assert (
+            decode_replay(blob, digest, turn_id=claim.turn_id)
+            .file("files/sales.csv")
+            .endswith(b"42\n")
+        )
     finally:
         await runtime.close()

@@ -6,15 +6,21 @@ import uuid
 import pytest
 
 from fleet_core.observability.testing import scripted_turn_events, scripted_turn_result
-from fleet_core.observability.tracing import MlflowTracer, TurnTraceStart
 from fleet_core.observability.traceview import render_trace_markdown
+from fleet_core.observability.tracing import MlflowTracer, TurnTraceStart
 
 
 def _run(tracer: MlflowTracer, outcome: str = "completed") -> tuple[str, str]:
     turn_id, session_id = uuid.uuid4().hex, "sess-trace"
     trace = tracer.start(
-        TurnTraceStart(turn_id=turn_id, session_id=session_id, task="Sum revenue in files/sales.csv",
-                       mode="hybrid", configuration_digest="c" * 64, compiled_program_digest="p" * 64)
+        TurnTraceStart(
+            turn_id=turn_id,
+            session_id=session_id,
+            task="Sum revenue in files/sales.csv",
+            mode="hybrid",
+            configuration_digest="c" * 64,
+            compiled_program_digest="p" * 64,
+        )
     )
     assert trace.trace_id and trace.trace_id.startswith("tr-")
     with trace.phase("prepare_inputs", files=1):
@@ -55,7 +61,13 @@ def test_turn_trace_has_every_span(tracer: MlflowTracer) -> None:
     assert raw.info.client_request_id == turn_id
     assert raw.info.state == "OK" or str(raw.info.state).endswith("OK")
     text = render_trace_markdown(view)
-    for needle in ("Route reason", "Child agent `root.1`", "ZeroDivisionError", "chart.txt", "sha256"):
+    for needle in (
+        "Route reason",
+        "Child agent `root.1`",
+        "ZeroDivisionError",
+        "chart.txt",
+        "sha256",
+    ):
         assert needle in text
 
 

@@ -73,16 +73,23 @@ GepaMetric = Callable[..., Any]
 def gepa_metric(judge_lm: Any) -> GepaMetric:
     """``fleet_metric`` with GEPA's signature, returning ``dspy.Prediction(score, feedback)``.
 
-    ``gold`` is a ``dspy.Example`` with ``task`` and ``gold_labels`` (a ``TraceLabels`` dict); ``pred``
+    ``gold`` is a ``dspy.Example`` with ``task`` and ``gold_labels`` (``TraceLabels`` dict);
+    ``pred``
     has ``answer``, ``route``, ``model_calls``, ``sandbox_errors`` and optionally ``evidence``
     (an ``Evidence``)."""
     judge = DspyJudge(judge_lm)
 
     def metric(
-        gold: Any, pred: Any, trace: Any = None, pred_name: str | None = None, pred_trace: Any = None
+        gold: Any,
+        pred: Any,
+        trace: Any = None,
+        pred_name: str | None = None,
+        pred_trace: Any = None,
     ) -> Any:
         labels = gold["gold_labels"]
-        labels = labels if isinstance(labels, TraceLabels) else TraceLabels.model_validate(dict(labels))
+        labels = (
+            labels if isinstance(labels, TraceLabels) else TraceLabels.model_validate(dict(labels))
+        )
         evidence = getattr(pred, "evidence", None)
         observation = TurnObservation(
             task=str(gold.task),

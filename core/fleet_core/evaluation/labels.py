@@ -89,7 +89,9 @@ class ArtifactExpectation(_Strict):
             if self.execute is None:
                 raise ValueError(f"python artifact '{self.path}' needs 'execute' (true or false)")
         elif self.execute is not None:
-            raise ValueError(f"'execute' applies only to python artifacts ('{self.path}' is {self.kind})")
+            raise ValueError(
+                f"'execute' applies only to python artifacts ('{self.path}' is {self.kind})"
+            )
         if self.kind == "csv":
             if not self.key_columns or any(not c.strip() for c in self.key_columns):
                 raise ValueError(f"csv artifact '{self.path}' needs non-empty 'key_columns'")
@@ -104,7 +106,9 @@ class ArtifactExpectation(_Strict):
         if self.kind == "csv" and not (
             isinstance(self.expected, list) and all(isinstance(r, dict) for r in self.expected)
         ):
-            raise ValueError(f"csv artifact '{self.path}': 'expected' must be a list of row objects")
+            raise ValueError(
+                f"csv artifact '{self.path}': 'expected' must be a list of row objects"
+            )
         return self
 
 
@@ -117,7 +121,9 @@ class ChildExpectation(_Strict):
     @field_validator("input_paths")
     @classmethod
     def _inputs(cls, value: list[str]) -> list[str]:
-        paths = [_normal_path(p, ("files", "skills", "artifacts"), "child input path") for p in value]
+        paths = [
+            _normal_path(p, ("files", "skills", "artifacts"), "child input path") for p in value
+        ]
         if len(set(paths)) != len(paths):
             raise ValueError("child input_paths must be unique")
         return paths
@@ -170,7 +176,9 @@ class TraceLabels(_Strict):
         if self.critical and not self.expected_values:
             raise ValueError("a critical label needs at least one expected value (--value)")
         if self.review_status == "approved" and not (self.expected_answer or self.expected_values):
-            raise ValueError("an approved label needs an expected answer (--answer) or values (--value)")
+            raise ValueError(
+                "an approved label needs an expected answer (--answer) or values (--value)"
+            )
         return self
 
     def wire(self) -> dict[str, Any]:
@@ -201,7 +209,9 @@ def load_expectations_file(path: Path) -> dict[str, Any]:
     except OSError as exc:
         raise LabelInvalid(f"Cannot read expectations file {path}: {exc.strerror}") from None
     if size > MAX_EXPECTATIONS_BYTES:
-        raise LabelInvalid(f"Expectations file {path} is {size:,} bytes; the limit is {MAX_EXPECTATIONS_BYTES:,}")
+        raise LabelInvalid(
+            f"Expectations file {path} is {size:,} bytes; the limit is {MAX_EXPECTATIONS_BYTES:,}"
+        )
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -315,7 +325,9 @@ class LabelService:
         messages = [] if eligible else [reason or ""]
         source_type = "CODE" if labels.review_status == "synthetic" else "HUMAN"
         try:
-            self.backend.log_labels(trace_id, labels.wire(), source_type=source_type, source_id=labels.reviewer)
+            self.backend.log_labels(
+                trace_id, labels.wire(), source_type=source_type, source_id=labels.reviewer
+            )
         except FleetError:
             raise
         except Exception as exc:
@@ -340,11 +352,16 @@ class LabelService:
             ) from None
         return LabelResult(trace_id, labels, eligible, reason, turn_id, session_id, messages)
 
-    def _eligibility(self, labels: TraceLabels, turn_id: str | None, info: Any) -> tuple[bool, str | None]:
+    def _eligibility(
+        self, labels: TraceLabels, turn_id: str | None, info: Any
+    ) -> tuple[bool, str | None]:
         if labels.review_status == "rejected":
             return False, "Rejected labels are never optimization data."
         if labels.review_status == "benchmark":
-            return False, "Benchmark-labelled traces are excluded from the curated optimization dataset."
+            return (
+                False,
+                "Benchmark-labelled traces are excluded from the curated optimization dataset.",
+            )
         if turn_id is None:
             return False, "No Turn in this store has this trace, so its replay cannot be found."
         stored = self.store.get_replay(turn_id)

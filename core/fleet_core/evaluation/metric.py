@@ -1,4 +1,4 @@
-"""``fleet_metric``: the one score GEPA optimizes and evaluation reports (scorer ``fleet-metric-v1``).
+"""``fleet_metric``: the score GEPA optimizes and evaluation reports (``fleet-metric-v1``).
 
 Exactly the README's rule. An empty answer, or any failed applicable quality check, scores 0.
 Otherwise::
@@ -83,7 +83,9 @@ class TurnObservation:
     evidence: Evidence | None = None
 
     @classmethod
-    def from_result(cls, task: str, result: Any, evidence: Evidence | None = None) -> TurnObservation:
+    def from_result(
+        cls, task: str, result: Any, evidence: Evidence | None = None
+    ) -> TurnObservation:
         usage = getattr(result, "usage", None)
         return cls(
             task=task,
@@ -137,20 +139,30 @@ def fleet_metric(
     judge: Judge,
 ) -> MetricResult:
     """Score one Turn against its labels; see the module docstring."""
-    gold = labels if isinstance(labels, TraceLabels) else TraceLabels.model_validate(
-        {"review_status": "synthetic", "source_group": "adhoc"} | dict(labels)
+    gold = (
+        labels
+        if isinstance(labels, TraceLabels)
+        else TraceLabels.model_validate(
+            {"review_status": "synthetic", "source_group": "adhoc"} | dict(labels)
+        )
     )
     answer = observation.answer.strip()
     if not answer:
         check = CheckResult("answer_correctness", 0, "the Turn produced no answer.")
-        return MetricResult(0.0, "FAIL answer: the Turn produced no answer.", (check,), 0, None, False)
+        return MetricResult(
+            0.0, "FAIL answer: the Turn produced no answer.", (check,), 0, None, False
+        )
     checks = [_answer_check(gold, observation, judge)]
     if gold.expected_values:
         checks.append(_values_check(gold.expected_values, answer))
     if gold.route is not None:
         ok = observation.route == gold.route
         checks.append(
-            CheckResult("route", int(ok), f"labelled route {gold.route}, the Turn took {observation.route or 'none'}")
+            CheckResult(
+                "route",
+                int(ok),
+                f"labelled route {gold.route}, the Turn took {observation.route or 'none'}",
+            )
         )
     structured = gold.structured_expectations
     if structured is not None and structured.artifacts:
@@ -165,11 +177,15 @@ def fleet_metric(
         assert observation.model_calls is not None and observation.sandbox_errors is not None
         eff = round(efficiency(observation.model_calls, observation.sandbox_errors), 3)
         lines.append(
-            f"{'PASS' if eff == 1 else 'INFO'} efficiency ({eff}): {observation.model_calls} model calls, "
+            f"{'PASS' if eff == 1 else 'INFO'} efficiency ({eff}): "
+            f"{observation.model_calls} model calls, "
             f"{observation.sandbox_errors} sandbox errors"
         )
     else:
-        lines.append("NOTE usage unavailable: no efficiency credit, and this result cannot support promotion.")
+        lines.append(
+            "NOTE usage unavailable: no efficiency credit, "
+            "and this result cannot support promotion."
+        )
     score = round(0.9 + 0.1 * (eff or 0.0), 4) if quality == 1 else 0.0
     if gold.expected_answer:
         lines.append(f"Expected answer: {gold.expected_answer[:500]}")
@@ -206,7 +222,11 @@ def value_present(value: str, answer: str) -> bool:
 def _values_check(values: Sequence[str], answer: str) -> CheckResult:
     missing = [v for v in values if not value_present(v, answer)]
     if missing:
-        return CheckResult("expected_values", 0, "missing from the answer: " + ", ".join(repr(v) for v in missing[:10]))
+        return CheckResult(
+            "expected_values",
+            0,
+            "missing from the answer: " + ", ".join(repr(v) for v in missing[:10]),
+        )
     return CheckResult("expected_values", 1, f"all {len(values)} expected value(s) present")
 
 
@@ -220,7 +240,9 @@ def artifact_check(structured: StructuredExpectations, evidence: Evidence | None
         problem = _artifact_problem(expectation, evidence)
         if problem:
             return CheckResult("artifact_correctness", 0, f"{expectation.path}: {problem}")
-    return CheckResult("artifact_correctness", 1, f"all {len(structured.artifacts)} artifact(s) match")
+    return CheckResult(
+        "artifact_correctness", 1, f"all {len(structured.artifacts)} artifact(s) match"
+    )
 
 
 def _artifact_problem(exp: ArtifactExpectation, evidence: Evidence) -> str | None:
@@ -255,7 +277,11 @@ def _json_problem(expected: Any, actual: Any, tol: float, where: str) -> str | N
     if isinstance(expected, bool) or isinstance(actual, bool):
         return None if expected is actual else f"{where}: expected {expected!r}, got {actual!r}"
     if isinstance(expected, int | float) and isinstance(actual, int | float):
-        return None if _close(expected, actual, tol) else f"{where}: {actual} is not within {tol} of {expected}"
+        return (
+            None
+            if _close(expected, actual, tol)
+            else f"{where}: {actual} is not within {tol} of {expected}"
+        )
     if isinstance(expected, dict):
         if not isinstance(actual, dict):
             return f"{where}: expected an object"
@@ -316,16 +342,20 @@ def _cell_match(expected: Any, actual: str, tol: float) -> bool:
         return str(expected).strip() == actual.strip()
 
 
-# delegation ----------------------------------------------------------------------------------------
+# delegation -------------------------------------------------------------------------------
 
 
-def delegation_check(required: Sequence[ChildExpectation], evidence: Evidence | None) -> CheckResult:
+def delegation_check(
+    required: Sequence[ChildExpectation], evidence: Evidence | None
+) -> CheckResult:
     if evidence is None or not evidence.children_complete:
         return CheckResult("delegation_correctness", 0, "child evidence is missing or incomplete")
     children = list(evidence.children)
     if len(children) != len(required):
         return CheckResult(
-            "delegation_correctness", 0, f"expected {len(required)} child agent(s), the Turn ran {len(children)}"
+            "delegation_correctness",
+            0,
+            f"expected {len(required)} child agent(s), the Turn ran {len(children)}",
         )
     used: set[int] = set()
     for number, want in enumerate(required, 1):
@@ -336,7 +366,9 @@ def delegation_check(required: Sequence[ChildExpectation], evidence: Evidence | 
                 if i not in used
                 and child.status in ("succeeded", "completed")
                 and set(child.input_paths) == set(want.input_paths)
-                and all(any(p.endswith(suffix) for p in child.promoted) for suffix in want.artifacts)
+                and all(
+                    any(p.endswith(suffix) for p in child.promoted) for suffix in want.artifacts
+                )
             ),
             None,
         )
@@ -348,10 +380,14 @@ def delegation_check(required: Sequence[ChildExpectation], evidence: Evidence | 
                 f"artifacts {want.artifacts})",
             )
         used.add(match)
-    return CheckResult("delegation_correctness", 1, f"all {len(required)} required child agent(s) matched")
+    return CheckResult(
+        "delegation_correctness", 1, f"all {len(required)} required child agent(s) matched"
+    )
 
 
-def evidence_from_trace(view: Any, read_artifact: Callable[[str], bytes | None], paths: Sequence[str]) -> Evidence:
+def evidence_from_trace(
+    view: Any, read_artifact: Callable[[str], bytes | None], paths: Sequence[str]
+) -> Evidence:
     """Evidence from a stored ``TraceView`` (children) and the workspace (artifact bytes)."""
     artifacts: dict[str, bytes] = {}
     complete = True
@@ -375,4 +411,9 @@ def evidence_from_trace(view: Any, read_artifact: Callable[[str], bytes | None],
                 promoted=tuple(str(p) for p in promoted),
             )
         )
-    return Evidence(artifacts=artifacts, complete=complete, children=children, children_complete=view is not None)
+    return Evidence(
+        artifacts=artifacts,
+        complete=complete,
+        children=children,
+        children_complete=view is not None,
+    )

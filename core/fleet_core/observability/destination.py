@@ -81,19 +81,19 @@ def resolve_destination(
         uri, artifacts = local_paths(config.state_dir)
         return MlflowDestination("local", uri, experiments, artifact_location=artifacts)
     if settings.destination == "server":
-        uri = settings.tracking_uri
-        if not uri:
+        server_uri = settings.tracking_uri
+        if not server_uri:
             raise ConfigError(
                 "'mlflow.tracking_uri' is required when mlflow.destination is \"server\" "
                 "(FLEET_MLFLOW_TRACKING_URI)"
             )
-        _check_server_uri(uri)
-        return MlflowDestination("server", uri, experiments)
+        _check_server_uri(server_uri)
+        return MlflowDestination("server", server_uri, experiments)
     databricks = settings.databricks
     uri = databricks.tracking_uri
     if uri != "databricks" and not uri.startswith("databricks://"):
         raise ConfigError(
-            f"'mlflow.databricks.tracking_uri' must be \"databricks\" or \"databricks://<profile>\", "
+            f'\'mlflow.databricks.tracking_uri\' must be "databricks" or "databricks://<profile>", '
             f"got {uri!r}"
         )
     experiments = {
@@ -112,12 +112,14 @@ def resolve_destination(
     has_token = bool(environ.get("DATABRICKS_TOKEN")) or config.secrets.databricks_token is not None
     uses_profile = uri.startswith("databricks://")
     if not uses_profile and not (host and has_token):
-        missing = [n for n, ok in (("DATABRICKS_HOST", host), ("DATABRICKS_TOKEN", has_token)) if not ok]
+        missing = [
+            n for n, ok in (("DATABRICKS_HOST", host), ("DATABRICKS_TOKEN", has_token)) if not ok
+        ]
         raise ConfigError(
-            "mlflow.destination is \"databricks\" but "
+            'mlflow.destination is "databricks" but '
             + " and ".join(missing)
             + " is not set; set them in the environment or .env, or use "
-            "tracking_uri = \"databricks://<profile>\""
+            'tracking_uri = "databricks://<profile>"'
         )
     if host and not host.startswith("https://"):
         raise ConfigError(f"DATABRICKS_HOST must be an https:// URL, got {host!r}")

@@ -39,7 +39,11 @@ class EngineTraceHandle:
             if not isinstance(self.trace, NoopTurnTrace) and route:
                 self.trace.record(
                     "triage_decision",
-                    {"route": route, "reason": value.get("reason"), "fallback": value.get("fallback")},
+                    {
+                        "route": route,
+                        "reason": value.get("reason"),
+                        "fallback": value.get("fallback"),
+                    },
                 )
         self.trace.annotate(**{key.removeprefix("fleet."): value})
 
@@ -82,12 +86,16 @@ class EngineTracer:
                     session_id=session_id,
                     status="cancelled" if cancelled else "failed",
                     route=handle.route,
-                    error=TurnError(kind=type(exc).__name__, message=self.redactor.error(exc, 1_000)),
+                    error=TurnError(
+                        kind=type(exc).__name__, message=self.redactor.error(exc, 1_000)
+                    ),
                 )
             )
             raise
         trace.finish(
-            TurnResult(turn_id=turn_id, session_id=session_id, status="completed", route=handle.route)
+            TurnResult(
+                turn_id=turn_id, session_id=session_id, status="completed", route=handle.route
+            )
         )
 
     def callbacks(self) -> list[Any]:

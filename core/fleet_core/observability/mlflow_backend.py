@@ -22,8 +22,8 @@ from typing import Any
 from fleet_core.observability.destination import MlflowDestination, Scope
 from fleet_core.observability.errors import TraceNotFound, TracingUnavailable
 from fleet_core.observability.redaction import NO_SECRETS, Redactor
-from fleet_core.observability.tracing import SpanRecord, TraceRecord
 from fleet_core.observability.traceview import TraceView, build_view
+from fleet_core.observability.tracing import SpanRecord, TraceRecord
 
 log = logging.getLogger(__name__)
 LABELS_ASSESSMENT = "fleet.labels"
@@ -47,7 +47,7 @@ class MlflowBackend:
 
     def __init__(self, destination: MlflowDestination, *, redactor: Redactor = NO_SECRETS) -> None:
         if destination.kind == "off" or not destination.tracking_uri:
-            raise TracingUnavailable("MLflow is off ([mlflow] destination = \"off\")")
+            raise TracingUnavailable('MLflow is off ([mlflow] destination = "off")')
         self.destination = destination
         self.tracking_uri: str = destination.tracking_uri
         self.redactor = redactor
@@ -270,7 +270,9 @@ class MlflowBackend:
         for key, value in (metrics or {}).items():
             client.log_metric(run_id, key, float(value), timestamp=stamp, step=0)
         for path, rows in (tables or {}).items():
-            client.log_table(run_id, data=self.redactor.value(rows_to_columns(rows)), artifact_file=path)
+            client.log_table(
+                run_id, data=self.redactor.value(rows_to_columns(rows)), artifact_file=path
+            )
         for path, text in (texts or {}).items():
             client.log_text(run_id, self.redactor.text(text, None), path)
 
@@ -321,7 +323,7 @@ def _labels(assessments: Any) -> dict[str, Any]:
 
 
 def _mlflow_span(trace_id: str, span: SpanRecord) -> Any:
-    from mlflow.entities import Span, SpanStatus
+    from mlflow.entities import Span, SpanStatus, SpanStatusCode
     from mlflow.tracing.utils import build_otel_context
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import ReadableSpan
@@ -334,7 +336,7 @@ def _mlflow_span(trace_id: str, span: SpanRecord) -> Any:
         "mlflow.spanInputs": json.dumps(span.inputs, default=str),
         "mlflow.spanOutputs": json.dumps(span.outputs, default=str),
     }
-    status = "OK" if span.status != "ERROR" else "ERROR"
+    status = SpanStatusCode.ERROR if span.status == "ERROR" else SpanStatusCode.OK
     readable = ReadableSpan(
         name=span.name,
         context=build_otel_context(otel_trace, span.span_id),
@@ -350,7 +352,12 @@ def _mlflow_span(trace_id: str, span: SpanRecord) -> Any:
 
 def _span_record(span: Any) -> SpanRecord:
     attributes = dict(span.attributes or {})
-    for key in ("mlflow.traceRequestId", "mlflow.spanType", "mlflow.spanInputs", "mlflow.spanOutputs"):
+    for key in (
+        "mlflow.traceRequestId",
+        "mlflow.spanType",
+        "mlflow.spanInputs",
+        "mlflow.spanOutputs",
+    ):
         attributes.pop(key, None)
     status_code = str(getattr(span.status, "status_code", "OK"))
     return SpanRecord(

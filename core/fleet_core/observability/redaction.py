@@ -34,7 +34,10 @@ _CREDENTIAL_WORDS = (
 _KEY_RE = re.compile(rf"({_CREDENTIAL_WORDS})", re.IGNORECASE)
 _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     # Authorization headers.
-    (re.compile(r"\b(Bearer|Basic|Token)\s+[A-Za-z0-9._~+/=\-]{6,}", re.IGNORECASE), r"\1 " + REDACTED),
+    (
+        re.compile(r"\b(Bearer|Basic|Token)\s+[A-Za-z0-9._~+/=\-]{6,}", re.IGNORECASE),
+        r"\1 " + REDACTED,
+    ),
     # key=value, key: value, "key": "value" (value quoted or bare).
     (
         re.compile(
@@ -45,11 +48,17 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
         r"\g<key>" + REDACTED,
     ),
     # Passwords in URLs: scheme://user:password@host
-    (re.compile(r"(?P<head>\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^/\s:@]*:)[^@\s/]+@"), r"\g<head>" + REDACTED + "@"),
+    (
+        re.compile(r"(?P<head>\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^/\s:@]*:)[^@\s/]+@"),
+        r"\g<head>" + REDACTED + "@",
+    ),
     # Provider key shapes.
     (re.compile(r"\b(?:sk|pk|rk)-(?:[A-Za-z]+-)?[A-Za-z0-9_\-]{16,}"), REDACTED),
     (re.compile(r"\bdapi[0-9a-f]{20,}\b"), REDACTED),
-    (re.compile(r"\b(?:ghp|gho|ghs|ghu|ghr)_[A-Za-z0-9]{20,}\b|\bgithub_pat_[A-Za-z0-9_]{20,}"), REDACTED),
+    (
+        re.compile(r"\b(?:ghp|gho|ghs|ghu|ghr)_[A-Za-z0-9]{20,}\b|\bgithub_pat_[A-Za-z0-9_]{20,}"),
+        REDACTED,
+    ),
     (re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), REDACTED),
     (re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"), REDACTED),
 )
@@ -81,7 +90,9 @@ class Redactor:
     @classmethod
     def from_values(cls, values: Iterable[str]) -> Redactor:
         """A redactor for these secret values (values shorter than 4 characters are ignored)."""
-        unique = sorted({v for v in values if v and len(v) >= MIN_SECRET_CHARS}, key=len, reverse=True)
+        unique = sorted(
+            {v for v in values if v and len(v) >= MIN_SECRET_CHARS}, key=len, reverse=True
+        )
         pattern = re.compile("|".join(re.escape(v) for v in unique)) if unique else None
         return cls(tuple(unique), pattern)
 

@@ -105,7 +105,8 @@ def collect_workspace_files(
     """Read every regular workspace file (under ``roots`` if given), checking bounds by size
     *before* reading, and re-checking each file's digest after reading."""
     infos = []
-    for root in roots or [None]:
+    selected: list[str | None] = list(roots) if roots else [None]
+    for root in selected:
         infos += workspace.tree(root)
     if len(infos) > limits.max_files:
         raise ReplayTooLarge(
@@ -151,7 +152,9 @@ def capture_replay(
     Turn runs). ``configuration`` is an ``EffectiveConfig`` (with Session overrides applied) or
     its settings as a dict; secrets are never part of it."""
     if len(files) > limits.max_files:
-        raise ReplayTooLarge(f"Replay capture needs {len(files)} files; the limit is {limits.max_files}")
+        raise ReplayTooLarge(
+            f"Replay capture needs {len(files)} files; the limit is {limits.max_files}"
+        )
     total = sum(len(b) for b in files.values())
     if total > limits.max_file_bytes_total:
         raise ReplayTooLarge(
@@ -190,7 +193,9 @@ def capture_replay(
             skills_catalog=_json(redactor.value(skills_catalog, _LIMITS)),
             memory_summary=redactor.text(memory_summary, text_limit),
             session_history=_json(redactor.value(session_history, _LIMITS)),
-            dataset_context=_json(redactor.value(dict(dataset_context), _LIMITS)) if dataset_context else None,
+            dataset_context=_json(redactor.value(dict(dataset_context), _LIMITS))
+            if dataset_context
+            else None,
             configuration=_json(redactor.value(settings, _LIMITS)),
             configuration_digest=digest,
             turn_timeout_seconds=turn_timeout_seconds,
@@ -200,7 +205,9 @@ def capture_replay(
         raise ReplayRefused(f"Replay snapshot is invalid: {exc.errors()[0]['msg']}") from None
 
 
-def encode_replay(snapshot: ReplaySnapshot, *, limits: ReplayLimits = DEFAULT_LIMITS) -> tuple[str, bytes]:
+def encode_replay(
+    snapshot: ReplaySnapshot, *, limits: ReplayLimits = DEFAULT_LIMITS
+) -> tuple[str, bytes]:
     """Canonical JSON → gzip (mtime 0) → ``(sha256 of the compressed bytes, bytes)``."""
     raw = canonical_json(snapshot.model_dump(mode="json"))
     if len(raw) > limits.max_json_bytes:
@@ -226,7 +233,9 @@ def decode_replay(
 ) -> ReplaySnapshot:
     """Verify and decode stored bytes; any mismatch raises ``ReplayCorrupt`` naming what failed."""
     if len(blob) > limits.max_compressed_bytes:
-        raise ReplayCorrupt(f"Replay snapshot is {len(blob):,} bytes; the limit is {limits.max_compressed_bytes:,}")
+        raise ReplayCorrupt(
+            f"Replay snapshot is {len(blob):,} bytes; the limit is {limits.max_compressed_bytes:,}"
+        )
     actual = hashlib.sha256(blob).hexdigest()
     if actual != expected_sha256:
         raise ReplayCorrupt(
@@ -243,7 +252,9 @@ def decode_replay(
         raise ReplayCorrupt(f"Replay snapshot cannot be decoded: {exc}") from None
     if not isinstance(data, dict) or data.get("schema_version") != SCHEMA_VERSION:
         version = data.get("schema_version") if isinstance(data, dict) else None
-        raise ReplayCorrupt(f"Unsupported replay schema version {version!r} (expected {SCHEMA_VERSION})")
+        raise ReplayCorrupt(
+            f"Unsupported replay schema version {version!r} (expected {SCHEMA_VERSION})"
+        )
     try:
         snapshot = ReplaySnapshot.model_validate(data)
     except ValidationError as exc:
@@ -262,11 +273,15 @@ def decode_replay(
         if hashlib.sha256(content).hexdigest() != digest:
             raise ReplayCorrupt(f"Replay file '{path}' does not match its recorded sha256")
     if total > limits.max_file_bytes_total:
-        raise ReplayCorrupt(f"Replay files total {total:,} bytes; the limit is {limits.max_file_bytes_total:,}")
+        raise ReplayCorrupt(
+            f"Replay files total {total:,} bytes; the limit is {limits.max_file_bytes_total:,}"
+        )
     if skill_revision(snapshot.files) != snapshot.skill_revision_sha256:
         raise ReplayCorrupt("Replay Skill revision digest does not match its skills/ files")
     if turn_id is not None and snapshot.turn_id != turn_id:
-        raise ReplayCorrupt(f"Replay snapshot belongs to Turn '{snapshot.turn_id}', not '{turn_id}'")
+        raise ReplayCorrupt(
+            f"Replay snapshot belongs to Turn '{snapshot.turn_id}', not '{turn_id}'"
+        )
     if session_id is not None and snapshot.session_id != session_id:
         raise ReplayCorrupt(
             f"Replay snapshot belongs to Session '{snapshot.session_id}', not '{session_id}'"

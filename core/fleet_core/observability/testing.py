@@ -26,7 +26,9 @@ def scripted_turn_events(
     seq = 0
     events: list[TurnEvent] = []
 
-    def emit(kind: str, payload: dict[str, Any], agent: str = ROOT_AGENT, parent: str | None = None) -> None:
+    def emit(
+        kind: str, payload: dict[str, Any], agent: str = ROOT_AGENT, parent: str | None = None
+    ) -> None:
         nonlocal seq
         seq += 1
         events.append(
@@ -36,7 +38,7 @@ def scripted_turn_events(
                 seq=seq,
                 agent_id=agent,
                 parent_agent_id=parent,
-                kind=kind,  # type: ignore[arg-type]
+                kind=kind,
                 payload=payload,
                 at=start + timedelta(milliseconds=10 * seq),
             )
@@ -45,29 +47,125 @@ def scripted_turn_events(
     child = "root.1"
     emit("turn_started", {"mode": "hybrid", "task": "Sum revenue"})
     emit("lm_start", {"call_id": "lm1", "model": "openai/scripted", "category": "triage"})
-    emit("lm_end", {"call_id": "lm1", "model": "openai/scripted", "category": "triage", "ok": True,
-                    "duration_ms": 5, "usage": {"input_tokens": 10, "output_tokens": 5}})
+    emit(
+        "lm_end",
+        {
+            "call_id": "lm1",
+            "model": "openai/scripted",
+            "category": "triage",
+            "ok": True,
+            "duration_ms": 5,
+            "usage": {"input_tokens": 10, "output_tokens": 5},
+        },
+    )
     emit("triage_decision", {"route": "rlm", "reason": "needs code over files/sales.csv"})
     emit("lm_start", {"call_id": "lm2", "model": "openai/scripted", "category": "root"})
-    emit("lm_end", {"call_id": "lm2", "model": "openai/scripted", "category": "root", "ok": True,
-                    "duration_ms": 5, "usage": {"input_tokens": 100, "output_tokens": 20}})
+    emit(
+        "lm_end",
+        {
+            "call_id": "lm2",
+            "model": "openai/scripted",
+            "category": "root",
+            "ok": True,
+            "duration_ms": 5,
+            "usage": {"input_tokens": 100, "output_tokens": 20},
+        },
+    )
     emit("code_cell", {"cell_id": "c1", "code": "print(1/0)" + extra_text})
-    emit("cell_output", {"cell_id": "c1", "stdout": "", "stderr": "ZeroDivisionError: division by zero" + extra_text,
-                         "ok": False, "error_type": "ZeroDivisionError", "duration_ms": 3})
-    emit("code_cell", {"cell_id": "c2", "code": "import pandas as pd\nprint(pd.read_csv('files/sales.csv').revenue.sum())"})
-    emit("cell_output", {"cell_id": "c2", "stdout": "42\n", "stderr": "", "ok": True, "duration_ms": 7})
-    emit("tool_call_start", {"call_id": "t1", "tool": "spawn_agent", "inputs": {"subtask": "Chart revenue"}})
-    emit("child_spawned", {"subtask": "Chart revenue", "input_paths": ["files/sales.csv"], "depth": 1}, child, ROOT_AGENT)
-    emit("lm_start", {"call_id": "lm3", "model": "openai/scripted", "category": "child"}, child, ROOT_AGENT)
-    emit("lm_end", {"call_id": "lm3", "model": "openai/scripted", "category": "child", "ok": True,
-                    "duration_ms": 5, "usage": {"input_tokens": 50, "output_tokens": 10}}, child, ROOT_AGENT)
-    emit("code_cell", {"cell_id": "k1", "code": "open('artifacts/chart.txt','w').write('##')"}, child, ROOT_AGENT)
-    emit("cell_output", {"cell_id": "k1", "stdout": "", "ok": True, "duration_ms": 2}, child, ROOT_AGENT)
-    emit("artifact", {"path": "artifacts/root.1/chart.txt", "sha256": "ab" * 32, "size_bytes": 2,
-                      "root_path": "artifacts/root.1/chart.txt"}, child, ROOT_AGENT)
-    emit("child_finished", {"status": "succeeded", "answer": "chart saved",
-                            "artifacts": ["artifacts/root.1/chart.txt"]}, child, ROOT_AGENT)
-    emit("tool_call_end", {"call_id": "t1", "tool": "spawn_agent", "ok": True, "output": "chart saved", "duration_ms": 30})
+    emit(
+        "cell_output",
+        {
+            "cell_id": "c1",
+            "stdout": "",
+            "stderr": "ZeroDivisionError: division by zero" + extra_text,
+            "ok": False,
+            "error_type": "ZeroDivisionError",
+            "duration_ms": 3,
+        },
+    )
+    emit(
+        "code_cell",
+        {
+            "cell_id": "c2",
+            "code": "import pandas as pd\nprint(pd.read_csv('files/sales.csv').revenue.sum())",
+        },
+    )
+    emit(
+        "cell_output",
+        {"cell_id": "c2", "stdout": "42\n", "stderr": "", "ok": True, "duration_ms": 7},
+    )
+    emit(
+        "tool_call_start",
+        {"call_id": "t1", "tool": "spawn_agent", "inputs": {"subtask": "Chart revenue"}},
+    )
+    emit(
+        "child_spawned",
+        {"subtask": "Chart revenue", "input_paths": ["files/sales.csv"], "depth": 1},
+        child,
+        ROOT_AGENT,
+    )
+    emit(
+        "lm_start",
+        {"call_id": "lm3", "model": "openai/scripted", "category": "child"},
+        child,
+        ROOT_AGENT,
+    )
+    emit(
+        "lm_end",
+        {
+            "call_id": "lm3",
+            "model": "openai/scripted",
+            "category": "child",
+            "ok": True,
+            "duration_ms": 5,
+            "usage": {"input_tokens": 50, "output_tokens": 10},
+        },
+        child,
+        ROOT_AGENT,
+    )
+    emit(
+        "code_cell",
+        {"cell_id": "k1", "code": "open('artifacts/chart.txt','w').write('##')"},
+        child,
+        ROOT_AGENT,
+    )
+    emit(
+        "cell_output",
+        {"cell_id": "k1", "stdout": "", "ok": True, "duration_ms": 2},
+        child,
+        ROOT_AGENT,
+    )
+    emit(
+        "artifact",
+        {
+            "path": "artifacts/root.1/chart.txt",
+            "sha256": "ab" * 32,
+            "size_bytes": 2,
+            "root_path": "artifacts/root.1/chart.txt",
+        },
+        child,
+        ROOT_AGENT,
+    )
+    emit(
+        "child_finished",
+        {
+            "status": "succeeded",
+            "answer": "chart saved",
+            "artifacts": ["artifacts/root.1/chart.txt"],
+        },
+        child,
+        ROOT_AGENT,
+    )
+    emit(
+        "tool_call_end",
+        {
+            "call_id": "t1",
+            "tool": "spawn_agent",
+            "ok": True,
+            "output": "chart saved",
+            "duration_ms": 30,
+        },
+    )
     emit("budget_update", {"model_calls": 3, "max_model_calls": 150})
     if outcome == "completed":
         emit("turn_completed", {"answer": answer, "route": "rlm"})
@@ -78,8 +176,13 @@ def scripted_turn_events(
     return events
 
 
-def scripted_turn_result(turn_id: str, session_id: str, *, answer: str = "Total revenue is 42",
-                         outcome: str = "completed") -> TurnResult:
+def scripted_turn_result(
+    turn_id: str,
+    session_id: str,
+    *,
+    answer: str = "Total revenue is 42",
+    outcome: str = "completed",
+) -> TurnResult:
     artifact = ArtifactRef(
         uri=f"fleet:/sessions/{session_id}/artifacts/root.1/chart.txt",
         path="artifacts/root.1/chart.txt",
@@ -87,9 +190,17 @@ def scripted_turn_result(turn_id: str, session_id: str, *, answer: str = "Total 
         sha256="ab" * 32,
         turn_id=turn_id,
         agent_id="root.1",
-        provenance=[ProvenanceRecord(path="artifacts/root.1/chart.txt", root_path="artifacts/chart.txt",
-                                     sha256="ab" * 32, size_bytes=2, agent_id="root.1",
-                                     parent_chain=["root"], turn_id=turn_id)],
+        provenance=[
+            ProvenanceRecord(
+                path="artifacts/root.1/chart.txt",
+                root_path="artifacts/chart.txt",
+                sha256="ab" * 32,
+                size_bytes=2,
+                agent_id="root.1",
+                parent_chain=["root"],
+                turn_id=turn_id,
+            )
+        ],
     )
     error = None
     if outcome == "failed":
@@ -99,11 +210,16 @@ def scripted_turn_result(turn_id: str, session_id: str, *, answer: str = "Total 
     return TurnResult(
         turn_id=turn_id,
         session_id=session_id,
-        status=outcome,  # type: ignore[arg-type]
+        status=outcome,
         answer=answer if outcome == "completed" else "",
         route="rlm",
         artifacts=[artifact] if outcome == "completed" else [],
-        usage=Usage(model_calls=3, sandbox_errors=1, input_tokens=160, output_tokens=35,
-                    calls_by_category={"triage": 1, "root": 1, "child": 1}),
+        usage=Usage(
+            model_calls=3,
+            sandbox_errors=1,
+            input_tokens=160,
+            output_tokens=35,
+            calls_by_category={"triage": 1, "root": 1, "child": 1},
+        ),
         error=error,
     )

@@ -183,7 +183,9 @@ def build_view(
         replay_sha256=_str(attrs.get("fleet.replay_sha256")),
         started_ms=root.start_ns // 1_000_000,
         duration_ms=int(_ms(root)),
-        artifacts=[a for a in artifacts if isinstance(a, dict)] if isinstance(artifacts, list) else [],
+        artifacts=[a for a in artifacts if isinstance(a, dict)]
+        if isinstance(artifacts, list)
+        else [],
         phases=phases,
         triage_lm_calls=triage_calls,
         root=root_agent,
@@ -211,7 +213,10 @@ def _agent(span: SpanRecord, by_parent: Mapping[int | None, list[SpanRecord]]) -
             agent.steps.append(
                 CellView(
                     code=str(child.inputs.get("code") or ""),
-                    outcome=str(child.attributes.get("fleet.outcome") or ("error" if child.status == "ERROR" else "ok")),
+                    outcome=str(
+                        child.attributes.get("fleet.outcome")
+                        or ("error" if child.status == "ERROR" else "ok")
+                    ),
                     stdout=_str(child.outputs.get("stdout")),
                     stderr=_str(child.outputs.get("stderr")),
                     error=_str(child.outputs.get("error")) or (child.status_message or None),
@@ -222,7 +227,9 @@ def _agent(span: SpanRecord, by_parent: Mapping[int | None, list[SpanRecord]]) -
         elif child.kind == "tool":
             agent.steps.append(
                 ToolCallView(
-                    tool=str(child.attributes.get("fleet.tool") or child.name.removeprefix("tool.")),
+                    tool=str(
+                        child.attributes.get("fleet.tool") or child.name.removeprefix("tool.")
+                    ),
                     ok=child.status != "ERROR",
                     inputs=child.inputs.get("inputs"),
                     output=child.outputs.get("output"),
@@ -303,11 +310,14 @@ def render_trace_markdown(view: TraceView) -> str:
         out += [
             f"- model calls: {usage.get('model_calls', '?')}",
             f"- sandbox errors: {usage.get('sandbox_errors', '?')}",
-            f"- tokens: {usage.get('input_tokens', '?')} in / {usage.get('output_tokens', '?')} out",
+            f"- tokens: {usage.get('input_tokens', '?')} in"
+            f" / {usage.get('output_tokens', '?')} out",
         ]
         by_cat = usage.get("calls_by_category") or {}
         if by_cat:
-            out.append("- calls by category: " + ", ".join(f"{k} {v}" for k, v in sorted(by_cat.items())))
+            out.append(
+                "- calls by category: " + ", ".join(f"{k} {v}" for k, v in sorted(by_cat.items()))
+            )
     else:
         out.append("_(usage unavailable)_")
     out.append("")
@@ -317,7 +327,9 @@ def render_trace_markdown(view: TraceView) -> str:
             mark = "ok" if phase.ok else f"FAILED: {phase.error}"
             out.append(f"- `{phase.name}` ({phase.duration_ms:.0f} ms) {mark}")
         if view.triage_lm_calls:
-            out.append(f"- `triage` ({len(view.triage_lm_calls)} model call(s)) → route **{view.route}**")
+            out.append(
+                f"- `triage` ({len(view.triage_lm_calls)} model call(s)) → route **{view.route}**"
+            )
         out.append("")
     out += ["## Agents", ""]
     if view.root is None:
@@ -330,7 +342,8 @@ def render_trace_markdown(view: TraceView) -> str:
     for artifact in view.artifacts:
         path = artifact.get("path", "?")
         out.append(
-            f"- `{path}` ({artifact.get('size_bytes', '?')} bytes, sha256 `{_short(artifact.get('sha256'))}`)"
+            f"- `{path}` ({artifact.get('size_bytes', '?')} bytes, "
+            f"sha256 `{_short(artifact.get('sha256'))}`)"
         )
         for record in artifact.get("provenance") or []:
             chain = " → ".join(record.get("parent_chain") or [])
@@ -341,7 +354,14 @@ def render_trace_markdown(view: TraceView) -> str:
     if view.artifacts:
         out.append("")
     if view.labels:
-        out += ["## Labels", "", "```json", json.dumps(view.labels, indent=2, sort_keys=True), "```", ""]
+        out += [
+            "## Labels",
+            "",
+            "```json",
+            json.dumps(view.labels, indent=2, sort_keys=True),
+            "```",
+            "",
+        ]
     return "\n".join(out).rstrip() + "\n"
 
 
@@ -364,10 +384,19 @@ def _render_agent(agent: AgentView, out: list[str], level: int) -> None:
                 + ("" if step.ok else " **failed**")
             )
         elif isinstance(step, ToolCallView):
-            out.append(f"- tool `{step.tool}`" + ("" if step.ok else f" **failed** ({step.error_type})"))
+            out.append(
+                f"- tool `{step.tool}`" + ("" if step.ok else f" **failed** ({step.error_type})")
+            )
         elif isinstance(step, CellView):
             cell_no += 1
-            out += ["", f"Cell {cell_no} — **{step.outcome}**", "", "```python", _clip(step.code, MD_CODE_CHARS), "```"]
+            out += [
+                "",
+                f"Cell {cell_no} — **{step.outcome}**",
+                "",
+                "```python",
+                _clip(step.code, MD_CODE_CHARS),
+                "```",
+            ]
             if step.stdout:
                 out += ["", "stdout:", "", "```text", _clip(step.stdout, MD_OUTPUT_CHARS), "```"]
             if step.stderr:
@@ -402,4 +431,6 @@ def _quote(value: str | None) -> str:
 
 
 def _clip(value: str, limit: int) -> str:
-    return value if len(value) <= limit else value[:limit] + f"\n... [{len(value) - limit} more chars]"
+    return (
+        value if len(value) <= limit else value[:limit] + f"\n... [{len(value) - limit} more chars]"
+    )

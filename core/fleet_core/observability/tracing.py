@@ -145,7 +145,7 @@ class TurnTrace(Protocol):
         """Add attributes to the root span (e.g. ``replay_sha256``, ``compiled_program_digest``)."""
 
     def finish(self, result: TurnResult) -> str | None:
-        """Close every span and write the trace; returns the trace id, or ``None`` if not written."""
+        """Close every span and write the trace; returns its id, or ``None`` if not written."""
 
 
 class TurnTracer(Protocol):
@@ -195,7 +195,7 @@ class NoopTracer:
     def load_trace(self, trace_id: str) -> TraceView:
         from fleet_core.observability.errors import TracingUnavailable
 
-        raise TracingUnavailable("Tracing is off ([mlflow] destination = \"off\")")
+        raise TracingUnavailable('Tracing is off ([mlflow] destination = "off")')
 
     def close(self) -> None:
         return None
@@ -223,7 +223,7 @@ class TraceBuilder:
         self.trace_id = trace_id or new_trace_id()[0]
         self._clock = clock
         self._lock = threading.Lock()
-        self._rng = random.Random(uuid.uuid4().int)
+        self._rng = random.Random(uuid.uuid4().int)  # noqa: S311 - span ids, not secrets
         self._ids: Iterator[int] = itertools.count(1)
         self.spans: dict[int, SpanRecord] = {}
         self._agents: dict[str, int] = {}
@@ -312,7 +312,7 @@ class TraceBuilder:
         message: str = "",
     ) -> None:
         span = self.spans.get(span_id)
-        if span is None or span.end_ns is not None or span_id == self.root and not self.finished:
+        if span is None or span.end_ns is not None or (span_id == self.root and not self.finished):
             if span is not None and span_id == self.root:
                 span.attributes.update(attributes or {})
             return
@@ -405,7 +405,7 @@ class TraceBuilder:
                 seq=0,
                 agent_id=agent_id,
                 parent_agent_id=parent_agent_id,
-                kind=kind,  # type: ignore[arg-type]
+                kind=kind,
                 payload=dict(payload or {}),
             )
         except Exception:
@@ -430,7 +430,11 @@ class TraceBuilder:
             triage,
             at,
             outputs={"route": route, "reason": reason},
-            attributes={"fleet.route": route, "fleet.route_reason": reason, "fleet.fallback": p.get("fallback")},
+            attributes={
+                "fleet.route": route,
+                "fleet.route_reason": reason,
+                "fleet.fallback": p.get("fallback"),
+            },
         )
         root = self.spans[self.root].attributes
         root["fleet.route"] = route
@@ -452,7 +456,11 @@ class TraceBuilder:
             "lm",
             at,
             inputs={"model": p.get("model"), "category": category},
-            attributes={"fleet.agent_id": event.agent_id, "fleet.category": category, "model": p.get("model")},
+            attributes={
+                "fleet.agent_id": event.agent_id,
+                "fleet.category": category,
+                "model": p.get("model"),
+            },
         )
         self._open[("lm", f"{event.agent_id}:{p.get('call_id')}")] = span_id
 
@@ -548,7 +556,11 @@ class TraceBuilder:
             "tool",
             at,
             inputs={"inputs": p.get("inputs")},
-            attributes={"fleet.agent_id": event.agent_id, "fleet.tool": tool, "fleet.source": p.get("source")},
+            attributes={
+                "fleet.agent_id": event.agent_id,
+                "fleet.tool": tool,
+                "fleet.source": p.get("source"),
+            },
         )
         self._open[("tool", f"{event.agent_id}:{p.get('call_id')}")] = span_id
 
@@ -578,10 +590,18 @@ class TraceBuilder:
         span_id = self._agent(child, parent, at)
         span = self.spans[span_id]
         span.inputs.update(
-            {k: p.get(k) for k in ("subtask", "input_paths", "allowed_tools") if p.get(k) is not None}
+            {
+                k: p.get(k)
+                for k in ("subtask", "input_paths", "allowed_tools")
+                if p.get(k) is not None
+            }
         )
         span.attributes.update(
-            {f"fleet.{k}": p.get(k) for k in ("depth", "sandbox_id", "max_iters", "max_llm_calls") if p.get(k) is not None}
+            {
+                f"fleet.{k}": p.get(k)
+                for k in ("depth", "sandbox_id", "max_iters", "max_llm_calls")
+                if p.get(k) is not None
+            }
         )
 
     def _on_child_finished(self, event: TurnEvent, at: int, p: dict[str, Any]) -> None:
@@ -605,7 +625,18 @@ class TraceBuilder:
         )
 
     def _on_artifact(self, event: TurnEvent, at: int, p: dict[str, Any]) -> None:
-        record = {k: p.get(k) for k in ("path", "sha256", "size_bytes", "root_path", "provenance", "source_sandbox", "parent_chain")}
+        record = {
+            k: p.get(k)
+            for k in (
+                "path",
+                "sha256",
+                "size_bytes",
+                "root_path",
+                "provenance",
+                "source_sandbox",
+                "parent_chain",
+            )
+        }
         record["agent_id"] = p.get("agent_id") or event.agent_id
         self._artifacts.append({k: v for k, v in record.items() if v is not None})
 
@@ -631,7 +662,13 @@ class TraceBuilder:
         for span in list(self.spans.values()):
             if span.parent_id == parent and span.end_ns is None:
                 self._close_open_children(span.span_id, at, why)
-                self._end(span.span_id, at, status="ERROR", message=why, attributes={"fleet.unfinished": True})
+                self._end(
+                    span.span_id,
+                    at,
+                    status="ERROR",
+                    message=why,
+                    attributes={"fleet.unfinished": True},
+                )
 
     def finish(self, result: TurnResult) -> TraceRecord:
         """Close everything and return the redacted record (idempotent per builder)."""
@@ -644,7 +681,9 @@ class TraceBuilder:
             for agent_span in self._agents.values():
                 self._close_open_children(agent_span, end, why)
                 ok = outcome == "completed" or agent_span != self._agents.get(ROOT_AGENT)
-                self._end(agent_span, end, status="OK" if ok else "ERROR", message="" if ok else why)
+                self._end(
+                    agent_span, end, status="OK" if ok else "ERROR", message="" if ok else why
+                )
             self._close_open_children(self.root, end, why)
             self.finished = True
             usage = result.usage.model_dump(mode="json")
@@ -660,7 +699,9 @@ class TraceBuilder:
                     "answer": result.answer,
                     "route": route,
                     "usage": usage,
-                    "artifacts": [a.model_dump(mode="json") for a in result.artifacts] or self._artifacts or None,
+                    "artifacts": [a.model_dump(mode="json") for a in result.artifacts]
+                    or self._artifacts
+                    or None,
                     "error": error,
                 },
                 attributes={
@@ -729,7 +770,9 @@ class TraceBuilder:
             duration_ms=max(0, (end - root.start_ns) // 1_000_000),
             state="OK" if result.status == "completed" else "ERROR",
             request_preview=red.text(start.task, PREVIEW_CHARS),
-            response_preview=red.text(result.answer or (result.error.message if result.error else ""), PREVIEW_CHARS),
+            response_preview=red.text(
+                result.answer or (result.error.message if result.error else ""), PREVIEW_CHARS
+            ),
             client_request_id=start.turn_id,
             metadata={k: red.text(v, 500) for k, v in metadata.items()},
             tags={k: red.text(v, 500) for k, v in tags.items()},
@@ -807,7 +850,9 @@ class MlflowTracer:
         self.backend = MlflowBackend(destination, redactor=redactor)
 
     def start(self, start: TurnTraceStart) -> MlflowTurnTrace:
-        return MlflowTurnTrace(TraceBuilder(start, redactor=self.redactor), self.backend, self.scope)
+        return MlflowTurnTrace(
+            TraceBuilder(start, redactor=self.redactor), self.backend, self.scope
+        )
 
     def load_trace(self, trace_id: str) -> TraceView:
         return self.backend.load_trace(trace_id)
@@ -822,7 +867,7 @@ def create_tracer(
     scope: Scope = "runtime",
     environ: dict[str, str] | None = None,
 ) -> NoopTracer | MlflowTracer:
-    """The tracer the configuration asks for (``off`` gives a ``NoopTracer``); never imports mlflow."""
+    """The tracer the configuration asks for (``off``: a ``NoopTracer``); never imports mlflow."""
     from fleet_core.observability.destination import resolve_destination
 
     destination = resolve_destination(config, environ=environ)
