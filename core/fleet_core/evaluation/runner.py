@@ -1,0 +1,171 @@
+"""``fleet-lsp eval run``: labelled cases as fresh Turns, scored, reported as an MLflow run.
+
+For each case: a fresh Session ``eval-<run>-<case>``, its files written, one Turn through
+``runtime.run_turn`` (idempotency key = case id), ``fleet_metric`` with the judge, and, when a
+backend is given, the case's labels and per-check feedback written on the Turn's trace. Then one
+MLflow run in the *evaluation* experiment with the mean of every objective, a per-case table and
+links to the traces. The runtime should be opened with a tracer for the ``evaluation`` scope so the
+Turn traces land in the same experiment.
+
+Broader suite (diagnostics, not GEPA objectives), computed from the stored trace when available:
+``trace_efficiency`` (the formula over trace counters), ``sandbox_verification`` (a code route
+ended with at least one successful cell), ``skill_use`` (only when Skill activity exists; not
+applicable otherwise) and ``retrieval_groundedness`` (only when retrieval spans exist: never, in
+this engine). Relevance is covered by the judge's reference-free check.
+"""
+
+from __future__ import annotations
+
+import statistics
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import anyio.to_thread
+
+from fleet_core.evaluation.datasets import EvalCase
+from fleet_core.evaluation.metric import (
+    Judge,
+    MetricResult,
+    TurnObservation,
+    efficiency,
+    fleet_metric,
+)
+from fleet_core.models import TurnRequest, TurnResult
+
+
+class EvalRuntime(Protocol):
+    async def new_session(self, session_id: str | None = None, mode: str | None = None) -> Any: ...
+
+    async def write_file(self, session_id: str, path: str, data: bytes) -> Any: ...
+
+    async def run_turn(self, request: TurnRequest) -> TurnResult: ...
+
+
+@dataclass(slots=True)
+class CaseOutcome:
+    case_id: str
+    session_id: str
+    result: TurnResult
+    metric: MetricResult
+    suite: dict[str, float | None] = field(default_factory=dict)
+    labels: dict[str, Any] = field(default_factory=dict)
+
+    def row(self) -> dict[str, Any]:
+        return {
+            "case_id": self.case_id,
+            "status": self.result.status,
+            "route": self.result.route,
+            "trace_id": self.result.trace_id,
+            "fleet_metric": self.metric.score,
+            **{f"fleet_metric.{k}": v for k, v in self.metric.objective_scores().items()},
+            **{k: v for k, v in self.suite.items() if v is not None},
+            "feedback": self.metric.feedback,
+        }
+
+
+@dataclass(slots=True)
+class EvalReport:
+    run_id: str | None
+    outcomes: list[CaseOutcome]
+
+    def metrics(self) -> dict[str, float]:
+        found: dict[str, list[float]] = {}
+        for outcome in self.outcomes:
+            for key, value in outcome.row().items():
+                if isinstance(value, int | float) and not isinstance(value, bool):
+                    found.setdefault(key, []).append(float(value))
+        return {key: round(statistics.fmean(values), 4) for key, values in found.items()}
+
+
+def suite_from_trace(view: Any, result: TurnResult) -> dict[str, float | None]:
+    """Deterministic diagnostics from a stored ``TraceView`` (None = not applicable)."""
+    if view is None:
+        return {}
+    cells = view.cells()
+    errors = sum(1 for c in cells if c.outcome != "ok")
+    calls = sum(len(a.lm_calls) for a in view.agents()) + len(view.triage_lm_calls)
+    code_route = result.route in ("rlm", "flex")
+    verified = any(c.outcome == "ok" for c in cells)
+    return {
+        "trace_efficiency": round(efficiency(calls, errors), 3),
+        "sandbox_verification": (1.0 if verified else 0.0) if code_route else None,
+        "skill_use": None,
+        "retrieval_groundedness": None,
+    }
+
+
+async def run_eval(
+    runtime: EvalRuntime,
+    cases: Sequence[EvalCase],
+    *,
+    judge: Judge,
+    backend: Any | None = None,
+    limit: int | None = None,
+    run_name: str | None = None,
+    on_case: Callable[[CaseOutcome], None] | None = None,
+) -> EvalReport:
+    """Run, score and (with a backend) record every case; see the module docstring."""
+    run_tag = uuid.uuid4().hex[:8]
+    outcomes: list[CaseOutcome] = []
+    for case in list(cases)[: limit or None]:
+        session_id = f"eval-{run_tag}-{case.case_id}"[:64]
+        await runtime.new_session(session_id)
+        for path, data in sorted(case.files.items()):
+            await runtime.write_file(session_id, path, data)
+        result = await runtime.run_turn(
+            TurnRequest(session_id=session_id, task=case.task, idempotency_key=case.case_id)
+        )
+        observation = TurnObservation.from_result(case.task, result)
+        metric = await anyio.to_thread.run_sync(fleet_metric, case.labels, observation, judge)
+        view = None
+        if backend is not None and result.trace_id:
+            view = await anyio.to_thread.run_sync(backend.load_trace, result.trace_id)
+        outcome = CaseOutcome(
+            case.case_id,
+            session_id,
+            result,
+            metric,
+            suite_from_trace(view, result),
+            case.labels.wire(),
+        )
+        outcomes.append(outcome)
+        if on_case is not None:
+            on_case(outcome)
+    report = EvalReport(None, outcomes)
+    if backend is not None:
+        report.run_id = await anyio.to_thread.run_sync(
+            _record, backend, report, run_name or f"fleet-eval-{run_tag}"
+        )
+    return report
+
+
+def _record(backend: Any, report: EvalReport, name: str) -> str:
+    run_id: str = backend.start_run("evaluation", name, tags={"fleet.scorer": "fleet-metric-v1"})
+    traces = []
+    for outcome in report.outcomes:
+        trace_id = outcome.result.trace_id
+        if not trace_id:
+            continue
+        traces.append(trace_id)
+        backend.log_labels(
+            trace_id, outcome.labels, source_type="CODE", source_id="synthetic-generator"
+        )
+        backend.log_feedback(
+            trace_id,
+            "fleet_metric",
+            outcome.metric.score,
+            rationale=outcome.metric.feedback,
+            run_id=run_id,
+        )
+    backend.log_run(
+        run_id,
+        params={"cases": len(report.outcomes)},
+        metrics=report.metrics(),
+        tables={"eval_results.json": [o.row() for o in report.outcomes]},
+    )
+    if traces:
+        backend.link_traces(run_id, traces)
+    backend.end_run(run_id)
+    return run_id
