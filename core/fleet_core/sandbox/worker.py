@@ -495,6 +495,130 @@ def _redirect_std_fds() -> int:
     return fd
 
 
+# -- marker-line transport (interpreters that own stdout, e.g. Daytona's code interpreter) --------
+MARKER = "\x1eFLEET "
+REPLY_POLL_MIN_S = 0.005
+REPLY_POLL_MAX_S = 0.05
+
+
+class MarkerChannel(Channel):
+    """Frames out as ``MARKER + json`` lines on the interpreter's current stdout.
+
+    The stream is captured at the start of each call (the interpreter may swap ``sys.stdout`` per
+    execution) before user code gets its own bounded buffers; every frame is one ``write``.
+    """
+
+    def __init__(self) -> None:  # no pipes: replies arrive as files
+        self.stream: Any = None
+        self._lock = threading.Lock()
+
+    def send(self, frame: Frame) -> None:
+        line = MARKER + dumps(frame) + "\n"
+        with self._lock:
+            stream = self.stream if self.stream is not None else sys.__stdout__
+            stream.write(line)
+            stream.flush()
+
+    def lines(self) -> Iterator[bytes]:
+        return iter(())
+
+
+class FileReplyToolCalls(ToolCalls):
+    """Tool calls answered by reply files ``<reply_dir>/<exec_id>-<call>.json`` the host uploads.
+
+    The calling thread polls its own file (5 ms, backing off to 50 ms) until the reply is there
+    and parses, or the cell ends (``end_cell`` wakes it with an error).
+    """
+
+    def __init__(self, channel: Channel, reply_dir: str) -> None:
+        ToolCalls.__init__(self, channel)
+        self.reply_dir = reply_dir
+
+    def call(
+        self, exec_id: str, nonce: str, tool: str, args: tuple[Any, ...], kwargs: Frame
+    ) -> Any:
+        if exec_id != self.active_exec:
+            raise RuntimeError("tool " + tool + " was called after its cell ended")
+        call_id = next(self._ids)
+        slot: Frame = {"event": threading.Event(), "exec": exec_id}
+        path = os.path.join(self.reply_dir, f"{exec_id}-{call_id}.json")
+        with self._lock:
+            self._pending[call_id] = slot
+        try:
+            self._channel.send(
+                {
+                    "type": "tool_call",
+                    "id": exec_id,
+                    "nonce": nonce,
+                    "call": call_id,
+                    "tool": tool,
+                    "args": list(args),
+                    "kwargs": kwargs,
+                }
+            )
+            delay = REPLY_POLL_MIN_S
+            while not slot["event"].wait(delay):
+                reply = _read_reply(path)
+                if reply is not None and reply.get("call") == call_id:
+                    self.resolve(reply)
+                delay = min(delay * 2, REPLY_POLL_MAX_S)
+        finally:
+            with self._lock:
+                self._pending.pop(call_id, None)
+            try:  # noqa: SIM105 - no contextlib import in the worker
+                os.unlink(path)
+            except OSError:
+                pass
+        if slot.get("ok"):
+            return slot.get("value")
+        raise RuntimeError(slot.get("error") or ("tool " + tool + " failed"))
+
+
+def _read_reply(path: str) -> Any:
+    """The parsed reply file, or None while it is absent or still being written."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+        reply = json.loads(data)
+    except (OSError, ValueError):
+        return None
+    return reply if isinstance(reply, dict) else None
+
+
+class MarkerRuntime:
+    """The worker driven through a code interpreter: one ``run(frame_json)`` call per cell.
+
+    ``boot()`` writes the ``ready`` frame (plus ``reply_dir``); ``run`` writes the cell's
+    ``tool_call`` frames and its one ``result`` frame as marker lines. User code runs in the
+    worker's own namespace, not the interpreter's globals. No fd is redirected: output written
+    to fds 1/2 directly goes wherever the interpreter sends it.
+    """
+
+    def __init__(self, reply_dir: str = "") -> None:
+        if not reply_dir:
+            import tempfile
+
+            reply_dir = tempfile.mkdtemp(prefix="fleet-rt-")
+        os.makedirs(reply_dir, exist_ok=True)
+        self.reply_dir = reply_dir
+        self.channel = MarkerChannel()
+        self.worker = Worker(self.channel)
+        self.worker.tools = FileReplyToolCalls(self.channel, reply_dir)
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, self.worker._on_sigint)
+
+    def boot(self) -> None:
+        self.channel.stream = sys.stdout
+        frame = self.worker.ready_frame()
+        frame["reply_dir"] = self.reply_dir
+        self.channel.send(frame)
+
+    def run(self, text: str) -> None:
+        frame = json.loads(text)
+        self.channel.stream = sys.stdout
+        self.channel.send(self.worker.run_cell(frame))
+
+
 def main() -> None:
     rfd, wfd = os.dup(0), os.dup(1)  # private, non-inheritable copies of the protocol pipes
     os.environ.setdefault("MPLBACKEND", "Agg")
