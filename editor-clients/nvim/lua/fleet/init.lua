@@ -1,0 +1,263 @@
+-- fleet.nvim: the Fleet agent runtime in Neovim (>= 0.11), as a client of `fleet-lsp serve`.
+local M = {}
+
+local defaults = {
+  cmd = { 'fleet-lsp', 'serve' },
+  root_dir = nil, -- defaults to the current working directory
+  settings = {}, -- initializationOptions.fleet.settings (configuration overrides)
+  turn_events = false, -- receive fleet/turn/didEmit notifications
+  on_event = nil, -- function(event) called for each fleet/turn/didEmit
+}
+
+local state = {
+  opts = vim.deepcopy(defaults),
+  client_id = nil,
+  session_id = nil,
+  turn = nil, -- { id = ..., token = ..., request_id = ... }
+  progress = {}, -- token -> last progress value
+}
+
+local function notify(msg, level)
+  vim.notify('fleet: ' .. msg, level or vim.log.levels.INFO)
+end
+
+--- The running fleet-lsp client, started on first use.
+function M.client()
+  local client = state.client_id and vim.lsp.get_client_by_id(state.client_id)
+  if client then
+    return client
+  end
+  local opts = state.opts
+  local id = vim.lsp.start({
+    name = 'fleet',
+    cmd = opts.cmd,
+    root_dir = opts.root_dir or vim.fn.getcwd(),
+    init_options = {
+      fleet = {
+        protocolVersion = 1,
+        client = 'neovim',
+        turnEvents = opts.turn_events,
+        settings = opts.settings,
+      },
+    },
+    handlers = {
+      ['fleet/turn/didEmit'] = function(_, event)
+        if opts.on_event then
+          opts.on_event(event)
+        end
+      end,
+      ['fleet/session/didChange'] = function() end,
+    },
+  }, { attach = false })
+  state.client_id = id
+  return vim.lsp.get_client_by_id(id)
+end
+
+--- Send a fleet/* request; `callback(err, result)` runs on the main loop.
+function M.request(method, params, callback)
+  local client = M.client()
+  local ok, request_id = client:request(method, params or vim.empty_dict(), function(err, result)
+    if callback then
+      callback(err, result)
+    elseif err then
+      notify(method .. ': ' .. err.message, vim.log.levels.ERROR)
+    end
+  end)
+  if not ok then
+    notify('could not send ' .. method, vim.log.levels.ERROR)
+  end
+  return request_id
+end
+
+--- Synchronous request for commands that need the answer now (bounded wait).
+function M.request_sync(method, params, timeout_ms)
+  local response = M.client():request_sync(method, params or vim.empty_dict(), timeout_ms or 10000)
+  if not response then
+    return nil, { message = method .. ' timed out' }
+  end
+  return response.result, response.err
+end
+
+function M.session_id()
+  return state.session_id
+end
+
+function M.use_session(session_id)
+  state.session_id = session_id
+end
+
+local function need_session()
+  if not state.session_id then
+    notify('no session: run :FleetNewSession or :FleetLoadSession first', vim.log.levels.WARN)
+    return false
+  end
+  return true
+end
+
+function M.new_session(session_id, callback)
+  local params = session_id and session_id ~= '' and { sessionId = session_id } or vim.empty_dict()
+  M.request('fleet/session/new', params, function(err, info)
+    if not err then
+      state.session_id = info.sessionId
+      notify('session ' .. info.sessionId .. ' (' .. info.mode .. ')')
+    end
+    if callback then
+      callback(err, info)
+    elseif err then
+      notify(err.message, vim.log.levels.ERROR)
+    end
+  end)
+end
+
+function M.load_session(session_id, callback)
+  M.request('fleet/session/load', { sessionId = session_id }, function(err, info)
+    if not err then
+      state.session_id = info.sessionId
+    end
+    if callback then
+      callback(err, info)
+    elseif err then
+      notify(err.message, vim.log.levels.ERROR)
+    end
+  end)
+end
+
+function M.attach(path, callback)
+  if not need_session() then
+    return
+  end
+  local uri = vim.uri_from_fname(vim.fn.fnamemodify(path, ':p'))
+  M.request('fleet/context/attach', { sessionId = state.session_id, uri = uri }, callback)
+end
+
+function M.set_dataset(path, description, callback)
+  if not need_session() then
+    return
+  end
+  local params = { sessionId = state.session_id, path = path, description = description }
+  M.request('fleet/context/setDataset', params, callback)
+end
+
+function M.set_mode(mode, callback)
+  if not need_session() then
+    return
+  end
+  M.request('fleet/session/setMode', { sessionId = state.session_id, mode = mode }, callback)
+end
+
+--- Run a Turn with a client-created progress token; `callback(err, result)` gets the TurnResult.
+function M.run_turn(task, callback)
+  if not need_session() then
+    return
+  end
+  if state.turn then
+    notify('a Turn is already running; :FleetCancel stops it', vim.log.levels.WARN)
+    return
+  end
+  local token = 'fleet-nvim-' .. tostring(vim.uv.hrtime())
+  state.turn = { token = token }
+  local params = { sessionId = state.session_id, task = task, workDoneToken = token }
+  state.turn.request_id = M.request('fleet/turn/run', params, function(err, result)
+    state.turn = nil
+    if callback then
+      callback(err, result)
+    elseif err then
+      notify('Turn failed: ' .. err.message, vim.log.levels.ERROR)
+    else
+      notify(('Turn %s %s: %s'):format(result.turnId, result.status, result.answer or ''))
+    end
+  end)
+end
+
+--- Cancel the running Turn through its progress token (the server ends the same Turn task).
+function M.cancel()
+  if not state.turn then
+    notify('no Turn is running')
+    return false
+  end
+  M.client():notify('window/workDoneProgress/cancel', { token = state.turn.token })
+  return true
+end
+
+--- Open an artifact or trace (a fleet:/ URI) in a read-only buffer.
+function M.open(uri)
+  vim.cmd.edit(vim.fn.fnameescape(uri))
+end
+
+function M.artifact_uri(path)
+  local rest = path:gsub('^artifacts/', '')
+  return ('fleet:/sessions/%s/artifacts/%s'):format(state.session_id, rest)
+end
+
+function M.list_artifacts(callback)
+  if not need_session() then
+    return
+  end
+  M.request('fleet/artifact/list', { sessionId = state.session_id }, callback)
+end
+
+function M.label_trace(trace_id, labels, callback)
+  local params = vim.tbl_extend('force', { traceId = trace_id }, labels or {})
+  M.request('fleet/trace/label', params, callback)
+end
+
+--- BufReadCmd for fleet:/ URIs: fill the buffer from workspace/textDocumentContent.
+function M.read_document(buf, uri)
+  local result, err = M.request_sync('workspace/textDocumentContent', { uri = uri }, 30000)
+  local text = err and ('fleet: ' .. err.message) or result.text
+  vim.bo[buf].modifiable = true
+  vim.api.nvim_buf_set_lines(buf, 0, -1, false, vim.split(text, '\n', { plain = true }))
+  vim.bo[buf].buftype = 'nofile'
+  vim.bo[buf].swapfile = false
+  vim.bo[buf].modifiable = false
+  vim.bo[buf].readonly = true
+  vim.bo[buf].filetype = uri:match('%.md$') and 'markdown' or (uri:match('%.csv$') and 'csv' or '')
+end
+
+--- A one-line status for statuslines: the newest progress message of every open token.
+function M.status()
+  local parts = {}
+  for _, value in pairs(state.progress) do
+    local text = value.title or ''
+    if value.message then
+      text = (text ~= '' and (text .. ': ') or '') .. value.message
+    end
+    table.insert(parts, text)
+  end
+  table.sort(parts)
+  return table.concat(parts, ' | ')
+end
+
+local function on_progress(ev)
+  local client = state.client_id and vim.lsp.get_client_by_id(state.client_id)
+  if not client or ev.data.client_id ~= client.id then
+    return
+  end
+  local params = ev.data.params
+  local value = params.value or {}
+  if value.kind == 'end' then
+    state.progress[params.token] = nil
+  else
+    local previous = state.progress[params.token] or {}
+    state.progress[params.token] = {
+      title = value.title or previous.title,
+      message = value.message or previous.message,
+    }
+  end
+  vim.cmd.redrawstatus()
+end
+
+function M.setup(opts)
+  state.opts = vim.tbl_deep_extend('force', vim.deepcopy(defaults), opts or {})
+  local group = vim.api.nvim_create_augroup('fleet', { clear = true })
+  vim.api.nvim_create_autocmd('LspProgress', { group = group, callback = on_progress })
+  vim.api.nvim_create_autocmd('BufReadCmd', {
+    group = group,
+    pattern = 'fleet:/*',
+    callback = function(ev)
+      M.read_document(ev.buf, ev.match)
+    end,
+  })
+end
+
+return M
