@@ -19,6 +19,10 @@ worker -> host
   {"type": "result", "id", "nonce", "stdout", "stderr", "stdout_truncated", "stderr_truncated",
    "value", "error", "final", "duration"}
 
+Started as ``python -I -B worker.py [--rlimits JSON]``: the rlimits are applied first, before the
+ready frame and any cell; if they cannot be, the worker exits 71 without running anything. On
+``shutdown`` it drops the namespace and ``os._exit``s (no interpreter finalization).
+
 Generated code shares this process, so it *can* write frames of its own; the host validates
 every frame (see ``fleet_core.sandbox.protocol``). The per-cell nonce only makes accidents and
 naive forgeries fail early.
@@ -58,6 +62,7 @@ PROBED_PACKAGES = (
 )
 MAX_SUBMIT_BYTES = 2_000_000
 PROTOCOL_LOST_EXIT = 70  # the protocol fds were closed under us: the host cannot know the outcome
+RLIMITS_FAILED_EXIT = 71  # the host's rlimits could not be applied: refuse to run any code
 CELL_FILENAME = "<cell-{}>"
 
 
@@ -256,8 +261,11 @@ class Worker:
                 kind = frame.get("type") if isinstance(frame, dict) else None
                 if kind == "tool_result":
                     self.tools.resolve(frame)
-                elif kind in ("exec", "shutdown"):
+                elif kind == "exec":
                     self.inbox.put(frame)
+                elif kind == "shutdown":
+                    self.inbox.put(frame)
+                    return  # the main thread exits; EOF after this is expected
         except (OSError, ValueError):
             os._exit(PROTOCOL_LOST_EXIT)
         os._exit(0)  # the host closed our input: it is gone or wants us gone
@@ -278,12 +286,22 @@ class Worker:
             try:
                 frame = self.inbox.get()
                 if frame.get("type") == "shutdown":
-                    return
+                    self.shutdown()
                 self.channel.send(self.run_cell(frame))
             except (OSError, ValueError):
                 os._exit(PROTOCOL_LOST_EXIT)
             except KeyboardInterrupt:
                 continue  # a late interrupt that missed its cell
+
+    def shutdown(self) -> None:
+        """Exit now: drop the REPL namespace (user file objects flush and close as they are
+        freed), then ``os._exit``. Skipping interpreter finalization saves several ms and
+        never waits on threads user code left running."""
+        try:  # noqa: SIM105 - a user __del__ must not keep us alive
+            self.namespace.clear()
+        except BaseException:  # noqa: S110
+            pass
+        os._exit(0)
 
     def run_cell(self, frame: Frame) -> Frame:
         exec_id = frame.get("id")
@@ -619,7 +637,47 @@ class MarkerRuntime:
         self.channel.send(self.worker.run_cell(frame))
 
 
+def apply_rlimits(spec: str) -> None:
+    """Apply the host's resource limits, JSON ``{"RLIMIT_AS": [soft, hard], ...}``, to this
+    process. A hard limit above the current one is clamped to it (never looser than asked).
+    Raises if any limit cannot be set or does not read back as set."""
+    import resource
+
+    wanted = json.loads(spec)
+    if not isinstance(wanted, dict):
+        raise ValueError("--rlimits takes a JSON object")
+    for name in sorted(wanted):
+        if not name.startswith("RLIMIT_"):
+            raise ValueError("unknown limit " + repr(name))
+        which = getattr(resource, name)
+        soft, hard = (int(x) for x in wanted[name])
+        current_hard = resource.getrlimit(which)[1]
+        if current_hard != resource.RLIM_INFINITY:
+            hard = min(hard, current_hard)
+        soft = min(soft, hard)
+        resource.setrlimit(which, (soft, hard))
+        if resource.getrlimit(which) != (soft, hard):
+            raise OSError(name + " did not take effect")
+
+
+def _apply_args(args: list[str]) -> None:
+    """``--rlimits JSON``: applied before the protocol starts, so before any cell can run.
+    If they cannot be applied the worker refuses to run (exit 71, reason on stderr)."""
+    if not args:
+        return
+    try:
+        if len(args) != 2 or args[0] != "--rlimits":
+            raise ValueError("usage: worker.py [--rlimits JSON]")
+        apply_rlimits(args[1])
+    except Exception as exc:
+        reason = f"{type(exc).__name__}: {exc}"
+        message = f"fleet worker: cannot apply rlimits ({reason}); refusing to run\n"
+        os.write(2, message.encode("utf-8", "replace"))
+        os._exit(RLIMITS_FAILED_EXIT)
+
+
 def main() -> None:
+    _apply_args(sys.argv[1:])
     rfd, wfd = os.dup(0), os.dup(1)  # private, non-inheritable copies of the protocol pipes
     os.environ.setdefault("MPLBACKEND", "Agg")
     worker = Worker(Channel(rfd, wfd))
