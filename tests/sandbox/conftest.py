@@ -7,16 +7,36 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from daytona_testing import daytona_fake  # noqa: F401 - the fake Daytona server fixture
 from sandbox_support import BACKENDS, TEST_LIMITS, MakeSandbox, build_sandbox
 
 from fleet_core.sandbox import Sandbox, SandboxLimits, SandboxSpec
 from fleet_core.sandbox.isolation import find_bwrap
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Daytona runs only the modules that opt in (``RUNS_ON_DAYTONA = True``); the adversarial
+    and forged-frame suites are about LocalSandbox's isolation."""
+    keep, drop = [], []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        backend = callspec.params.get("backend") if callspec is not None else None
+        module = getattr(item, "module", None)
+        if backend == "daytona" and not getattr(module, "RUNS_ON_DAYTONA", False):
+            drop.append(item)
+        else:
+            keep.append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
 @pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest) -> str:
     if request.param == "local" and find_bwrap() is None:
         pytest.skip("bubblewrap not available")
+    if request.param == "daytona":
+        request.getfixturevalue("daytona_fake")
     return str(request.param)
 
 

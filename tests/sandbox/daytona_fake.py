@@ -207,7 +207,8 @@ class FakeDaytona:
         return [
             s
             for s in self.sandboxes.values()
-            if s.state != "destroyed" and all(s.body["labels"].get(k) == v for k, v in labels.items())
+            if s.state != "destroyed"
+            and all(s.body["labels"].get(k) == v for k, v in labels.items())
         ]
 
     # -- server -----------------------------------------------------------------------------
@@ -439,14 +440,18 @@ class FakeDaytona:
         return response
 
     # -- the interpreter websocket ----------------------------------------------------------
-    async def _execute_ws(self, record: FakeSandboxRecord, request: web.Request) -> web.StreamResponse:
+    async def _execute_ws(
+        self, record: FakeSandboxRecord, request: web.Request
+    ) -> web.StreamResponse:
         ws = web.WebSocketResponse(max_msg_size=1 << 28)
         await ws.prepare(request)
         msg = await ws.receive_json()
         ctx_id = msg.get("contextId") or "default"
         ctx = record.contexts.get(ctx_id)
         if ctx is None and ctx_id == "default":
-            ctx = record.contexts.setdefault("default", Context("default", record.local("/workspace")))
+            ctx = record.contexts.setdefault(
+                "default", Context("default", record.local("/workspace"))
+            )
         if ctx is None:
             await ws.close(code=WSCloseCode.INTERNAL_ERROR, message=b"no such context")
             return ws
