@@ -36,7 +36,8 @@ if TYPE_CHECKING:
     from fleet_core.engine.lm import LmProvider
     from fleet_core.events import TurnEvent
     from fleet_core.models import TurnRequest, TurnResult
-    from fleet_core.turns import TurnService, TurnTracer
+    from fleet_core.observability.tracing import TurnTracer
+    from fleet_core.turns import TurnService
 
 T = TypeVar("T")
 MAX_DESCRIPTION_CHARS = 2_000
@@ -68,6 +69,7 @@ class FleetRuntime:
         self._workspaces: dict[str, Workspace] = {}
         self._lm_provider = lm_provider
         self._tracer = tracer
+        self._owns_tracer = tracer is None
         self._turns: TurnService | None = None
 
     @classmethod
@@ -78,7 +80,11 @@ class FleetRuntime:
         lm_provider: LmProvider | None = None,
         tracer: TurnTracer | None = None,
     ) -> FleetRuntime:
-        """Open the store (migrating it) and fail any Turn a dead process left running."""
+        """Open the store (migrating it) and fail any Turn a dead process left running.
+
+        ``tracer`` defaults to the one ``[mlflow]`` configures (``local``: an SQLite store under
+        ``<state_dir>/mlflow/``), created when first used; mlflow itself is imported only when a
+        Turn's trace is written or a trace is read, never here."""
         url = database_url(
             config.secrets.database_url.get_secret_value() if config.secrets.database_url else None,
             config.state_dir,
@@ -89,7 +95,20 @@ class FleetRuntime:
         return runtime
 
     async def close(self) -> None:
+        if self._owns_tracer and self._tracer is not None:
+            self._tracer.close()
         await self._run(self.store.close)
+
+    @property
+    def tracer(self) -> TurnTracer:
+        """The Turn tracer (``FleetRuntime.open(tracer=...)`` or the configured one, created on
+        first use). Front ends use it to read traces (``tracer.load_trace``) and, when enabled,
+        ``tracer.backend`` for labels and evaluation runs."""
+        if self._tracer is None:
+            from fleet_core.observability.tracing import configured_tracer
+
+            self._tracer = configured_tracer(self.config)
+        return self._tracer
 
     async def _run(self, func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         return await anyio.to_thread.run_sync(partial(func, *args, **kwargs))

@@ -5,22 +5,28 @@ Session (a second gets ``TurnBusy``); Turns of different Sessions run in paralle
 runs in a worker thread; events cross to the loop through a thread-safe channel. Cancelling the
 awaiting task, ``cancel_turn`` and the deadline all end in the same place: the Turn's
 ``TurnControl`` interrupts every sandbox cell, the worker unwinds, and the outcome is committed.
+
+Observability: every Turn has one trace (``fleet_core.observability``): started when the Turn is
+claimed (so its id is committed with the Turn), fed every event before the lossy channel
+(``tee_emit``), with ``prepare_inputs`` / ``capture_replay`` / ``commit`` phases, and written off
+the loop after the commit, for completed, failed and cancelled Turns alike. Events, error messages,
+answers and log records are redacted (``Redactor.from_config``) before they leave. With
+``record_replay`` the workspace files are checked against the replay bounds before the Turn is
+claimed and the snapshot is stored inside the Turn's commit.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import importlib.util
 import logging
 import platform
 import shutil
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
@@ -46,9 +52,22 @@ from fleet_core.models import (
     TurnRequest,
     TurnResult,
 )
+from fleet_core.observability.redaction import (
+    EVENT_LIMITS,
+    Redactor,
+    install_log_redaction,
+)
+from fleet_core.observability.tracing import (
+    NoopTurnTrace,
+    TurnTrace,
+    TurnTracer,
+    TurnTraceStart,
+    tee_emit,
+)
 from fleet_core.store import TurnOutcome
 
 if TYPE_CHECKING:
+    from fleet_core.config import EffectiveConfig
     from fleet_core.engine.program import EngineResult
     from fleet_core.runtime import FleetRuntime
 
@@ -57,44 +76,12 @@ OnEvent = Callable[[TurnEvent], None]
 ENV_PACKAGES = ("numpy", "pandas", "scipy", "polars", "pyarrow", "sklearn")
 
 
-class TraceHandle(Protocol):
-    trace_id: str | None
-
-    def set_attribute(self, key: str, value: Any) -> None: ...
-
-
-class TurnTracer(Protocol):
-    """The observability hook (issue 6): wraps the engine run in the worker thread."""
-
-    def turn(
-        self, *, session_id: str, turn_id: str, task: str
-    ) -> AbstractContextManager[TraceHandle]: ...
-
-    def callbacks(self) -> list[Any]:
-        """Extra DSPy callbacks for the Turn (e.g. MLflow's)."""
-        ...
-
-
-class _NullHandle:
-    trace_id: str | None = None
-
-    def set_attribute(self, key: str, value: Any) -> None:
-        return None
-
-
-class NullTracer:
-    @contextlib.contextmanager
-    def turn(self, *, session_id: str, turn_id: str, task: str) -> Iterator[TraceHandle]:
-        yield _NullHandle()
-
-    def callbacks(self) -> list[Any]:
-        return []
-
-
 @dataclass(slots=True)
 class _Running:
     turn_id: str
     control: TurnControl
+    trace: TurnTrace | NoopTurnTrace = field(default_factory=NoopTurnTrace)
+    replay: tuple[str, bytes] | None = None
 
 
 def host_environment_line() -> str:
@@ -115,10 +102,23 @@ class TurnService:
     ) -> None:
         self.runtime = runtime
         self.lms: LmProvider = lm_provider or ConfiguredLmProvider.from_config(runtime.config)
-        self.tracer: TurnTracer = tracer or NullTracer()
+        self._tracer = tracer
+        self.redactor = Redactor.from_config(runtime.config)
         self._running: dict[str, _Running] = {}
         self._by_turn: dict[str, _Running] = {}
         self._env_line: str | None = None
+
+    @property
+    def tracer(self) -> TurnTracer:
+        """The tracer given to the runtime, else the one ``[mlflow]`` configures (created on
+        first use; mlflow itself is imported only when the first trace is written)."""
+        if self._tracer is None:
+            self._tracer = self.runtime.tracer
+        return self._tracer
+
+    def _redact_payload(self, payload: dict[str, Any]) -> dict[str, Any]:
+        redacted: dict[str, Any] = self.redactor.value(payload, EVENT_LIMITS)
+        return redacted
 
     # --- public ------------------------------------------------------------------------------
 
@@ -158,8 +158,11 @@ class TurnService:
         reservation = _Running(turn_id="", control=control)
         self._running[session_id] = reservation  # reserve before the first await below
         try:
+            install_log_redaction(self.redactor)
             self.lms.check("root", "sub")
             await runtime._own(session_id)
+            if request.record_replay:  # bounds and secrets: refused before anything is claimed
+                await runtime._run(self._check_replay, session_id)
             claim = await runtime._run(
                 runtime.store.claim_turn, session_id, request.task, request.idempotency_key
             )
@@ -167,13 +170,86 @@ class TurnService:
                 return self._replayed(claim.replayed, session_id, claim.turn_id, on_event)
             reservation.turn_id = claim.turn_id
             self._by_turn[claim.turn_id] = reservation
-            channel = EventChannel(claim.turn_id, session_id)
+            channel = EventChannel(claim.turn_id, session_id, redact=self._redact_payload)
             channel.bind(asyncio.get_running_loop())
-            control.emit = channel.emit
-            return await self._run_claimed(request, mode, claim.turn_id, control, channel, on_event)
+            reservation.trace = self._start_trace(request, claim.turn_id, mode, config, timeout)
+            control.emit = tee_emit(channel.emit, reservation.trace)
+            return await self._run_claimed(
+                request, mode, claim.turn_id, reservation, channel, on_event, config, timeout
+            )
         finally:
             self._running.pop(session_id, None)
             self._by_turn.pop(reservation.turn_id, None)
+
+    def _start_trace(
+        self,
+        request: TurnRequest,
+        turn_id: str,
+        mode: str,
+        config: EffectiveConfig,
+        timeout: int,
+    ) -> TurnTrace | NoopTurnTrace:
+        try:
+            return self.tracer.start(
+                TurnTraceStart(
+                    turn_id=turn_id,
+                    session_id=request.session_id,
+                    task=request.task,
+                    mode=mode,
+                    configuration_digest=config.digest(),
+                    idempotency_key=request.idempotency_key,
+                    record_replay=request.record_replay,
+                    model_settings=config.settings.llm.model_dump(mode="json"),
+                    turn_timeout_seconds=timeout,
+                )
+            )
+        except Exception as exc:  # tracing never stops a Turn
+            log.warning(
+                "the trace of Turn %s was not started: %s", turn_id, self.redactor.error(exc)
+            )
+            return NoopTurnTrace()
+
+    # --- replays -----------------------------------------------------------------------------
+
+    def _check_replay(self, session_id: str) -> None:
+        """Worker thread: the replay bounds and secret checks over the workspace as it is now."""
+        from fleet_core.observability.replay import check_replay_files, collect_workspace_files
+
+        files = collect_workspace_files(self.runtime.workspace(session_id))
+        check_replay_files(files, redactor=self.redactor)
+
+    def _capture_replay(
+        self,
+        request: TurnRequest,
+        turn_id: str,
+        inputs: TurnInputs,
+        config: EffectiveConfig,
+        timeout: int,
+    ) -> tuple[str, bytes]:
+        """Worker thread: the immutable snapshot of the prepared inputs (before the program)."""
+        from fleet_core.observability.replay import (
+            capture_replay,
+            collect_workspace_files,
+            encode_replay,
+        )
+
+        files = collect_workspace_files(self.runtime.workspace(request.session_id))
+        snapshot = capture_replay(
+            turn_id=turn_id,
+            session_id=request.session_id,
+            task=request.task,
+            mode=inputs.mode,
+            workspace_manifest=inputs.workspace_manifest,
+            files=files,
+            configuration=config,
+            memory_summary=inputs.memory_summary,
+            session_history=inputs.session_history,
+            skills_catalog=inputs.skills_catalog,
+            dataset_context=inputs.dataset.wire() if inputs.dataset else None,
+            turn_timeout_seconds=timeout,
+            redactor=self.redactor,
+        )
+        return encode_replay(snapshot)
 
     # --- one claimed Turn --------------------------------------------------------------------
 
@@ -182,12 +258,15 @@ class TurnService:
         request: TurnRequest,
         mode: str,
         turn_id: str,
-        control: TurnControl,
+        running: _Running,
         channel: EventChannel,
         on_event: OnEvent | None,
+        config: EffectiveConfig,
+        timeout: int,
     ) -> TurnResult:
         session_id = request.session_id
-        channel.emit("turn_started", {"task": request.task[:2000], "mode": mode})
+        control, trace = running.control, running.trace
+        control.emit("turn_started", {"task": request.task[:2000], "mode": mode})
         box: dict[str, Any] = {}
         finished = anyio.Event()
         cancelled = anyio.get_cancelled_exc_class()
@@ -200,9 +279,25 @@ class TurnService:
                 async def work() -> None:
                     with anyio.CancelScope(shield=True):
                         try:
-                            dataset = await self.runtime.check_dataset(session_id)
-                            before.update(await self._artifact_digests(session_id))
-                            inputs = await self._prepare(request, mode, dataset)
+                            with trace.phase("prepare_inputs"):
+                                dataset = await self.runtime.check_dataset(session_id)
+                                before.update(await self._artifact_digests(session_id))
+                                inputs = await self._prepare(request, mode, dataset)
+                            trace.annotate(
+                                dataset=dataset.path if dataset else None,
+                                skills=[s.name for s in inputs.skills],
+                            )
+                            if request.record_replay:
+                                with trace.phase("capture_replay"):
+                                    running.replay = await self.runtime._run(
+                                        self._capture_replay,
+                                        request,
+                                        turn_id,
+                                        inputs,
+                                        config,
+                                        timeout,
+                                    )
+                                trace.annotate(replay_sha256=running.replay[0])
                             box["result"] = await anyio.to_thread.run_sync(
                                 partial(
                                     self._run_engine,
@@ -234,9 +329,9 @@ class TurnService:
                     tg.cancel_scope.cancel()  # stop the pump; the shielded worker still finishes
         except cancelled:
             with anyio.CancelScope(shield=True):
-                await self._commit(request, turn_id, control, channel, on_event, box, before)
+                await self._commit(request, turn_id, running, channel, on_event, box, before)
             raise
-        return await self._commit(request, turn_id, control, channel, on_event, box, before)
+        return await self._commit(request, turn_id, running, channel, on_event, box, before)
 
     def _run_engine(
         self,
@@ -246,10 +341,8 @@ class TurnService:
         inputs: TurnInputs,
         portal: BlockingPortal,
         loop: asyncio.AbstractEventLoop,
-    ) -> tuple[EngineResult, str | None]:
-        """The worker thread: build the program and run it under the tracer."""
-        import dspy
-
+    ) -> EngineResult:
+        """The worker thread: build the program and run it (its events feed the trace)."""
         from fleet_core.engine.program import TurnProgram
         from fleet_core.engine.spaces import SandboxAgentSpace, SandboxRuntime
 
@@ -276,14 +369,7 @@ class TurnService:
             child_max_llm_calls=settings.runtime.child_max_llm_calls,
         )
         try:
-            with self.tracer.turn(
-                session_id=session_id, turn_id=turn_id, task=request.task
-            ) as trace:
-                extra = self.tracer.callbacks()
-                with dspy.context(callbacks=extra) if extra else contextlib.nullcontext():
-                    result = program.run(inputs)
-                trace.set_attribute("fleet.routing", result.decision.payload(inputs.mode))
-                return result, trace.trace_id
+            return program.run(inputs)
         finally:
             root.close()
             shutil.rmtree(children_dir, ignore_errors=True)
@@ -335,27 +421,30 @@ class TurnService:
         self,
         request: TurnRequest,
         turn_id: str,
-        control: TurnControl,
+        running: _Running,
         channel: EventChannel,
         on_event: OnEvent | None,
         box: dict[str, Any],
         before: dict[str, str],
     ) -> TurnResult:
         session_id = request.session_id
+        control, trace = running.control, running.trace
+        trace_id = trace.trace_id
+        redact = self.redactor.text
         usage = control.usage()
         error = box.get("error")
         if error is None and "result" not in box:
             error = control.error() if control.terminal else RuntimeError("The Turn did not finish")
         if error is None:
-            engine, trace_id = box["result"]
+            engine = box["result"]
             artifacts = await self._changed_artifacts(session_id, turn_id, before, engine.artifacts)
             result = TurnResult(
                 turn_id=turn_id,
                 session_id=session_id,
                 status="completed",
-                answer=engine.answer,
+                answer=redact(engine.answer, None),
                 route=engine.route,
-                learned_note=engine.learned_note or None,
+                learned_note=redact(engine.learned_note, None) or None,
                 artifacts=artifacts,
                 trace_id=trace_id,
                 usage=usage,
@@ -368,6 +457,7 @@ class TurnService:
                 learned_note=result.learned_note,
                 trace_id=trace_id,
                 artifacts=list(engine.artifacts),
+                replay=running.replay,
             )
             kind = "turn_completed"
         else:
@@ -376,14 +466,23 @@ class TurnService:
                 turn_id=turn_id,
                 session_id=session_id,
                 status=status,
+                trace_id=trace_id,
                 usage=usage,
                 error=turn_error,
             )
-            outcome = TurnOutcome(status=status, result=result.wire(), error=turn_error)
+            outcome = TurnOutcome(
+                status=status,
+                result=result.wire(),
+                trace_id=trace_id,
+                error=turn_error,
+                replay=running.replay,
+            )
             kind = "turn_cancelled" if status == "cancelled" else "turn_failed"
             if not isinstance(error, FleetError | Exception):
                 log.debug("Turn %s ended by %r", turn_id, error)
-        await self.runtime._run(self.runtime.store.finish_turn, turn_id, outcome)
+        with trace.phase("commit"):
+            await self.runtime._run(self.runtime.store.finish_turn, turn_id, outcome)
+        await anyio.to_thread.run_sync(trace.finish, result)  # never raises
         channel.emit(kind, result.wire() | {"durationSeconds": round(control.elapsed(), 3)})
         channel.close()
         channel.flush(on_event)
@@ -392,20 +491,16 @@ class TurnService:
     def _classify(self, error: BaseException, control: TurnControl) -> tuple[Any, TurnError]:
         if control.terminal is not None and not isinstance(error, TurnStopped):
             error = control.error()
+        redact = self.redactor.text
         if isinstance(error, TurnStopped):
-            return error.status, TurnError(kind=error.kind, message=error.message)
+            return error.status, TurnError(kind=error.kind, message=redact(error.message))
         if isinstance(error, anyio.get_cancelled_exc_class()):
             return "cancelled", TurnError(kind="TurnCancelled", message="The Turn was cancelled")
         if isinstance(error, FleetError):
-            return "failed", TurnError(kind=error.kind, message=error.message)
+            return "failed", TurnError(kind=error.kind, message=redact(error.message))
         log.warning("Turn failed: %s: %s", type(error).__name__, error, exc_info=error)
-        message = self._redact(f"{type(error).__name__}: {error}")[:1000]
+        message = redact(f"{type(error).__name__}: {error}", 1000)
         return "failed", TurnError(kind="EngineError", message=f"The Turn failed: {message}")
-
-    def _redact(self, text: str) -> str:
-        for secret in self.runtime.config.secrets.values():
-            text = text.replace(secret, "[REDACTED]")
-        return text
 
     async def _changed_artifacts(
         self,

@@ -47,7 +47,13 @@ async def open_runtime(tmp_path: Path, lms: SwitchableLms) -> AsyncIterator[Open
     opened: list[FleetRuntime] = []
 
     async def make(**environ: str) -> FleetRuntime:
-        env = {"FLEET_STATE_DIR": str(tmp_path / "state"), **environ}
+        # Engine tests run untraced (a local MLflow store per test costs seconds); the traced
+        # end-to-end tests live in tests/observability.
+        env = {
+            "FLEET_STATE_DIR": str(tmp_path / "state"),
+            "FLEET_MLFLOW_DESTINATION": "off",
+            **environ,
+        }
         runtime = await FleetRuntime.open(load_config(environ=env, cwd=tmp_path), lm_provider=lms)
         opened.append(runtime)
         return runtime

@@ -4,7 +4,8 @@ Producers (the worker thread, tool threads, children) call ``emit``; it assigns 
 and queues the event. A consumer task on the event loop drains the queue and calls ``on_event``.
 Progress-like kinds (``budget_update``, ``status``) are coalesced: a newer one replaces a pending
 one of the same kind and agent. When the queue is full, non-essential events are dropped and
-counted, so a slow consumer can never stall the Turn.
+counted, so a slow consumer can never stall the Turn. With ``redact`` every payload is redacted
+(credentials, configured secrets) in the producer's thread before it is queued.
 """
 
 from __future__ import annotations
@@ -58,8 +59,10 @@ class EventChannel:
         session_id: str,
         *,
         max_pending: int = MAX_PENDING,
+        redact: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     ) -> None:
         self.turn_id = turn_id
+        self.redact = redact
         self.session_id = session_id
         self.max_pending = max_pending
         self._lock = threading.Lock()
@@ -85,7 +88,10 @@ class EventChannel:
     ) -> None:
         """Queue an event (any thread); never blocks and never raises."""
         try:
-            self._emit(kind, payload or {}, agent_id, parent_agent_id)
+            payload = payload or {}
+            if self.redact is not None:  # in the producer's thread, before anything leaves
+                payload = self.redact(payload)
+            self._emit(kind, payload, agent_id, parent_agent_id)
         except Exception:  # pragma: no cover - emission must never break a Turn
             log.exception("dropping a %s event", kind)
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -190,3 +191,39 @@ class RedactingFilter(logging.Filter):
 def redact_event(event: Any, redactor: Redactor) -> Any:
     """A copy of a ``TurnEvent`` with its payload redacted and bounded (for streams and logs)."""
     return event.model_copy(update={"payload": redactor.value(event.payload, EVENT_LIMITS)})
+
+
+_LOG_FILTER: RedactingFilter | None = None
+_LOG_LOCK = threading.Lock()
+FLEET_LOGGERS = ("fleet_core", "fleet_lsp")
+
+
+def install_log_redaction(
+    redactor: Redactor, *, prefixes: tuple[str, ...] = FLEET_LOGGERS
+) -> RedactingFilter:
+    """Redact log records of the fleet loggers (and whatever reaches the root handlers).
+
+    One process-wide ``RedactingFilter`` whose secrets are the union of every redactor installed
+    so far. Logging filters are not inherited, so it is attached to every existing logger under
+    ``prefixes`` (call again after importing more modules; it is idempotent and cheap) and to the
+    root logger's handlers, which see every propagated record.
+    """
+    global _LOG_FILTER
+    with _LOG_LOCK:
+        if _LOG_FILTER is None:
+            _LOG_FILTER = RedactingFilter(redactor)
+        elif not set(redactor.secrets) <= set(_LOG_FILTER.redactor.secrets):
+            _LOG_FILTER.redactor = Redactor.from_values(
+                [*_LOG_FILTER.redactor.secrets, *redactor.secrets]
+            )
+        active = _LOG_FILTER
+    manager = logging.Logger.manager
+    targets: list[logging.Filterer] = [logging.getLogger(p) for p in prefixes]
+    for name, logger in list(manager.loggerDict.items()):
+        if isinstance(logger, logging.Logger) and name.startswith(tuple(f"{p}." for p in prefixes)):
+            targets.append(logger)
+    targets += list(logging.getLogger().handlers)
+    for target in targets:
+        if active not in target.filters:
+            target.addFilter(active)
+    return active

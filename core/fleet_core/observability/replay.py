@@ -130,6 +130,38 @@ def collect_workspace_files(
     return files
 
 
+def check_replay_files(
+    files: Mapping[str, bytes],
+    *,
+    redactor: Redactor = NO_SECRETS,
+    limits: ReplayLimits = DEFAULT_LIMITS,
+) -> None:
+    """The file checks of ``capture_replay`` alone (bounds, secrets in names and bytes); the engine
+    runs them before a Turn is claimed, so a refused capture never starts the Turn."""
+    if len(files) > limits.max_files:
+        raise ReplayTooLarge(
+            f"Replay capture needs {len(files)} files; the limit is {limits.max_files}"
+        )
+    total = sum(len(b) for b in files.values())
+    if total > limits.max_file_bytes_total:
+        raise ReplayTooLarge(
+            f"Replay capture needs {total:,} bytes of workspace files; the limit is "
+            f"{limits.max_file_bytes_total:,}. Remove large files or run without recordReplay."
+        )
+    for path, data in files.items():
+        if redactor.contains_secret(path):
+            raise ReplayRefused(
+                f"Replay capture refused: the workspace file name '{redactor.text(path, 300)}' "
+                "contains a configured secret value; rename the file or run without "
+                "recordReplay (replays never store credentials)"
+            )
+        if redactor.contains_secret(data):
+            raise ReplayRefused(
+                f"'{redactor.text(path, 300)}' contains a configured secret value; replay capture "
+                "refused (replays never store credentials)"
+            )
+
+
 def capture_replay(
     *,
     turn_id: str,
@@ -151,27 +183,7 @@ def capture_replay(
     """Validate and assemble a snapshot; raises ``ReplayTooLarge``/``ReplayRefused`` (before the
     Turn runs). ``configuration`` is an ``EffectiveConfig`` (with Session overrides applied) or
     its settings as a dict; secrets are never part of it."""
-    if len(files) > limits.max_files:
-        raise ReplayTooLarge(
-            f"Replay capture needs {len(files)} files; the limit is {limits.max_files}"
-        )
-    total = sum(len(b) for b in files.values())
-    if total > limits.max_file_bytes_total:
-        raise ReplayTooLarge(
-            f"Replay capture needs {total:,} bytes of workspace files; the limit is "
-            f"{limits.max_file_bytes_total:,}. Remove large files or run without recordReplay."
-        )
-    for path, data in files.items():
-        if redactor.contains_secret(path):
-            raise ReplayRefused(
-                "A workspace file name contains a configured secret value; rename it "
-                "(or run without recordReplay): replays never store credentials"
-            )
-        if redactor.contains_secret(data):
-            raise ReplayRefused(
-                f"'{redactor.text(path, 300)}' contains a configured secret value; replay capture "
-                "refused (replays never store credentials)"
-            )
+    check_replay_files(files, redactor=redactor, limits=limits)
     if hasattr(configuration, "settings"):
         settings = configuration.settings.model_dump(mode="json")
         digest = configuration.digest()

@@ -65,6 +65,8 @@ MAX_CODE_CHARS = 20_000
 MAX_OUTPUT_CHARS = 8_000
 MAX_SPANS = 5_000
 PREVIEW_CHARS = 200
+TRIAGE_CATEGORIES = ("triage", "routing")  # the engine charges triage calls as "routing"
+OK_CELL_OUTCOMES = ("ok", "submitted", "success", "completed")
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,9 +187,13 @@ class NoopTurnTrace:
 
 
 class NoopTracer:
-    """The default tracer (``[mlflow] destination = "off"``, and the engine's default)."""
+    """The tracer when ``[mlflow] destination = "off"`` (or when the destination is invalid:
+    ``reason`` then says why, and reading a trace reports it)."""
 
     enabled = False
+
+    def __init__(self, reason: str = 'Tracing is off ([mlflow] destination = "off")') -> None:
+        self.reason = reason
 
     def start(self, start: TurnTraceStart) -> NoopTurnTrace:
         return NoopTurnTrace()
@@ -195,7 +201,7 @@ class NoopTracer:
     def load_trace(self, trace_id: str) -> TraceView:
         from fleet_core.observability.errors import TracingUnavailable
 
-        raise TracingUnavailable('Tracing is off ([mlflow] destination = "off")')
+        raise TracingUnavailable(self.reason)
 
     def close(self) -> None:
         return None
@@ -425,7 +431,9 @@ class TraceBuilder:
 
     def _on_triage_decision(self, event: TurnEvent, at: int, p: dict[str, Any]) -> None:
         triage = self._triage_span(at)
-        route, reason = p.get("route"), p.get("reason")
+        route = p.get("route")
+        # the engine sends override_reason + a one-line summary; synthetic streams send reason
+        reason = p.get("reason") or p.get("summary") or p.get("override_reason")
         self._end(
             triage,
             at,
@@ -433,19 +441,24 @@ class TraceBuilder:
             attributes={
                 "fleet.route": route,
                 "fleet.route_reason": reason,
+                "fleet.override_reason": p.get("override_reason"),
+                "fleet.route_evidence": p.get("evidence"),
                 "fleet.fallback": p.get("fallback"),
             },
         )
         root = self.spans[self.root].attributes
         root["fleet.route"] = route
         root["fleet.route_reason"] = reason
+        if p.get("override_reason"):
+            root["fleet.override_reason"] = p["override_reason"]
 
     def _parent_for(self, event: TurnEvent, at: int) -> int:
         return self._agent(event.agent_id, event.parent_agent_id, at)
 
     def _on_lm_start(self, event: TurnEvent, at: int, p: dict[str, Any]) -> None:
         category = str(p.get("category") or "")
-        if category == "triage" and event.agent_id == ROOT_AGENT and not self._triage_done():
+        triage = category in TRIAGE_CATEGORIES
+        if triage and event.agent_id == ROOT_AGENT and not self._triage_done():
             parent = self._triage_span(at)
         else:
             parent = self._parent_for(event, at)
@@ -492,6 +505,8 @@ class TraceBuilder:
 
     def _on_code_cell(self, event: TurnEvent, at: int, p: dict[str, Any]) -> None:
         code = str(p.get("code") or "")
+        if p.get("cell_id") is None and p.get("cell") is not None:  # the engine's field name
+            p["cell_id"] = p["cell"]
         span_id = self._new(
             self._parent_for(event, at),
             "sandbox.exec",
@@ -513,6 +528,8 @@ class TraceBuilder:
 
     def _on_cell_output(self, event: TurnEvent, at: int, p: dict[str, Any]) -> None:
         span_id = None
+        if p.get("cell_id") is None and p.get("cell") is not None:
+            p["cell_id"] = p["cell"]
         if p.get("cell_id") is not None:
             span_id = self._open.pop(("cell", f"{event.agent_id}:{p['cell_id']}"), None)
         stack = self._open_cells.get(event.agent_id, [])
@@ -525,14 +542,18 @@ class TraceBuilder:
             stack.remove(span_id)
         error = p.get("error") or p.get("error_type")
         outcome = p.get("outcome") or ("error" if error or p.get("ok") is False else "ok")
-        failed = outcome not in ("ok", "submitted", "success")
+        if outcome == "completed":  # the engine's name for a cell that ran without error
+            outcome = "ok"
+        failed = outcome not in OK_CELL_OUTCOMES
         if failed:
             self._sandbox_errors += 1
         self._end(
             span_id,
             at,
             outputs={
-                "stdout": _bounded(p.get("stdout")),
+                "stdout": _bounded(
+                    p.get("stdout") if p.get("stdout") is not None else p.get("output")
+                ),
                 "stderr": _bounded(p.get("stderr")),
                 "value": _bounded(p.get("value")),
                 "error": _bounded(p.get("error")),
@@ -874,6 +895,20 @@ def create_tracer(
     if destination.kind == "off":
         return NoopTracer()
     return MlflowTracer(destination, scope=scope, redactor=Redactor.from_config(config))
+
+
+def configured_tracer(
+    config: EffectiveConfig, *, scope: Scope = "runtime"
+) -> NoopTracer | MlflowTracer:
+    """``create_tracer`` for a runtime: an invalid ``[mlflow]`` destination does not stop Turns;
+    it is logged and Turns run untraced (``load_trace`` then reports the configuration error)."""
+    from fleet_core.errors import FleetError
+
+    try:
+        return create_tracer(config, scope=scope)
+    except FleetError as exc:
+        log.warning("tracing is disabled: %s", exc.message)
+        return NoopTracer(f"Tracing is disabled: {exc.message}")
 
 
 def _ns(at: datetime) -> int:

@@ -463,7 +463,6 @@ class Store:
         if changed.rowcount == 0:
             raise MemoryNotFound(f"No memory '{memory_id}' in session '{session_id}'")
 
-
     # Replays and trace labels (observability / evaluation) ----------------------------------
 
     def get_replay(self, turn_id: str) -> tuple[str, bytes] | None:
@@ -548,6 +547,7 @@ class Store:
             query = query.where(table.c.eligible == eligible)
         with self.engine.connect() as conn:
             return [dict(row) for row in conn.execute(query).mappings()]
+
 
 def _session_info(row: RowMapping) -> SessionInfo:
     dataset = DatasetContext.model_validate(row["dataset"]) if row["dataset"] else None
