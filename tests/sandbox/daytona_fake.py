@@ -238,7 +238,8 @@ class FakeDaytona:
 
     # -- control plane ----------------------------------------------------------------------
     async def _control(self, request: web.Request) -> web.StreamResponse:
-        self.auth_header = request.headers.get("Authorization")
+        if "Authorization" in request.headers:
+            self.auth_header = request.headers["Authorization"]
         parts = [p for p in request.match_info["tail"].split("/") if p]
         method = request.method
         if parts[:1] == ["snapshots"] and len(parts) == 2 and method == "GET":

@@ -533,7 +533,7 @@ class MarkerChannel(Channel):
     def send(self, frame: Frame) -> None:
         line = MARKER + dumps(frame) + "\n"
         with self._lock:
-            stream = self.stream if self.stream is not None else sys.__stdout__
+            stream: Any = self.stream if self.stream is not None else sys.__stdout__
             stream.write(line)
             stream.flush()
 
