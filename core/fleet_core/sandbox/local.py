@@ -4,6 +4,11 @@ One worker process per sandbox keeps the REPL namespace between cells. The host 
 JSON lines (see ``worker.py``), validates every frame (``protocol.py``), runs tool calls on the
 event loop (async tools) or in worker threads (sync tools), and enforces the per-cell timeout:
 SIGINT to the worker first (state kept), SIGKILL of the whole process tree after a grace period.
+
+Start-up runs no code in a forked copy of the host (no ``preexec_fn``, so ``subprocess`` can
+vfork): the worker applies its own rlimits before its ready frame, and the host moves bwrap's
+process tree into the sandbox's cgroup while the worker starts, verifying membership at ready,
+before any cell is sent.
 """
 
 from __future__ import annotations
@@ -49,6 +54,8 @@ EOF_EXIT_WAIT_S = 0.5
 STOP_WAIT_S = 2.0
 STDERR_TAIL_BYTES = 8_192
 PROTOCOL_LOST_EXIT = 70  # worker.PROTOCOL_LOST_EXIT
+WORKER_DEPTH = 2  # bwrap -> its pid-1 reaper -> the worker: the cgroup holds the worker's tree
+_swept_cgroups = False  # sweep_stale_cgroups() runs once per host process
 _RESERVED_NAMES = frozenset({"SUBMIT", "print", "__builtins__", "__name__"})
 
 _UNAVAILABLE_HINT = (
@@ -71,13 +78,21 @@ class LocalSandbox:
         isolation_mode: isolation.IsolationMode = "auto",
         bwrap: Path | None = None,
         use_cgroups: bool = True,
+        use_dedicated_uid: bool = True,
+        python: str | Path | None = None,
     ) -> None:
+        """``use_dedicated_uid``: without a pids cgroup, run bwrap as a dedicated uid so
+        RLIMIT_NPROC bounds fork bombs (needs root and a world-readable interpreter).
+        ``python``: the interpreter for the worker (default: this one); e.g. a dedicated
+        sandbox venv."""
         self._spec = spec
         self._id = f"local-{uuid.uuid4().hex[:12]}"
         self._allow_unisolated = allow_unisolated
         self._mode = isolation_mode
         self._bwrap_override = bwrap
         self._use_cgroups = use_cgroups
+        self._use_dedicated_uid = use_dedicated_uid
+        self._python = str(python) if python is not None else None
         self._workspace = Workspace(
             spec.workspace,
             max_file_bytes=spec.limits.workspace_max_file_bytes,
@@ -88,6 +103,8 @@ class LocalSandbox:
         self._proc: asyncio.subprocess.Process | None = None
         self._worker_pid: int | None = None
         self._cgroup: isolation.CgroupScope | None = None
+        self._uid: isolation.DedicatedUid | None = None
+        self._uid_blocker: str | None = None
         self._cell: CellGate | None = None
         self._ready: asyncio.Future[dict[str, Any]] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -152,7 +169,13 @@ class LocalSandbox:
             await self._teardown()
             self._state = SandboxState.FAILED
             raise
-        report = isolation.build_report(bwrap=bwrap, spec=self._spec, cgroup=self._cgroup)
+        report = isolation.build_report(
+            bwrap=bwrap,
+            spec=self._spec,
+            cgroup=self._cgroup,
+            uid=self._uid.uid if self._uid else None,
+            uid_blocker=self._uid_blocker,
+        )
         self._info = SandboxInfo(
             sandbox_id=self._id,
             backend=self.backend,
@@ -177,24 +200,23 @@ class LocalSandbox:
         return bwrap
 
     async def _spawn(self, bwrap: Path | None) -> dict[str, Any]:
-        limits = self._spec.limits
-        if bwrap is not None and self._use_cgroups:
-            self._cgroup = await anyio.to_thread.run_sync(
-                functools.partial(
-                    isolation.CgroupScope.create,
-                    self._id,
-                    max_pids=limits.max_processes,
-                    memory_bytes=limits.memory_bytes + (512 << 20),
-                )
-            )
-        procs = self._cgroup.procs_files() if self._cgroup else []
         if bwrap is not None:
-            argv = isolation.build_bwrap_argv(bwrap, self._spec)
+            await anyio.to_thread.run_sync(self._prepare_fork_bound, bwrap)
+        uid = self._uid.uid if self._uid else None
+        if bwrap is not None:
+            argv = isolation.build_bwrap_argv(
+                bwrap, self._spec, python=self._python, nproc=uid is not None
+            )
             env = {"PATH": "/usr/bin:/bin"}
         else:
-            argv = isolation.unisolated_argv()
-            env = isolation.sandbox_env(isolated=False, workdir=str(self._spec.workspace))
-        self._splitter = LineSplitter(limits.max_frame_bytes)
+            argv = isolation.unisolated_argv(self._spec.limits, python=self._python)
+            env = isolation.sandbox_env(
+                isolated=False, workdir=str(self._spec.workspace), python=self._python
+            )
+        as_uid: dict[str, Any] = (
+            {"user": uid, "group": uid, "extra_groups": []} if uid is not None else {}
+        )
+        self._splitter = LineSplitter(self._spec.limits.max_frame_bytes)
         self._ready = asyncio.get_running_loop().create_future()
         self._proc = await asyncio.create_subprocess_exec(
             *argv,
@@ -204,10 +226,16 @@ class LocalSandbox:
             cwd=str(self._spec.workspace),
             env=env,
             start_new_session=True,
-            preexec_fn=isolation.make_preexec(limits, procs),
+            **as_uid,
         )
         self._track(self._read_frames(self._proc, self._ready))
         self._track(self._read_stderr(self._proc))
+        cgroup = self._cgroup if self._cgroup and self._cgroup.directories else None
+        early_join = (
+            asyncio.ensure_future(anyio.to_thread.run_sync(_early_join, cgroup, self._proc.pid))
+            if cgroup is not None
+            else None
+        )
         try:
             ready = await asyncio.wait_for(asyncio.shield(self._ready), READY_TIMEOUT_S)
         except TimeoutError:
@@ -215,8 +243,59 @@ class LocalSandbox:
                 f"The sandbox worker did not start within {READY_TIMEOUT_S:.0f} s"
                 + self._stderr_suffix()
             ) from None
+        finally:
+            if early_join is not None:
+                with contextlib.suppress(OSError):
+                    await early_join
+        if cgroup is not None:
+            self._join_cgroup(cgroup, self._proc.pid)
         self._worker_pid = _find_worker_pid(self._proc.pid) if bwrap else self._proc.pid
         return ready
+
+    def _prepare_fork_bound(self, bwrap: Path) -> None:
+        """(In a thread.) Create the cgroups; without a pids cgroup, take a dedicated uid."""
+        global _swept_cgroups
+        limits = self._spec.limits
+        if self._use_cgroups:
+            if not _swept_cgroups:
+                _swept_cgroups = True
+                isolation.sweep_stale_cgroups()
+            self._cgroup = isolation.CgroupScope.create(
+                self._id,
+                max_pids=limits.max_processes,
+                memory_bytes=limits.memory_bytes + (512 << 20),
+            )
+        self._uid_blocker = None
+        if self._cgroup is not None and self._cgroup.pids:
+            return
+        if not self._use_dedicated_uid:
+            self._uid_blocker = "disabled (use_dedicated_uid=False)"
+            return
+        blocker = isolation.dedicated_uid_blocker(bwrap, self._python, self._spec.workspace)
+        uid = isolation.DedicatedUid.acquire() if blocker is None else None
+        if uid is None:
+            self._uid_blocker = blocker or "no free uid in the reserved range"
+            return
+        try:
+            isolation.chown_workspace(self._spec.workspace, uid.uid, skip=self._spec.readonly_roots)
+        except OSError as exc:
+            uid.release()
+            self._uid_blocker = f"cannot give the workspace to the dedicated uid: {exc}"
+            return
+        self._uid = uid
+
+    def _join_cgroup(self, cgroup: isolation.CgroupScope, root_pid: int) -> None:
+        """At ready, before any cell: every process of the (now quiescent) tree is in the cgroup;
+        the worker has run no user code, so nothing escaped. Otherwise refuse to start."""
+        try:
+            members = cgroup.join_tree(root_pid, min_depth=WORKER_DEPTH)
+            if not members:
+                raise OSError("the worker process was not found")
+            cgroup.verify(members)
+        except OSError as exc:
+            raise SandboxUnavailableError(
+                f"Could not move sandbox {self._id} into its cgroup: {exc}"
+            ) from None
 
     async def stop(self) -> None:
         """End the worker (REPL state is lost); the workspace stays. ``start()`` resumes."""
@@ -252,7 +331,10 @@ class LocalSandbox:
                 await proc.wait()
         cgroup, self._cgroup = self._cgroup, None
         if cgroup is not None:
-            await anyio.to_thread.run_sync(cgroup.remove)
+            await _remove_cgroup(cgroup)
+        uid, self._uid = self._uid, None
+        if uid is not None:
+            uid.release()
         for task in list(self._tasks):
             task.cancel()
         self._worker_pid = None
@@ -539,6 +621,26 @@ class LocalSandbox:
 
     async def delete_file(self, path: str) -> None:
         await anyio.to_thread.run_sync(self._workspace.delete, path)
+
+
+def _early_join(cgroup: isolation.CgroupScope, bwrap_pid: int) -> None:
+    """(In a thread, while Python starts.) Move the worker in as soon as bwrap has forked it."""
+    if isolation.wait_for_descendant(bwrap_pid, WORKER_DEPTH, READY_TIMEOUT_S):
+        cgroup.join_tree(bwrap_pid, min_depth=WORKER_DEPTH)
+
+
+async def _remove_cgroup(cgroup: isolation.CgroupScope) -> None:
+    """Remove the sandbox's cgroups once empty. bwrap exits as soon as its pid 1 reports the
+    worker's status, while pid 1 is still tearing the namespaces down (a fraction of a ms), so
+    poll briefly on the loop (killing whatever is left) before falling back to a thread."""
+    delay = 0.0002
+    for _attempt in range(10):
+        if cgroup.try_remove():
+            return
+        cgroup.kill_all()
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 0.01)
+    await anyio.to_thread.run_sync(cgroup.remove)
 
 
 def cell_stop(cell: CellGate, reason: str) -> None:
