@@ -1,0 +1,192 @@
+// Every call the extension makes to fleet-lsp, over anything that sends JSON-RPC requests and
+// listens to `$/progress` the way vscode-languageclient's `LanguageClient` does. The extension
+// passes its LanguageClient; the contract test passes a `vscode-languageserver-protocol`
+// connection to the real server. No `vscode` import.
+import {
+  CancellationToken,
+  ExecuteCommandRequest,
+  WorkDoneProgress,
+} from 'vscode-languageserver-protocol';
+import type { ProgressType } from 'vscode-languageserver-protocol';
+import {
+  Artifact,
+  ArtifactReadResult,
+  AttachResult,
+  DatasetInfo,
+  Methods,
+  Mode,
+  ServerCommand,
+  SessionInfo,
+  TraceDocument,
+  TraceLabelParams,
+  TraceRef,
+  TurnProgressValue,
+  TurnResult,
+  TurnRunParams,
+  TurnSummary,
+  WorkspaceFile,
+} from './protocol';
+import { newWorkDoneToken } from './progress';
+
+export interface Disposable {
+  dispose(): void;
+}
+
+/** The part of `LanguageClient` (and of a `ProtocolConnection`) the extension needs. */
+export interface Rpc {
+  sendRequest<R>(method: string, params: unknown, token?: CancellationToken): Promise<R>;
+  onProgress<P>(type: ProgressType<P>, token: string | number, handler: (value: P) => void): Disposable;
+}
+
+export interface RunTurnOptions {
+  /** Cancelling it sends `$/cancelRequest` for `fleet/turn/run` (the Turn ends, answer -32800). */
+  token?: CancellationToken;
+  /** Each `$/progress` value on the Turn's client-created token. */
+  onProgress?: (value: TurnProgressValue, token: string) => void;
+  /** The token to use (default: a fresh `fleet-vscode-<uuid>`). */
+  workDoneToken?: string;
+}
+
+function randomId(): string {
+  const c = (globalThis as { crypto?: { randomUUID?: () => string } }).crypto;
+  return c?.randomUUID ? c.randomUUID() : `${Date.now().toString(36)}-${Math.random().toString(36).slice(2)}`;
+}
+
+export class FleetApi {
+  constructor(private readonly rpc: Rpc) {}
+
+  request<R>(method: string, params: unknown, token?: CancellationToken): Promise<R> {
+    // Never pass an undefined token: vscode-jsonrpc would send `[params, null]` as array params.
+    return token
+      ? this.rpc.sendRequest<R>(method, params ?? {}, token)
+      : this.rpc.sendRequest<R>(method, params ?? {});
+  }
+
+  // sessions -------------------------------------------------------------------------------------
+
+  newSession(params: { sessionId?: string; mode?: Mode } = {}): Promise<SessionInfo> {
+    return this.request(Methods.sessionNew, params);
+  }
+
+  loadSession(sessionId: string): Promise<SessionInfo> {
+    return this.request(Methods.sessionLoad, { sessionId });
+  }
+
+  async listSessions(): Promise<SessionInfo[]> {
+    const result = await this.request<{ sessions: SessionInfo[] }>(Methods.sessionList, {});
+    return result.sessions;
+  }
+
+  closeSession(sessionId: string): Promise<null> {
+    return this.request(Methods.sessionClose, { sessionId });
+  }
+
+  setMode(sessionId: string, mode: Mode): Promise<SessionInfo> {
+    return this.request(Methods.sessionSetMode, { sessionId, mode });
+  }
+
+  async history(sessionId: string, limit?: number): Promise<TurnSummary[]> {
+    const params = limit === undefined ? { sessionId } : { sessionId, limit };
+    const result = await this.request<{ turns: TurnSummary[] }>(Methods.sessionHistory, params);
+    return result.turns;
+  }
+
+  // context --------------------------------------------------------------------------------------
+
+  attach(sessionId: string, uri: string, as?: string): Promise<AttachResult> {
+    return this.request(Methods.contextAttach, as ? { sessionId, uri, as } : { sessionId, uri });
+  }
+
+  /** Attach an editor selection as the workspace file `as` (a docs/protocol.md addition). */
+  attachText(sessionId: string, text: string, as: string): Promise<AttachResult> {
+    return this.request(Methods.contextAttach, { sessionId, text, as });
+  }
+
+  setDataset(sessionId: string, path: string, description?: string): Promise<DatasetInfo> {
+    const params = description ? { sessionId, path, description } : { sessionId, path };
+    return this.request(Methods.contextSetDataset, params);
+  }
+
+  clearDataset(sessionId: string): Promise<null> {
+    return this.request(Methods.contextClearDataset, { sessionId });
+  }
+
+  workspace(sessionId: string): Promise<{ files: WorkspaceFile[]; artifacts: WorkspaceFile[] }> {
+    return this.request(Methods.workspaceList, { sessionId });
+  }
+
+  // turns ----------------------------------------------------------------------------------------
+
+  /**
+   * Run a Turn with a client-created work-done token: progress on that token goes to
+   * `onProgress`; cancelling `token` sends `$/cancelRequest` and the promise rejects with -32800.
+   */
+  async runTurn(params: Omit<TurnRunParams, 'workDoneToken'>, options: RunTurnOptions = {}): Promise<TurnResult> {
+    const workDoneToken = options.workDoneToken ?? newWorkDoneToken(randomId);
+    const subscription = options.onProgress
+      ? this.rpc.onProgress(WorkDoneProgress.type, workDoneToken, (value) =>
+          options.onProgress?.(value as TurnProgressValue, workDoneToken),
+        )
+      : undefined;
+    try {
+      return await this.request<TurnResult>(Methods.turnRun, { ...params, workDoneToken }, options.token);
+    } finally {
+      subscription?.dispose();
+    }
+  }
+
+  cancelTurn(turnId: string): Promise<null> {
+    return this.request(Methods.turnCancel, { turnId });
+  }
+
+  // artifacts and traces -------------------------------------------------------------------------
+
+  async listArtifacts(sessionId: string): Promise<Artifact[]> {
+    const result = await this.request<{ artifacts: Artifact[] }>(Methods.artifactList, { sessionId });
+    return result.artifacts;
+  }
+
+  readArtifact(uri: string, token?: CancellationToken): Promise<ArtifactReadResult> {
+    return this.request(Methods.artifactRead, { uri }, token);
+  }
+
+  saveArtifact(uri: string, target: string): Promise<{ target: string; sizeBytes: number; sha256: string }> {
+    return this.request(Methods.artifactSave, { uri, target });
+  }
+
+  /** `workspace/textDocumentContent` (LSP 3.18), what VS Code's provider for `fleet:` calls. */
+  async documentContent(uri: string, token?: CancellationToken): Promise<string> {
+    const result = await this.request<{ text: string }>(Methods.textDocumentContent, { uri }, token);
+    return result.text;
+  }
+
+  trace(ref: { traceId: string } | { turnId: string }): Promise<TraceDocument> {
+    return this.request(Methods.traceGet, ref);
+  }
+
+  async listTraces(sessionId: string, limit?: number): Promise<TraceRef[]> {
+    const params = limit === undefined ? { sessionId } : { sessionId, limit };
+    const result = await this.request<{ traces: TraceRef[] }>(Methods.traceList, params);
+    return result.traces;
+  }
+
+  labelTrace(params: TraceLabelParams): Promise<{ traceId: string; labels: Record<string, unknown> }> {
+    return this.request(Methods.traceLabel, params);
+  }
+
+  debugInfo(sessionId?: string): Promise<Record<string, unknown>> {
+    return this.request(Methods.debugInfo, sessionId ? { sessionId } : {});
+  }
+
+  // commands -------------------------------------------------------------------------------------
+
+  /** `workspace/executeCommand` with exactly one object argument, as the contract asks. */
+  executeCommand<R = unknown>(command: ServerCommand, argument: object = {}, token?: CancellationToken): Promise<R> {
+    return this.request<R>(ExecuteCommandRequest.method, { command, arguments: [argument] }, token);
+  }
+
+  /** `workspace/executeCommand` with the arguments as given (the server checks them). */
+  executeCommandWith<R = unknown>(command: string, args: unknown[], token?: CancellationToken): Promise<R> {
+    return this.request<R>(ExecuteCommandRequest.method, { command, arguments: args }, token);
+  }
+}

@@ -1,0 +1,176 @@
+// Formatting of Turn progress, Turn results and Turn events for VS Code's notification, status bar
+// and output channel. Pure: no `vscode` import.
+import type { TurnEvent, TurnProgressValue, TurnResult } from './protocol';
+
+export function truncate(text: string, limit: number): string {
+  const flat = text.replace(/\s+/g, ' ').trim();
+  return flat.length <= limit ? flat : flat.slice(0, Math.max(0, limit - 1)).trimEnd() + '…';
+}
+
+/** The title of the progress notification the extension opens for a Turn it runs. */
+export function turnTitle(task: string): string {
+  return `Fleet: ${truncate(task, 60)}`;
+}
+
+/** A fresh client-created work-done token for one Turn. */
+export function newWorkDoneToken(random: () => string): string {
+  return `fleet-vscode-${random()}`;
+}
+
+export interface TokenState {
+  title?: string;
+  message?: string;
+  agentId?: string;
+  parentAgentId?: string;
+  turnId?: string;
+  sessionId?: string;
+}
+
+/**
+ * The open progress tokens of the Turns this window follows (the Turn's own token and, where
+ * the extension sees them, its child agents' `<token>/agent/<id>` tokens).
+ */
+export class ProgressBoard {
+  private readonly tokens = new Map<string, TokenState>();
+
+  apply(token: string | number, value: TurnProgressValue): TokenState | undefined {
+    const key = String(token);
+    if (value.kind === 'end') {
+      this.tokens.delete(key);
+      return undefined;
+    }
+    const previous = this.tokens.get(key) ?? {};
+    const next: TokenState = {
+      ...previous,
+      title: value.kind === 'begin' ? value.title : previous.title,
+      message: value.message ?? previous.message,
+      agentId: value.agentId ?? previous.agentId,
+      parentAgentId: value.parentAgentId ?? previous.parentAgentId,
+      turnId: value.turnId ?? previous.turnId,
+      sessionId: value.kind === 'begin' ? (value.sessionId ?? previous.sessionId) : previous.sessionId,
+    };
+    this.tokens.set(key, next);
+    return next;
+  }
+
+  get(token: string | number): TokenState | undefined {
+    return this.tokens.get(String(token));
+  }
+
+  get size(): number {
+    return this.tokens.size;
+  }
+
+  /** One line, like fleet.nvim's `status()`: the newest message of every open token, sorted. */
+  status(): string {
+    const parts: string[] = [];
+    for (const state of this.tokens.values()) {
+      const title = state.title ?? '';
+      parts.push(state.message ? (title ? `${title}: ${state.message}` : state.message) : title);
+    }
+    return parts.sort().join(' | ');
+  }
+}
+
+/**
+ * The message to show in the Turn's notification for one progress value on its token;
+ * `undefined` leaves the notification as it is.
+ */
+export function progressMessage(value: TurnProgressValue): string | undefined {
+  switch (value.kind) {
+    case 'begin':
+      return value.message ? `${value.title}: ${value.message}` : value.title;
+    case 'report':
+      return value.message;
+    case 'end':
+      return value.message ? `Turn ${value.message}` : undefined;
+  }
+}
+
+/** One line summarising a finished Turn (notification text). */
+export function formatTurnResult(result: TurnResult): string {
+  const head = `Turn ${result.turnId} ${result.status}`;
+  const route = result.route ? ` (${result.route})` : '';
+  if (result.status === 'failed') {
+    const reason = result.error?.message ?? result.error?.kind ?? 'no reason given';
+    return `${head}${route}: ${truncate(String(reason), 300)}`;
+  }
+  const answer = result.answer ? `: ${truncate(result.answer, 300)}` : '';
+  const files = result.artifacts?.length
+    ? ` [${result.artifacts.length} artifact${result.artifacts.length === 1 ? '' : 's'}]`
+    : '';
+  return `${head}${route}${answer}${files}`;
+}
+
+/** The Turn's usage in one line, for the output channel. */
+export function formatUsage(result: TurnResult): string {
+  const u = result.usage;
+  if (!u) {
+    return '';
+  }
+  const parts = [`${u.modelCalls} model calls`, `${u.sandboxErrors} sandbox errors`];
+  if (u.submitRejections) {
+    parts.push(`${u.submitRejections} submit rejections`);
+  }
+  if (u.inputTokens != null || u.outputTokens != null) {
+    parts.push(`${u.inputTokens ?? '?'} in / ${u.outputTokens ?? '?'} out tokens`);
+  }
+  return parts.join(', ');
+}
+
+function pick(payload: Record<string, unknown>, ...names: string[]): unknown {
+  for (const name of names) {
+    if (payload[name] !== undefined && payload[name] !== null) {
+      return payload[name];
+    }
+  }
+  return undefined;
+}
+
+/** One output-channel line for a `fleet/turn/didEmit` event. */
+export function formatTurnEvent(event: TurnEvent): string {
+  const p = event.payload ?? {};
+  const agent = event.parentAgentId ? `${event.agentId} (of ${event.parentAgentId})` : event.agentId;
+  let detail = '';
+  switch (event.kind) {
+    case 'triage_decision':
+      detail = `route ${pick(p, 'route') ?? '?'}`;
+      break;
+    case 'module_start':
+    case 'module_end':
+      detail = String(pick(p, 'module', 'name') ?? '');
+      break;
+    case 'code_cell': {
+      const code = pick(p, 'code', 'source');
+      detail = typeof code === 'string' ? truncate(code, 120) : '';
+      break;
+    }
+    case 'cell_output': {
+      const out = pick(p, 'stdout', 'output', 'text');
+      detail = typeof out === 'string' ? truncate(out, 120) : '';
+      break;
+    }
+    case 'tool_call_start':
+    case 'tool_call_end':
+      detail = String(pick(p, 'tool', 'name') ?? '');
+      break;
+    case 'child_spawned':
+    case 'child_finished':
+      detail = String(pick(p, 'agent_id', 'agentId', 'child_id', 'childId', 'child') ?? '');
+      break;
+    case 'artifact':
+      detail = String(pick(p, 'path') ?? '');
+      break;
+    case 'status': {
+      detail = String(pick(p, 'message', 'status') ?? '');
+      break;
+    }
+    case 'turn_failed': {
+      const error = pick(p, 'error', 'message');
+      detail = typeof error === 'string' ? error : error ? JSON.stringify(error) : '';
+      break;
+    }
+  }
+  const seq = String(event.seq).padStart(3, ' ');
+  return `[${event.turnId} #${seq}] ${agent} ${event.kind}${detail ? ': ' + detail : ''}`;
+}
