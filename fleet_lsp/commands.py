@@ -27,9 +27,24 @@ app = typer.Typer(
 artifacts_app = typer.Typer(help="Session artifacts.", no_args_is_help=True)
 trace_app = typer.Typer(help="Turn traces.", no_args_is_help=True)
 config_app = typer.Typer(help="Effective configuration.", no_args_is_help=True)
+eval_app = typer.Typer(
+    help="Evaluation: label traces, build a synthetic dataset, run fleet_metric.",
+    no_args_is_help=True,
+)
+mlflow_app = typer.Typer(help="The local MLflow store.", no_args_is_help=True)
 app.add_typer(artifacts_app, name="artifacts")
 app.add_typer(trace_app, name="trace")
 app.add_typer(config_app, name="config")
+app.add_typer(eval_app, name="eval")
+app.add_typer(mlflow_app, name="mlflow")
+
+#: Exit codes: 0 ok, 1 a failure (not found, a Turn or store error), 2 something the user must
+#: fix first (invalid input or labels, no model configured, tracing off, bad configuration).
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+USAGE_KINDS = frozenset(
+    {"InvalidInput", "LabelInvalid", "ModelUnavailable", "TracingUnavailable", "ConfigError"}
+)
 
 NON_LOOPBACK_ENV = "FLEET_ALLOW_NON_LOOPBACK_BIND"
 
@@ -111,34 +126,49 @@ def serve(
 # ---------------------------------------------------------------------------------------------
 
 
-def _run(fn: Callable[[FleetRuntime], Awaitable[Any]]) -> Any:
+def fail(exc: Any) -> typer.Exit:
+    """Print a FleetError as one line on stderr; the exit code says what kind it was."""
+    message = " ".join(str(exc.message).split())
+    typer.echo(f"error ({exc.kind}): {message}", err=True)
+    return typer.Exit(EXIT_USAGE if exc.kind in USAGE_KINDS else EXIT_FAILURE)
+
+
+def _test_provider() -> Any:
+    """Scripted models when the FLEET_TEST_SCRIPT test hook is set (fleet_lsp.testing)."""
+    import os
+
+    script = os.environ.get("FLEET_TEST_SCRIPT")
+    if not script:
+        return None
+    from fleet_lsp.testing import scripted_provider
+
+    return scripted_provider(script)
+
+
+def _run(fn: Callable[[FleetRuntime], Awaitable[Any]], *, tracer: Any = None) -> Any:
     import asyncio
 
     from fleet_core.errors import FleetError
 
     async def go() -> Any:
-        import os
-
         from fleet_core.config import load_config
         from fleet_core.runtime import FleetRuntime
 
-        provider = None
-        script = os.environ.get("FLEET_TEST_SCRIPT")
-        if script:
-            from fleet_lsp.testing import scripted_provider
-
-            provider = scripted_provider(script)
-        runtime = await FleetRuntime.open(load_config(), lm_provider=provider)
+        config = load_config()
+        provider = _test_provider()
+        made = tracer(config) if callable(tracer) else None
+        runtime = await FleetRuntime.open(config, lm_provider=provider, tracer=made)
         try:
             return await fn(runtime)
         finally:
             await runtime.close()
+            if made is not None:
+                made.close()
 
     try:
         return asyncio.run(go())
     except FleetError as exc:
-        typer.echo(f"error ({exc.kind}): {exc.message}", err=True)
-        raise typer.Exit(1) from None
+        raise fail(exc) from None
 
 
 @app.command()
@@ -274,12 +304,16 @@ def trace_show(
     trace_id: Annotated[str, typer.Argument(help="Trace id or Turn id.")],
     raw: Annotated[bool, typer.Option("--raw", help="Print markdown source.")] = False,
 ) -> None:
-    """Render a Turn's trace as markdown."""
+    """Render a Turn's trace (from the stored MLflow trace) as markdown."""
 
     async def go(runtime: FleetRuntime) -> str:
-        from fleet_lsp.documents import StoreTraceSource
+        from fleet_lsp.traces import TraceService
 
-        return (await StoreTraceSource().get(runtime, trace_id=trace_id)).markdown
+        service = TraceService()
+        try:
+            return (await service.get(runtime, trace_id=trace_id)).markdown
+        finally:
+            service.close()
 
     markdown: str = _run(go)
     if raw:
@@ -373,3 +407,110 @@ def demo() -> None:
     from fleet_lsp.demo import run_demo
 
     raise typer.Exit(run_demo())
+
+
+# ---------------------------------------------------------------------------------------------
+# eval, mlflow
+# ---------------------------------------------------------------------------------------------
+
+
+@eval_app.command("label")
+def eval_label(
+    trace_id: Annotated[str, typer.Argument(help="Trace id (or the Turn id of a traced Turn).")],
+    answer: Annotated[
+        str | None, typer.Option("--answer", help="The expected (gold) answer.")
+    ] = None,
+    value: Annotated[
+        list[str] | None,
+        typer.Option("--value", help="A value the answer must contain (repeatable)."),
+    ] = None,
+    route: Annotated[
+        str | None, typer.Option("--route", help="Required route: direct | flex | rlm.")
+    ] = None,
+    critical: Annotated[
+        bool | None,
+        typer.Option("--critical/--not-critical", help="Values are hard requirements."),
+    ] = None,
+    group: Annotated[
+        str | None, typer.Option("--group", help="Source group (default: the Session id).")
+    ] = None,
+    status: Annotated[
+        str | None,
+        typer.Option("--status", help="approved | benchmark | synthetic | rejected."),
+    ] = None,
+    expectations_file: Annotated[
+        str | None,
+        typer.Option(
+            "--expectations-file", metavar="FILE", help="Structured expectations (JSON, schema 1)."
+        ),
+    ] = None,
+    reviewer: Annotated[str | None, typer.Option("--reviewer", help="Who reviewed it.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+) -> None:
+    """Label a trace (MLflow expectations + the store). Fields not given keep earlier values."""
+    from fleet_lsp.evaluation import label_command
+
+    label_command(
+        trace_id,
+        answer=answer,
+        values=value,
+        route=route,
+        critical=critical,
+        group=group,
+        status=status,
+        expectations_file=expectations_file,
+        reviewer=reviewer,
+        as_json=as_json,
+    )
+
+
+@eval_app.command("dataset")
+def eval_dataset(
+    seed: Annotated[int, typer.Option("--seed", help="Random seed (same seed, same data).")] = 7,
+    out: Annotated[
+        str | None,
+        typer.Option("--out", help="Where to write it (default <state>/eval/dataset-<seed>.json)."),
+    ] = None,
+    per_kind: Annotated[
+        int, typer.Option("--per-kind", min=1, max=50, help="Cases per CSV kind.")
+    ] = 2,
+    long_context: Annotated[
+        bool, typer.Option("--long-context/--no-long-context", help="Include a long log case.")
+    ] = True,
+) -> None:
+    """Build a seeded synthetic dataset whose gold values are computed from its files."""
+    from fleet_lsp.evaluation import dataset_command
+
+    dataset_command(seed=seed, out=out, per_kind=per_kind, long_context=long_context)
+
+
+@eval_app.command("run")
+def eval_run(
+    dataset: Annotated[
+        str | None,
+        typer.Option("--dataset", help="A dataset file (default: the seeded synthetic one)."),
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the default dataset.")] = 7,
+    limit: Annotated[int | None, typer.Option("--limit", min=1, help="Run the first N.")] = None,
+    case: Annotated[
+        list[str] | None, typer.Option("--case", help="Run only this case id (repeatable).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Run labelled cases as fresh Turns, score fleet_metric, record an MLflow evaluation run."""
+    from fleet_lsp.evaluation import run_command
+
+    raise typer.Exit(
+        run_command(dataset=dataset, seed=seed, limit=limit, cases=case, as_json=as_json)
+    )
+
+
+@mlflow_app.command("ui")
+def mlflow_ui(
+    host: Annotated[str, typer.Option("--host", help="Address to bind (loopback).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", min=1, max=65535, help="Port.")] = 5000,
+) -> None:
+    """Start the MLflow UI on loopback against the local store (Ctrl-C stops it)."""
+    from fleet_lsp.mlflow_ui import ui_command
+
+    raise typer.Exit(ui_command(host, port))

@@ -1,9 +1,9 @@
 """``fleet-lsp demo``: the quickstart end to end through the real protocol, as an editor would.
 
 Starts ``fleet-lsp serve`` over stdio, creates a Session, attaches the bundled
-``examples/sales.csv``, selects it as the dataset, runs the revenue-by-region Turn with live
-progress (child agents included), prints the answer, saves the artifact next to the user and
-says how to open the trace.
+``fleet_lsp/examples/sales.csv`` (package data, so it is in the wheel too), selects it as the
+dataset, runs the revenue-by-region Turn with live progress (child agents included), prints the
+answer, saves the artifact next to the user and says how to open the trace.
 """
 
 from __future__ import annotations
@@ -20,12 +20,13 @@ ARTIFACT = "artifacts/revenue_by_region.csv"
 
 
 def sales_csv() -> Path:
-    """The bundled example (repository checkout or installed package data)."""
-    here = Path(__file__).resolve().parent
-    for candidate in (here.parent / "examples" / "sales.csv", here / "examples" / "sales.csv"):
-        if candidate.is_file():
-            return candidate
-    raise FileNotFoundError("examples/sales.csv is missing from this installation")
+    """The bundled example, package data of ``fleet_lsp`` (in a checkout and in the wheel)."""
+    from importlib.resources import files
+
+    resource = files("fleet_lsp").joinpath("examples", "sales.csv")
+    if not resource.is_file():
+        raise FileNotFoundError("fleet_lsp/examples/sales.csv is missing from this installation")
+    return Path(str(resource))
 
 
 def model_problem() -> str | None:

@@ -59,7 +59,10 @@ ERROR_CODES: dict[str, int] = {
     "SandboxError": -32066,
     "UnsupportedProtocolVersion": -32067,
     "ClientCapabilityMissing": -32068,
+    "TracingUnavailable": -32069,
+    "LabelSyncError": -32070,
     "InvalidInput": INVALID_PARAMS,
+    "LabelInvalid": INVALID_PARAMS,
 }
 FLEET_ERROR = -32099
 
@@ -203,16 +206,28 @@ class TraceListParams:
     limit: int | None = _f(None, min=1, max=1000)
 
 
+LabelStatus = Literal["approved", "benchmark", "synthetic", "rejected"]
+LabelRoute = Literal["direct", "flex", "rlm"]
+
+
 @attrs.frozen(kw_only=True)
 class TraceLabelParams:
+    """A partial label update: fields left out keep their earlier values.
+
+    ``traceId`` may also be a Turn id (its MLflow trace is labelled). ``values`` is a list of
+    strings or numbers (an object's values are accepted too). ``expectations`` follows the
+    structured-expectations schema v1 (docs/evaluation.md). ``reviewer`` is an addition.
+    """
+
     trace_id: str = _f(min_len=1, max_len=256)
-    status: str | None = _f(None, max_len=64)
-    answer: str | None = _f(None, max_len=100_000)
-    values: dict[str, Any] | None = _f(None)  # noqa: RUF009
-    route: str | None = _f(None, max_len=64)
+    status: LabelStatus | None = _f(None)  # noqa: RUF009
+    answer: str | None = _f(None, min_len=1, max_len=100_000)
+    values: list[Any] | dict[str, Any] | None = _f(None, max_len=100)  # noqa: RUF009
+    route: LabelRoute | None = _f(None)  # noqa: RUF009
     critical: bool | None = _f(None)
-    group: str | None = _f(None, max_len=256)
+    group: str | None = _f(None, min_len=1, max_len=200)
     expectations: dict[str, Any] | None = _f(None)  # noqa: RUF009
+    reviewer: str | None = _f(None, min_len=1, max_len=200)
 
 
 @attrs.frozen(kw_only=True)
@@ -288,8 +303,26 @@ class ArtifactReadResult(TypedDict):
 
 class TraceResult(TypedDict):
     traceId: str
+    turnId: str
+    sessionId: str
     uri: str
     markdown: str
+    source: Literal["mlflow", "store"]
+    note: NotRequired[str]
+
+
+class TraceLabelResult(TypedDict):
+    """``labels`` uses the request's names: status, answer, values, route, critical, group,
+    expectations, reviewer (every field, after the merge)."""
+
+    traceId: str
+    turnId: str | None
+    sessionId: str | None
+    uri: str | None
+    labels: dict[str, Any]
+    eligible: bool
+    ineligibleReason: str | None
+    messages: list[str]
 
 
 class TurnResultWire(TypedDict):
@@ -440,7 +473,7 @@ def _describe_type(tp: Any) -> str:
     if origin is Literal:
         return "one of: " + ", ".join(repr(a) for a in get_args(tp))
     if origin is list:
-        return "a list of strings"
+        return "a list of strings" if get_args(tp) == (str,) else "a list"
     if origin is dict:
         return "an object"
     return {str: "a string", int: "an integer", bool: "true or false", float: "a number"}.get(
@@ -484,8 +517,11 @@ def _check(name: str, value: Any, tp: Any, meta: Any) -> Any:
             )
         return value
     if origin is list:
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise ParamsError(f"'{name}' must be a list of strings, got {_json_type(value)}")
+        strings = get_args(tp) == (str,)
+        if not isinstance(value, list) or (strings and not all(isinstance(v, str) for v in value)):
+            raise ParamsError(f"'{name}' must be {_describe_type(tp)}, got {_json_type(value)}")
+        if "max_len" in meta and len(value) > meta["max_len"]:
+            raise ParamsError(f"'{name}' has more than {meta['max_len']} items")
         return list(value)
     if origin is dict:
         if not isinstance(value, dict):

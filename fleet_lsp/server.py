@@ -49,8 +49,8 @@ if TYPE_CHECKING:
     from fleet_core.config import EffectiveConfig
     from fleet_core.events import TurnEvent
     from fleet_core.runtime import FleetRuntime
-    from fleet_lsp.documents import TraceSource
     from fleet_lsp.progress import TurnProgress
+    from fleet_lsp.traces import TraceService
 
 log = logging.getLogger("fleet_lsp")
 Handler = Callable[["FleetServer", Any], Awaitable[Any]]
@@ -151,7 +151,7 @@ class FleetServer(LanguageServer):
         self.event_log: OrderedDict[str, list[TurnEvent]] = OrderedDict()
         self._runtime: FleetRuntime | None = None
         self._runtime_task: asyncio.Task[FleetRuntime] | None = None
-        self._trace_source: TraceSource | None = None
+        self._trace_source: TraceService | None = None
 
     # registration -----------------------------------------------------------------------------
 
@@ -221,12 +221,18 @@ class FleetServer(LanguageServer):
         config = await asyncio.to_thread(self.load_config)
         from fleet_core.runtime import FleetRuntime
 
-        provider = None
+        provider: Any
         script = os.environ.get(TEST_SCRIPT_ENV)
         if script:  # documented test hook (fleet_lsp.testing): scripted models
             from fleet_lsp.testing import scripted_provider
 
             provider = await asyncio.to_thread(scripted_provider, script)
+        else:  # models follow workspace/didChangeConfiguration (see fleet_lsp.lm)
+            from fleet_lsp.lm import FollowingLmProvider
+
+            provider = FollowingLmProvider(
+                lambda: self._runtime.config if self._runtime is not None else config
+            )
         runtime = await FleetRuntime.open(config, lm_provider=provider)
         self._runtime = runtime
         return runtime
@@ -262,11 +268,12 @@ class FleetServer(LanguageServer):
             self._runtime.config = config
 
     @property
-    def trace_source(self) -> TraceSource:
+    def trace_source(self) -> TraceService:
+        """Trace documents (from MLflow), lists and labels."""
         if self._trace_source is None:
-            from fleet_lsp.documents import StoreTraceSource
+            from fleet_lsp.traces import TraceService
 
-            self._trace_source = StoreTraceSource(self.event_log)
+            self._trace_source = TraceService(self.event_log)
         return self._trace_source
 
     def log_event(self, event: TurnEvent) -> None:

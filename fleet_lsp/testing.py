@@ -7,11 +7,13 @@ sandbox, with deterministic model replies. Script format::
 
     {"latency": 0.0,
      "root": {"replies": [REPLY, ...], "rules": {"substring": REPLY | [REPLY, ...]}},
-     "sub":  {...}}            # optional; defaults to root
+     "sub":  {...},            # optional; defaults to root
+     "judge": {...}}           # optional (fleet-lsp eval run); defaults to root
 
 ``replies``/``rules`` may also sit at the top level (root). A REPLY is raw text or one of
 ``{"route": "rlm"}``, ``{"action": "<python>", "reasoning": "..."}``,
-``{"submit": "<python expr>", "note": "..."}``, ``{"fields": {"answer": "..."}}``.
+``{"submit": "<python expr>", "note": "..."}``, ``{"fields": {"answer": "..."}}`` or
+``{"verdict": true|false, "critique": "..."}`` (a judge reply: correct, safe, critique).
 """
 
 from __future__ import annotations
@@ -38,6 +40,13 @@ def _reply(spec: Any) -> str:
         return t.submit(str(spec["submit"]), str(spec.get("note", "")))
     if "fields" in spec:
         return t.fields(**spec["fields"])
+    if "verdict" in spec:
+        return t.fields(
+            reasoning="Scripted judge.",
+            correct=bool(spec["verdict"]),
+            safe=bool(spec.get("safe", True)),
+            critique=str(spec.get("critique", "scripted verdict")),
+        )
     raise ValueError(f"unknown script reply {spec!r}")
 
 
@@ -59,4 +68,5 @@ def scripted_provider(path: str | Path) -> Any:
     latency = float(script.get("latency", 0.0))
     root = _lm(script.get("root", script), latency)
     sub = _lm(script["sub"], latency) if "sub" in script else None
-    return StaticLmProvider(root, sub)
+    others = {"judge": _lm(script["judge"], latency)} if "judge" in script else {}
+    return StaticLmProvider(root, sub, **others)

@@ -23,7 +23,7 @@ from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 SERVER = [sys.executable, "-m", "fleet_lsp", "serve"]
 CLIENTS = ["vscode", "neovim"]
 REPO = Path(__file__).resolve().parents[2]
-SALES = REPO / "examples" / "sales.csv"
+SALES = REPO / "fleet_lsp" / "examples" / "sales.csv"
 
 
 def capabilities(kind: str) -> types.ClientCapabilities:

@@ -190,21 +190,27 @@ async def test_quickstart_flow(lsp: LanguageClient, tmp_path: Path) -> None:
     if lsp.kind == "vscode":  # type: ignore[attr-defined]
         assert uri in lsp.content_refreshes  # type: ignore[attr-defined]
 
-    # the trace as a document, then a label
+    # the trace as a document (rendered from the stored MLflow trace), then a label
     trace = await call(lsp, "fleet/trace/get", {"turnId": turn_id})
+    assert trace["traceId"] == result["traceId"] and trace["source"] == "mlflow"
+    assert trace["uri"] == f"fleet:/sessions/{session_id}/traces/{result['traceId']}.md"
     markdown = trace["markdown"]
-    assert markdown.startswith("# Turn 1: Calculate revenue by region")
-    assert "Route: rlm" in markdown and "revenue_by_region.csv" in markdown
-    assert "**Cell 1**" in markdown and "(child of `root`)" in markdown
+    assert markdown.startswith(f"# Turn trace `{result['traceId']}`")
+    assert "| Route | rlm |" in markdown and "revenue_by_region.csv" in markdown
+    assert "Cell 1 — **ok**" in markdown and "Child agent `" in markdown
     assert "## Usage" in markdown
     doc = await lsp.workspace_text_document_content_async(
         types.TextDocumentContentParams(uri=trace["uri"])
     )
     assert doc.text == markdown
     labelled = await call(
-        lsp, "fleet/trace/label", {"traceId": trace["traceId"], "status": "good", "critical": True}
+        lsp,
+        "fleet/trace/label",
+        {"traceId": trace["traceId"], "values": ["North"], "critical": True},
     )
-    assert labelled["labels"] == {"status": "good", "critical": True}
+    assert labelled["labels"]["values"] == ["North"] and labelled["labels"]["critical"] is True
+    assert labelled["labels"]["status"] == "approved"
+    assert labelled["eligible"] is False  # recordReplay was off
     history = await call(lsp, "fleet/session/history", {"sessionId": session_id})
     assert [t["status"] for t in history["turns"]] == ["completed"]
     await assert_clean(lsp)

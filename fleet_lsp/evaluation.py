@@ -1,0 +1,341 @@
+"""``fleet-lsp eval label | dataset | run``: the command-line side of ``fleet_core.evaluation``.
+
+- ``label``: ``LabelService`` through :class:`fleet_lsp.traces.TraceService` (MLflow
+  expectations on the trace and the store's row; partial updates keep earlier fields).
+- ``dataset``: ``build_dataset(seed)`` written with ``write_dataset``.
+- ``run``: every case as a fresh Session and Turn with the configured models (the judge role
+  scores answers), ``fleet_metric`` plus the trace-based suite, one MLflow run in the evaluation
+  experiment; a rich progress bar while it runs and a summary table at the end.
+
+Errors are one line on stderr; exit codes as in :mod:`fleet_lsp.commands` (2: something to fix
+first, e.g. no model configured; 1: a failure).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+if TYPE_CHECKING:
+    from fleet_core.evaluation.datasets import EvalCase
+    from fleet_core.evaluation.labels import LabelResult
+    from fleet_core.evaluation.runner import CaseOutcome, EvalReport
+    from fleet_core.runtime import FleetRuntime
+
+
+# label -----------------------------------------------------------------------------------------
+
+
+def label_command(
+    trace_id: str,
+    *,
+    answer: str | None,
+    values: Sequence[str] | None,
+    route: str | None,
+    critical: bool | None,
+    group: str | None,
+    status: str | None,
+    expectations_file: str | None,
+    reviewer: str | None,
+    as_json: bool,
+) -> None:
+    from fleet_core.errors import FleetError
+    from fleet_lsp.commands import _run, fail
+    from fleet_lsp.traces import TraceService, label_result_wire, label_update
+
+    try:
+        expectations = None
+        if expectations_file is not None:
+            from fleet_core.evaluation.labels import load_expectations_file
+
+            expectations = load_expectations_file(Path(expectations_file).expanduser())
+        update = label_update(
+            status=status,
+            answer=answer,
+            values=values,
+            route=route,
+            critical=critical,
+            group=group,
+            expectations=expectations,
+            reviewer=reviewer,
+        )
+    except FleetError as exc:
+        raise fail(exc) from None
+
+    async def go(runtime: FleetRuntime) -> LabelResult:
+        service = TraceService()
+        try:
+            return await service.label(runtime, trace_id, update)
+        finally:
+            service.close()
+
+    result: LabelResult = _run(go)
+    if as_json:
+        typer.echo(json.dumps(label_result_wire(result), indent=2))
+        return
+    _print_label(result)
+
+
+def _print_label(result: LabelResult) -> None:
+    labels = result.labels
+    where = ", ".join(
+        part
+        for part in (
+            f"Turn {result.turn_id}" if result.turn_id else "",
+            f"Session {result.session_id}" if result.session_id else "",
+        )
+        if part
+    )
+    typer.echo(f"labelled {result.trace_id}" + (f" ({where})" if where else ""))
+    typer.echo(
+        f"  status {labels.review_status} · group {labels.source_group} · route "
+        f"{labels.route or 'any'} · critical {'yes' if labels.critical else 'no'} · "
+        f"reviewer {labels.reviewer}"
+    )
+    if labels.expected_answer:
+        typer.echo(f"  answer: {' '.join(labels.expected_answer.split())[:200]}")
+    if labels.expected_values:
+        typer.echo(f"  values: {', '.join(labels.expected_values)}")
+    if labels.structured_expectations is not None:
+        exp = labels.structured_expectations
+        typer.echo(
+            f"  expectations: {len(exp.artifacts)} artifact(s), {len(exp.children)} child(ren)"
+        )
+    if result.eligible:
+        typer.echo("  optimization: eligible")
+    else:
+        typer.echo(f"  optimization: not eligible: {result.ineligible_reason}")
+    typer.echo("  written to MLflow (expectations on the trace) and the store")
+
+
+# dataset ---------------------------------------------------------------------------------------
+
+
+def dataset_command(*, seed: int, out: str | None, per_kind: int, long_context: bool) -> None:
+    from fleet_core.errors import FleetError
+    from fleet_core.evaluation.datasets import build_dataset, write_dataset
+    from fleet_lsp.commands import fail
+
+    if out is None:
+        from fleet_core.config import load_config
+
+        try:
+            target = load_config().state_dir / "eval" / f"dataset-{seed}.json"
+        except FleetError as exc:
+            raise fail(exc) from None
+    else:
+        target = Path(out).expanduser()
+    cases = build_dataset(seed=seed, per_kind=per_kind, long_context=long_context)
+    try:
+        write_dataset(cases, target)
+    except OSError as exc:
+        typer.echo(f"error (InvalidInput): cannot write {target}: {exc.strerror}", err=True)
+        raise typer.Exit(2) from None
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("case", "category", "files", "gold values", "route", title=f"seed {seed}")
+    for case in cases:
+        table.add_row(
+            case.case_id,
+            case.category,
+            str(len(case.files)),
+            ", ".join(case.labels.expected_values),
+            case.labels.route or "any",
+        )
+    console = Console()
+    console.print(table)
+    console.print(f"wrote {len(cases)} cases to {target}")
+    console.print(f"run them: fleet-lsp eval run --dataset {target}")
+
+
+# run -------------------------------------------------------------------------------------------
+
+
+def _load_cases(
+    dataset: str | None, seed: int, wanted: Sequence[str] | None, limit: int | None
+) -> list[EvalCase]:
+    from fleet_core.errors import InvalidInput
+    from fleet_core.evaluation.datasets import build_dataset, read_dataset
+
+    if dataset is None:
+        cases = build_dataset(seed=seed)
+    else:
+        path = Path(dataset).expanduser()
+        try:
+            cases = read_dataset(path)
+        except FileNotFoundError:
+            raise InvalidInput(
+                f"No dataset file {path}; build one with: fleet-lsp eval dataset --out {path}"
+            ) from None
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise InvalidInput(f"{path} is not a fleet-lsp eval dataset: {exc}") from None
+    if wanted:
+        known = {c.case_id for c in cases}
+        unknown = [w for w in wanted if w not in known]
+        if unknown:
+            raise InvalidInput(
+                f"No case {', '.join(unknown)} in the dataset; it has: {', '.join(sorted(known))}"
+            )
+        cases = [c for c in cases if c.case_id in set(wanted)]
+    cases = cases[:limit] if limit else cases
+    if not cases:
+        raise InvalidInput("The dataset has no cases to run")
+    return cases
+
+
+def _models(config: Any) -> Any:
+    """Scripted models (test hook) or the configured ones; ``ModelUnavailable`` says what to set."""
+    from fleet_core.engine.lm import ConfiguredLmProvider
+    from fleet_lsp.commands import _test_provider
+
+    provider = _test_provider() or ConfiguredLmProvider.from_config(config)
+    provider.check("root", "sub", "judge")
+    return provider
+
+
+def run_command(
+    *,
+    dataset: str | None,
+    seed: int,
+    limit: int | None,
+    cases: Sequence[str] | None,
+    as_json: bool,
+) -> int:
+    import asyncio
+
+    from rich.console import Console
+
+    from fleet_core.config import load_config
+    from fleet_core.errors import FleetError, ModelUnavailable
+    from fleet_lsp.commands import fail
+
+    err = Console(stderr=True)
+    try:
+        config = load_config()
+        selected = _load_cases(dataset, seed, cases, limit)
+        provider = _models(config)
+    except ModelUnavailable as exc:
+        err.print("[bold red]No model is configured for evaluation.[/bold red]")
+        err.print(exc.message)
+        err.print(
+            "eval run uses the root and sub roles for Turns and the judge role "
+            "(FLEET_LM_JUDGE_MODEL, default: the same model) to score answers; "
+            "fleet-lsp doctor checks the endpoints."
+        )
+        return 2
+    except FleetError as exc:
+        raise fail(exc) from None
+    from fleet_core.observability.tracing import create_tracer
+
+    try:
+        tracer = create_tracer(config, scope="evaluation")
+    except FleetError as exc:
+        raise fail(exc) from None
+    backend = tracer.backend if tracer.enabled else None  # type: ignore[union-attr]
+    if backend is None:
+        err.print(
+            '[yellow]Tracing is off ([mlflow] destination = "off"): the cases run and are '
+            "scored, but no MLflow evaluation run is recorded.[/yellow]"
+        )
+    try:
+        report = asyncio.run(_run_cases(config, provider, tracer, backend, selected, err))
+    except FleetError as exc:
+        raise fail(exc) from None
+    finally:
+        tracer.close()
+    if as_json:
+        typer.echo(json.dumps(report_wire(report), indent=2, default=str))
+    else:
+        _print_report(report, config)
+    return 0
+
+
+async def _run_cases(
+    config: Any, provider: Any, tracer: Any, backend: Any, cases: list[EvalCase], err: Any
+) -> EvalReport:
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    from fleet_core.engine.judge import DspyJudge
+    from fleet_core.evaluation.runner import run_eval
+    from fleet_core.runtime import FleetRuntime
+
+    runtime = await FleetRuntime.open(config, lm_provider=provider, tracer=tracer)
+    judge = DspyJudge(provider.lm("judge"))
+    progress = Progress(
+        SpinnerColumn(),
+        TextColumn("[bold]eval[/bold] {task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=False,
+    )
+    try:
+        with progress:
+            bar = progress.add_task(f"{cases[0].case_id}", total=len(cases))
+            ids = [c.case_id for c in cases]
+
+            def on_case(outcome: CaseOutcome) -> None:
+                done = ids.index(outcome.case_id) + 1
+                upcoming = ids[done] if done < len(ids) else "done"
+                progress.update(bar, advance=1, description=upcoming)
+                mark = "[green]✓[/green]" if outcome.metric.score > 0 else "[red]✗[/red]"
+                progress.console.print(
+                    f"{mark} {outcome.case_id}: {outcome.result.status}, "
+                    f"fleet_metric {outcome.metric.score:.3f}"
+                )
+
+            return await run_eval(runtime, cases, judge=judge, backend=backend, on_case=on_case)
+    finally:
+        await runtime.close()
+
+
+def report_wire(report: EvalReport) -> dict[str, Any]:
+    return {
+        "runId": report.run_id,
+        "metrics": report.metrics(),
+        "cases": [o.row() for o in report.outcomes],
+    }
+
+
+def _print_report(report: EvalReport, config: Any) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    table = Table("case", "status", "route", "fleet_metric", "failed checks", title="fleet_metric")
+    for outcome in report.outcomes:
+        failed = [
+            line.split(":")[0].removeprefix("FAIL ")
+            for line in outcome.metric.feedback.splitlines()
+            if line.startswith("FAIL")
+        ]
+        table.add_row(
+            outcome.case_id,
+            outcome.result.status,
+            outcome.result.route or "—",
+            f"{outcome.metric.score:.3f}",
+            ", ".join(failed) or "—",
+        )
+    console.print(table)
+    metrics = Table("metric", "mean", title="summary")
+    for key, value in sorted(report.metrics().items()):
+        metrics.add_row(key, f"{value:.4f}")
+    console.print(metrics)
+    if report.run_id:
+        experiment = config.settings.mlflow.eval_experiment_name
+        console.print(f"MLflow run {report.run_id} in experiment '{experiment}'")
+        if config.settings.mlflow.destination == "local":
+            console.print("see it: fleet-lsp mlflow ui")

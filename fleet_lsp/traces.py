@@ -1,0 +1,293 @@
+"""Trace documents, lists and labels for the language server and the CLI, from MLflow.
+
+A Turn's trace document is rendered from the **stored** MLflow trace
+(``render_trace_markdown(tracer.load_trace(trace_id))``), so it is the same in every process and
+after a restart. Only when tracing is off or the destination cannot be read does it fall back to
+the store's Turn outcome (:class:`fleet_lsp.documents.StoreTraceSource`), with a note at the top
+saying why. Labels go through ``fleet_core.evaluation.labels.LabelService``: MLflow expectations
+on the trace and the store's ``fleet_trace_labels`` row.
+
+Ids: a trace id (``tr-...``) or, where a Turn had no MLflow trace, its Turn id. ``fleet/trace/get``
+and ``fleet-lsp trace show`` accept either; labels need a real MLflow trace.
+
+Everything blocking (the store, MLflow) runs in worker threads; mlflow is imported on the first
+trace read, never at server start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from fleet_core.errors import FleetError, InvalidInput, TurnNotFound
+from fleet_lsp.documents import StoreTraceSource, TraceDocument, trace_uri
+
+if TYPE_CHECKING:
+    from fleet_core.evaluation.labels import LabelResult, LabelUpdate
+    from fleet_core.events import TurnEvent
+    from fleet_core.models import TurnSummary
+    from fleet_core.runtime import FleetRuntime
+
+log = logging.getLogger(__name__)
+Source = Literal["mlflow", "store"]
+
+#: Wire names of label fields (request and result) and the ``TraceLabels`` field behind each.
+LABEL_WIRE: dict[str, str] = {
+    "status": "review_status",
+    "answer": "expected_answer",
+    "values": "expected_values",
+    "route": "route",
+    "critical": "critical",
+    "group": "source_group",
+    "expectations": "structured_expectations",
+    "reviewer": "reviewer",
+}
+LABEL_STATUSES = ("approved", "benchmark", "synthetic", "rejected")
+LABEL_ROUTES = ("direct", "flex", "rlm")
+
+
+@dataclass(frozen=True, slots=True)
+class TraceDoc(TraceDocument):
+    """A trace document plus where it was rendered from (``mlflow`` or ``store``)."""
+
+    source: Source = "mlflow"
+    note: str | None = None
+
+
+def labels_to_wire(labels: Mapping[str, Any]) -> dict[str, Any]:
+    """``TraceLabels`` fields in the protocol's vocabulary (``status``, ``answer``, ...)."""
+    back = {field: name for name, field in LABEL_WIRE.items()}
+    return {back.get(key, key): value for key, value in labels.items()}
+
+
+def label_result_wire(result: LabelResult) -> dict[str, Any]:
+    wire = result.wire()
+    wire["labels"] = labels_to_wire(wire["labels"])
+    wire["uri"] = trace_uri(result.session_id, result.trace_id) if result.session_id else None
+    return wire
+
+
+class TraceService:
+    """Trace documents (MLflow first), lists and labels over one runtime's configuration."""
+
+    def __init__(self, events: Mapping[str, Sequence[TurnEvent]] | None = None) -> None:
+        self.fallback = StoreTraceSource(events)
+
+    # the tracer -------------------------------------------------------------------------------
+
+    def tracer(self, runtime: FleetRuntime) -> Any:
+        """The runtime's tracer when it records to MLflow; ``TracingUnavailable`` otherwise
+        (tracing off, or an invalid ``[mlflow]`` destination: the message says which)."""
+        from fleet_core.observability.errors import TracingUnavailable
+
+        tracer = runtime.tracer
+        if not getattr(tracer, "enabled", False) or getattr(tracer, "backend", None) is None:
+            reason = (
+                getattr(tracer, "reason", None) or 'Tracing is off ([mlflow] destination = "off")'
+            )
+            hint = "; set FLEET_MLFLOW_DESTINATION=local to record traces"
+            raise TracingUnavailable(reason + (hint if reason.startswith("Tracing is off") else ""))
+        return tracer
+
+    def close(self) -> None:
+        """Nothing to release: the runtime owns its tracer."""
+
+    # finding Turns ----------------------------------------------------------------------------
+
+    async def find_turn(
+        self, runtime: FleetRuntime, *, trace_id: str | None, turn_id: str | None
+    ) -> TurnSummary | None:
+        """The stored Turn behind a trace id or Turn id (``None``: not in this store)."""
+        store = runtime.store
+        if turn_id:
+            return await asyncio.to_thread(store.get_turn, turn_id)
+        assert trace_id is not None
+        found = await asyncio.to_thread(store.find_turn_by_trace, trace_id)
+        if found is not None:
+            return found
+        try:  # a Turn without an MLflow trace is addressed by its Turn id
+            return await asyncio.to_thread(store.get_turn, trace_id)
+        except TurnNotFound:
+            return None
+
+    # documents --------------------------------------------------------------------------------
+
+    async def get(
+        self, runtime: FleetRuntime, *, trace_id: str | None = None, turn_id: str | None = None
+    ) -> TraceDoc:
+        """The trace document of a Turn: from MLflow, or the store's outcome with a note."""
+        from fleet_core.observability.errors import TraceNotFound, TracingUnavailable
+
+        if not trace_id and not turn_id:
+            raise InvalidInput("Give a traceId or a turnId")
+        try:
+            turn = await self.find_turn(runtime, trace_id=trace_id, turn_id=turn_id)
+        except TurnNotFound:
+            raise TraceNotFound(
+                f"No Turn '{turn_id}' and so no trace for it; list a Session's traces with "
+                "fleet/trace/list (fleet-lsp sessions)",
+                turn_id=turn_id,
+            ) from None
+        mlflow_id = turn.trace_id if turn is not None else trace_id
+        note: str | None
+        if mlflow_id is None:
+            note = (
+                "This Turn has no MLflow trace (tracing was off when it ran, or its trace "
+                "could not be written); this document shows the stored outcome only."
+            )
+        else:
+            try:
+                tracer = self.tracer(runtime)
+                view = await asyncio.to_thread(tracer.load_trace, mlflow_id)
+            except TraceNotFound as exc:
+                if turn is None:
+                    raise TraceNotFound(
+                        f"No trace '{trace_id}' in this store or at the MLflow destination; "
+                        "list a Session's traces with fleet/trace/list",
+                        trace_id=trace_id,
+                    ) from None
+                note = f"{exc.message}; this document shows the stored outcome only."
+            except TracingUnavailable as exc:
+                if turn is None:
+                    raise
+                note = (
+                    f"MLflow traces are unavailable ({exc.message}); this document shows the "
+                    "stored Turn outcome only."
+                )
+            else:
+                from fleet_core.observability.traceview import render_trace_markdown
+
+                session_id = view.session_id or (
+                    await asyncio.to_thread(_session_of, runtime, turn) if turn else None
+                )
+                markdown = await asyncio.to_thread(render_trace_markdown, view)
+                return TraceDoc(
+                    trace_id=mlflow_id,
+                    turn_id=view.turn_id or (turn.turn_id if turn else ""),
+                    session_id=session_id or "",
+                    uri=trace_uri(session_id, mlflow_id) if session_id else "",
+                    markdown=markdown,
+                    source="mlflow",
+                )
+        assert turn is not None
+        doc = await self.fallback.get(runtime, turn_id=turn.turn_id)
+        quoted = f"> **Note:** {note}\n\n"
+        return TraceDoc(
+            trace_id=doc.trace_id,
+            turn_id=doc.turn_id,
+            session_id=doc.session_id,
+            uri=doc.uri,
+            markdown=quoted + doc.markdown,
+            source="store",
+            note=note,
+        )
+
+    async def list(self, runtime: FleetRuntime, session_id: str, limit: int) -> list[TraceDoc]:
+        """The Session's Turns, oldest first, each with its trace id (or Turn id) and URI."""
+        docs = []
+        for turn in await runtime.history(session_id, limit=limit):
+            tid = turn.trace_id or turn.turn_id
+            docs.append(
+                TraceDoc(
+                    trace_id=tid,
+                    turn_id=turn.turn_id,
+                    session_id=session_id,
+                    uri=trace_uri(session_id, tid),
+                    markdown="",
+                    source="mlflow" if turn.trace_id else "store",
+                )
+            )
+        return docs
+
+    # labels -----------------------------------------------------------------------------------
+
+    async def resolve_trace_id(self, runtime: FleetRuntime, trace_id: str) -> str:
+        """The MLflow trace id for a trace id or a Turn id (clear error when there is none)."""
+        from fleet_core.observability.errors import TraceNotFound
+
+        turn = await self.find_turn(runtime, trace_id=trace_id, turn_id=None)
+        if turn is None or turn.trace_id == trace_id:
+            return trace_id
+        if turn.trace_id is None:
+            raise TraceNotFound(
+                f"Turn '{turn.turn_id}' has no MLflow trace (tracing was off when it ran), so "
+                "it cannot be labelled; labels are stored on traces",
+                turn_id=turn.turn_id,
+            )
+        return turn.trace_id
+
+    async def label(self, runtime: FleetRuntime, trace_id: str, update: LabelUpdate) -> LabelResult:
+        """Apply a partial label update in MLflow and the store (``LabelService``)."""
+        from fleet_core.evaluation.labels import LabelService
+
+        resolved = await self.resolve_trace_id(runtime, trace_id)
+        tracer = self.tracer(runtime)
+        return await LabelService(runtime.store, tracer.backend).label(resolved, update)
+
+
+def label_update(
+    *,
+    status: str | None = None,
+    answer: str | None = None,
+    values: Sequence[Any] | Mapping[str, Any] | None = None,
+    route: str | None = None,
+    critical: bool | None = None,
+    group: str | None = None,
+    expectations: Mapping[str, Any] | None = None,
+    reviewer: str | None = None,
+) -> LabelUpdate:
+    """A ``LabelUpdate`` from protocol/CLI values; ``InvalidInput`` (-32602) names the field."""
+    from fleet_core.evaluation.labels import LabelUpdate, parse_expectations
+
+    if status is not None and status not in LABEL_STATUSES:
+        raise InvalidInput(
+            f"'status' must be one of: {', '.join(LABEL_STATUSES)}; got {status!r}", field="status"
+        )
+    if route is not None and route not in LABEL_ROUTES:
+        raise InvalidInput(
+            f"'route' must be one of: {', '.join(LABEL_ROUTES)}; got {route!r}", field="route"
+        )
+    expected: list[str] | None = None
+    if values is not None:
+        items = list(values.values()) if isinstance(values, Mapping) else list(values)
+        expected = []
+        for item in items:
+            if isinstance(item, bool) or not isinstance(item, str | int | float):
+                raise InvalidInput(
+                    f"'values' must be a list of strings or numbers; got {item!r}", field="values"
+                )
+            text = str(item).strip()
+            if not text:
+                raise InvalidInput("'values' must not contain blank values", field="values")
+            expected.append(text)
+    if expectations is not None:
+        parse_expectations(dict(expectations))  # LabelInvalid names the offending field
+    if group is not None and not group.strip():
+        raise InvalidInput("'group' must not be blank", field="group")
+    fields: dict[str, Any] = {
+        "review_status": status,
+        "expected_answer": answer,
+        "expected_values": expected,
+        "route": route,
+        "critical": critical,
+        "source_group": group,
+        "structured_expectations": dict(expectations) if expectations is not None else None,
+        "reviewer": reviewer,
+    }
+    if all(value is None for value in fields.values()):
+        raise InvalidInput(
+            "Give at least one label: "
+            + ", ".join(name for name in LABEL_WIRE if name != "reviewer")
+        )
+    return LabelUpdate(**{k: v for k, v in fields.items() if v is not None})
+
+
+def _session_of(runtime: FleetRuntime, turn: TurnSummary) -> str | None:
+    try:
+        found = runtime.store.turn_result(turn.turn_id).get("sessionId")
+    except FleetError:
+        return None
+    return found if isinstance(found, str) else None
