@@ -1,0 +1,69 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { ProgressBoard, formatTurnEvent, formatTurnResult, formatUsage, newWorkDoneToken, progressMessage, truncate, turnTitle } from '../progress';
+import type { TurnResult } from '../protocol';
+
+const result: TurnResult = {
+  turnId: 't1',
+  sessionId: 's1',
+  status: 'completed',
+  answer: 'north 10\nsouth 20',
+  route: 'rlm',
+  artifacts: [{ uri: 'fleet:/sessions/s1/artifacts/a.csv', path: 'artifacts/a.csv', sizeBytes: 3, sha256: 'x' }],
+  traceId: 'tr1',
+  usage: { modelCalls: 2, sandboxErrors: 0, submitRejections: 0, inputTokens: 10, outputTokens: 5 },
+};
+
+describe('progress', () => {
+  it('truncates and titles', () => {
+    assert.equal(truncate('a  b\nc', 10), 'a b c');
+    assert.equal(truncate('abcdefghij', 5), 'abcd…');
+    assert.equal(turnTitle('x'.repeat(100)).length, 'Fleet: '.length + 60);
+    assert.equal(newWorkDoneToken(() => 'u'), 'fleet-vscode-u');
+  });
+
+  it('turns progress values into notification messages', () => {
+    assert.equal(progressMessage({ kind: 'begin', title: 'Turn 1: go' }), 'Turn 1: go');
+    assert.equal(progressMessage({ kind: 'begin', title: 'Turn 1', message: 'triage' }), 'Turn 1: triage');
+    assert.equal(progressMessage({ kind: 'report', message: 'route rlm · 1 cell' }), 'route rlm · 1 cell');
+    assert.equal(progressMessage({ kind: 'report' }), undefined);
+    assert.equal(progressMessage({ kind: 'end', message: 'cancelled' }), 'Turn cancelled');
+  });
+
+  it('keeps one line per open token, children included, and forgets ended ones', () => {
+    const board = new ProgressBoard();
+    board.apply('tok', { kind: 'begin', title: 'Turn 1: go', turnId: 't1', sessionId: 's1' });
+    board.apply('tok', { kind: 'report', message: 'route rlm', turnId: 't1', agentId: 'root' });
+    board.apply('tok/agent/a1', { kind: 'begin', title: '↳ a1', agentId: 'a1', parentAgentId: 'root' });
+    assert.equal(board.size, 2);
+    assert.equal(board.get('tok')?.sessionId, 's1');
+    assert.equal(board.get('tok/agent/a1')?.parentAgentId, 'root');
+    assert.equal(board.status(), 'Turn 1: go: route rlm | ↳ a1');
+    board.apply('tok/agent/a1', { kind: 'end', message: 'completed' });
+    board.apply('tok', { kind: 'end', message: 'completed' });
+    assert.equal(board.status(), '');
+    assert.equal(board.size, 0);
+  });
+
+  it('summarises Turn results and usage', () => {
+    assert.equal(formatTurnResult(result), 'Turn t1 completed (rlm): north 10 south 20 [1 artifact]');
+    assert.equal(
+      formatTurnResult({ ...result, status: 'failed', error: { kind: 'SandboxError', message: 'boom' }, artifacts: [] }),
+      'Turn t1 failed (rlm): boom',
+    );
+    assert.equal(formatTurnResult({ ...result, status: 'cancelled', answer: '', artifacts: [] }), 'Turn t1 cancelled (rlm)');
+    assert.equal(formatUsage(result), '2 model calls, 0 sandbox errors, 10 in / 5 out tokens');
+  });
+
+  it('formats Turn events for the output channel, child agents with their parent', () => {
+    assert.equal(
+      formatTurnEvent({ turnId: 't1', sessionId: 's1', seq: 3, agentId: 'root', kind: 'triage_decision', payload: { route: 'rlm' } }),
+      '[t1 #  3] root triage_decision: route rlm',
+    );
+    assert.equal(
+      formatTurnEvent({ turnId: 't1', sessionId: 's1', seq: 12, agentId: 'a1', parentAgentId: 'root', kind: 'code_cell', payload: { code: 'print(1)\nprint(2)' } }),
+      '[t1 # 12] a1 (of root) code_cell: print(1) print(2)',
+    );
+    assert.equal(formatTurnEvent({ turnId: 't1', sessionId: 's1', seq: 1, agentId: 'root', kind: 'lm_start', payload: {} }), '[t1 #  1] root lm_start');
+  });
+});
