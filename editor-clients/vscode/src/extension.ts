@@ -17,7 +17,7 @@ import { FleetApi } from './api';
 import { UI_COMMANDS, UiCommandName, routeServerCommand } from './commands';
 import { FleetConfig, didChangeConfigurationParams, needsRestart, readConfig } from './config';
 import { errorDocument, formatError, isCancellation } from './errors';
-import { ProgressBoard, formatTurnEvent, formatTurnResult, formatUsage, newWorkDoneToken, progressMessage, truncate, turnTitle } from './progress';
+import { ProgressBoard, formatTurnEvent, splitValues, formatTurnResult, formatUsage, newWorkDoneToken, progressMessage, truncate, turnTitle } from './progress';
 import {
   Artifact,
   FleetServerCapability,
@@ -765,6 +765,14 @@ class FleetExtension implements vscode.Disposable {
     if (answer === undefined) {
       return;
     }
+    const valuesText = await vscode.window.showInputBox({
+      title: 'Fleet: expected values (optional, comma-separated)',
+      prompt: status === 'approved' ? 'An approved label needs an expected answer or values' : undefined,
+    });
+    if (valuesText === undefined) {
+      return;
+    }
+    const values = splitValues(valuesText);
     const route = await vscode.window.showQuickPick(['(any)', ...ROUTES], { title: 'Fleet: expected route' });
     if (route === undefined) {
       return;
@@ -773,6 +781,7 @@ class FleetExtension implements vscode.Disposable {
       traceId,
       status,
       ...(answer ? { answer } : {}),
+      ...(values.length > 0 ? { values } : {}),
       ...(route !== '(any)' ? { route } : {}),
     });
     void vscode.window.showInformationMessage(`Fleet: labelled ${result.traceId}: ${JSON.stringify(result.labels)}`);

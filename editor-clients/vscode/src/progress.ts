@@ -174,3 +174,11 @@ export function formatTurnEvent(event: TurnEvent): string {
   const seq = String(event.seq).padStart(3, ' ');
   return `[${event.turnId} #${seq}] ${agent} ${event.kind}${detail ? ': ' + detail : ''}`;
 }
+
+/** "a, b ,c" -> ["a", "b", "c"]: expected values typed into an input box. */
+export function splitValues(text: string): string[] {
+  return text
+    .split(',')
+    .map((v) => v.trim())
+    .filter((v) => v !== '');
+}

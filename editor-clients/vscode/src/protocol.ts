@@ -12,8 +12,9 @@ export const CLIENT_NAME = 'vscode';
 export const MODES = ['hybrid', 'rlm', 'flex'] as const;
 export type Mode = (typeof MODES)[number];
 
-/** Statuses `fleet/trace/label` accepts (fleet_lsp/features/traces.py LABEL_STATUSES). */
-export const LABEL_STATUSES = ['good', 'bad', 'pass', 'fail', 'unsure'] as const;
+/** Review statuses `fleet/trace/label` accepts (docs/evaluation.md; an approved label needs an
+ * expected answer or values, a critical one needs values). */
+export const LABEL_STATUSES = ['approved', 'benchmark', 'synthetic', 'rejected'] as const;
 export type LabelStatus = (typeof LABEL_STATUSES)[number];
 
 /** Routes a label may expect. */
@@ -235,11 +236,13 @@ export interface TraceLabelParams {
   traceId: string;
   status?: LabelStatus | string;
   answer?: string;
-  values?: Record<string, unknown>;
+  /** Expected values (strings or numbers) the answer must contain. */
+  values?: (string | number)[] | Record<string, unknown>;
   route?: string;
   critical?: boolean;
   group?: string;
   expectations?: Record<string, unknown>;
+  reviewer?: string;
 }
 
 export interface TurnRunParams {

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { ProgressBoard, formatTurnEvent, formatTurnResult, formatUsage, newWorkDoneToken, progressMessage, truncate, turnTitle } from '../progress';
+import { ProgressBoard, formatTurnEvent, formatTurnResult, formatUsage, newWorkDoneToken, progressMessage, splitValues, truncate, turnTitle } from '../progress';
 import type { TurnResult } from '../protocol';
 
 const result: TurnResult = {
@@ -20,6 +20,7 @@ describe('progress', () => {
     assert.equal(truncate('abcdefghij', 5), 'abcd…');
     assert.equal(turnTitle('x'.repeat(100)).length, 'Fleet: '.length + 60);
     assert.equal(newWorkDoneToken(() => 'u'), 'fleet-vscode-u');
+    assert.deepEqual(splitValues(' 150.5, ,north ,'), ['150.5', 'north']);
   });
 
   it('turns progress values into notification messages', () => {
