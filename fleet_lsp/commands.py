@@ -7,6 +7,7 @@ fast as a bare pygls server.
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -47,6 +48,8 @@ USAGE_KINDS = frozenset(
 )
 
 NON_LOOPBACK_ENV = "FLEET_ALLOW_NON_LOOPBACK_BIND"
+# MLflow logs store creation and migrations at INFO on stderr; a CLI user needs only warnings.
+os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -385,19 +388,24 @@ def doctor() -> None:
 
     checks = run_checks()
     from rich.console import Console
+    from rich.markup import escape
 
     console = Console()
     failed = 0
+    styles = {"ok": ("ok", "green"), "warn": ("warn", "yellow"), "fail": ("FAIL", "red")}
     for check in checks:
-        mark = {
-            "ok": "[green]ok[/green]",
-            "warn": "[yellow]warn[/yellow]",
-            "fail": "[red]FAIL[/red]",
-        }
-        console.print(f"{mark[check.status]:>20}  [bold]{check.name}[/bold]: {check.detail}")
+        word, color = styles[check.status]
+        console.print(
+            f"[{color}]{word:>4}[/{color}]  [bold]{escape(check.name)}[/bold]: "
+            f"{escape(check.detail)}"
+        )
         if check.fix:
-            console.print(f"{'':>8}fix: {check.fix}")
+            console.print(f"      fix: {escape(check.fix)}")
         failed += check.status == "fail"
+    if failed:
+        console.print(f"{failed} required check(s) failed; fix them and rerun fleet-lsp doctor")
+    else:
+        console.print("everything a Turn needs is in place")
     raise typer.Exit(1 if failed else 0)
 
 

@@ -193,7 +193,16 @@ def check_mlflow(config: EffectiveConfig) -> Check:
                 f"local store {store} is not writable: {exc.strerror}",
                 f"make {store} writable or set FLEET_STATE_DIR",
             )
-        return Check("mlflow", "ok", f"local store {store}")
+        problem = _open_store(config)
+        if problem:
+            return Check(
+                "mlflow",
+                "fail",
+                f"local store {store} cannot be opened: {problem}",
+                f"move {store} aside (it may be from another MLflow version) or set "
+                "FLEET_STATE_DIR; FLEET_MLFLOW_DESTINATION=off disables tracing",
+            )
+        return Check("mlflow", "ok", f"local store {store} (traces, labels, evaluation runs)")
     if ml.destination == "server":
         uri = ml.tracking_uri
         if not uri:
@@ -220,6 +229,28 @@ def check_mlflow(config: EffectiveConfig) -> Check:
             "set DATABRICKS_HOST and DATABRICKS_TOKEN",
         )
     return Check("mlflow", "ok", "databricks (credentials set)")
+
+
+def _open_store(config: EffectiveConfig) -> str:
+    """Open the local MLflow store and its experiments; '' when that works, else the reason."""
+    from fleet_core.errors import FleetError
+    from fleet_core.observability.tracing import create_tracer
+
+    try:
+        tracer = create_tracer(config)
+        backend = getattr(tracer, "backend", None)
+        if backend is None:
+            return "tracing is off"
+        try:
+            for scope in ("runtime", "evaluation"):
+                backend.experiment_id(scope)
+        finally:
+            tracer.close()
+    except FleetError as exc:
+        return exc.message
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return ""
 
 
 def check_models(config: EffectiveConfig) -> list[Check]:
