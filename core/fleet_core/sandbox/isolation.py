@@ -467,6 +467,28 @@ class DedicatedUid:
             return cls(uid, lock)
         return None
 
+    def processes(self) -> list[int]:
+        """Every live process running as this uid (all belong to this sandbox). Zombies do not
+        count: bwrap's pid 1 outlives bwrap and is reaped by init, sometimes seconds later."""
+        found = []
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                with contextlib.suppress(OSError, IndexError):
+                    if os.stat(f"/proc/{entry}").st_uid != self.uid:
+                        continue
+                    state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
+                    if state not in ("Z", "X"):
+                        found.append(int(entry))
+        return found
+
+    def kill_all(self) -> bool:
+        """SIGKILL every process of this uid; True if none was left."""
+        pids = self.processes()
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        return not pids
+
     def release(self) -> None:
         if self._lock is not None:
             self._lock.close()

@@ -334,7 +334,7 @@ class LocalSandbox:
             await _remove_cgroup(cgroup)
         uid, self._uid = self._uid, None
         if uid is not None:
-            uid.release()
+            await _end_uid(uid)
         for task in list(self._tasks):
             task.cancel()
         self._worker_pid = None
@@ -641,6 +641,20 @@ async def _remove_cgroup(cgroup: isolation.CgroupScope) -> None:
         await asyncio.sleep(delay)
         delay = min(delay * 2, 0.01)
     await anyio.to_thread.run_sync(cgroup.remove)
+
+
+async def _end_uid(uid: isolation.DedicatedUid) -> None:
+    """Kill every process of the sandbox's dedicated uid (without a cgroup, the pid namespace's
+    teardown is asynchronous) and wait until none is left, then free the uid."""
+    delay = 0.0005
+    try:
+        for _attempt in range(60):
+            if uid.kill_all():
+                return
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.05)
+    finally:
+        uid.release()
 
 
 def cell_stop(cell: CellGate, reason: str) -> None:
