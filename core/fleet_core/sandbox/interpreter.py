@@ -10,6 +10,12 @@ Differences from dspy's own interpreters (on purpose):
 - host tools accept positional arguments (mapped to keywords through the tool's signature);
 - tool calls run in a copy of the caller's contextvars, so ``dspy.context`` and tracing spans
   carry into ``llm_query``/``spawn_agent`` even when several threads call at once.
+
+Like dspy's own interpreters, ``start``/``execute``/``invoke_tool``/``shutdown`` go through
+``dspy.utils.callback.with_callbacks`` (applied on first use, since dspy is imported lazily), so
+``on_interpreter_{startup,execute,tool_call,shutdown}_{start,end}`` reach the global
+(``dspy.settings.callbacks``) and per-instance (``callbacks=``) callbacks. Every host tool call
+from sandbox code is an ``invoke_tool`` call, nested under its ``execute``.
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ from fleet_core.sandbox.base import (
 from fleet_core.sandbox.errors import ExecutionTimeoutError, SandboxError
 
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
 
 EXECUTION_INSTRUCTIONS = (
     "Code runs in CPython inside an isolated sandbox (no network, no host files) as a persistent "
@@ -50,6 +57,34 @@ EXECUTION_INSTRUCTIONS = (
     "keyword arguments; arguments and results must be JSON-compatible. Printed output and the "
     "value of a final expression are both shown."
 )
+
+
+def _with_dspy_callbacks(method: F) -> F:
+    """``dspy.utils.callback.with_callbacks(method)``, built on the first call (dspy is imported
+    lazily) and cached. Without any callback configured it costs one list concatenation."""
+    wrapped: Callable[..., Any] | None = None
+
+    def resolve() -> Callable[..., Any]:
+        nonlocal wrapped
+        if wrapped is None:
+            from dspy.utils.callback import with_callbacks  # type: ignore[import-untyped, unused-ignore]
+
+            wrapped = with_callbacks(method)
+        return wrapped
+
+    if inspect.iscoroutinefunction(method):
+
+        @functools.wraps(method)
+        async def call_async(self: Any, *args: Any, **kwargs: Any) -> Any:
+            return await resolve()(self, *args, **kwargs)
+
+        return call_async  # type: ignore[return-value]
+
+    @functools.wraps(method)
+    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return resolve()(self, *args, **kwargs)
+
+    return call  # type: ignore[return-value]
 
 
 class SandboxInterpreter:
@@ -68,8 +103,10 @@ class SandboxInterpreter:
         cell_timeout: float | None = None,
         policy: ToolPolicy | None = None,
         on_shutdown: Callable[[], None] | None = None,
+        callbacks: list[Any] | None = None,
     ) -> None:
         self.tools: dict[str, Callable[..., Any]] = dict(tools or {})
+        self.callbacks: list[Any] = list(callbacks or [])  # dspy BaseCallback instances
         self.output_fields = output_fields
         self._tools_registered = False
         self._sandbox = sandbox
@@ -88,6 +125,7 @@ class SandboxInterpreter:
     def sandbox(self) -> Sandbox:
         return self._sandbox
 
+    @_with_dspy_callbacks
     def start(self) -> None:
         """Start the sandbox once; after a failure raise instead of silently restarting."""
         errors = _dspy_errors()
@@ -104,6 +142,7 @@ class SandboxInterpreter:
             raise errors.CodeInterpreterError(self._broken) from exc
         self._started = True
 
+    @_with_dspy_callbacks
     def execute(self, code: str, variables: dict[str, Any] | None = None) -> Any:
         errors = _dspy_errors()
         if not isinstance(code, str):
@@ -122,7 +161,7 @@ class SandboxInterpreter:
     def _run(self, code: str, variables: dict[str, Any]) -> ExecutionResult:
         errors = _dspy_errors()
         context = contextvars.copy_context()
-        bridge = {name: bind_tool(fn, context) for name, fn in self.tools.items()}
+        bridge = {name: bind_tool(fn, context, via=(self, name)) for name, fn in self.tools.items()}
         run = functools.partial(
             self._sandbox.execute,
             code,
@@ -145,6 +184,26 @@ class SandboxInterpreter:
             self._broken = f"{exc.kind}: {exc}"
             raise errors.CodeInterpreterError(self._broken) from exc
 
+    @_with_dspy_callbacks
+    def invoke_tool(self, tool_name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        """Run one host tool for sandbox code (a sync tool, in a worker thread)."""
+        return self._tool(tool_name)(*args, **kwargs)
+
+    async def _invoke_tool_async(
+        self, tool_name: str, args: list[Any], kwargs: dict[str, Any]
+    ) -> Any:
+        return await self._tool(tool_name)(*args, **kwargs)
+
+    _invoke_tool_async.__name__ = "invoke_tool"  # with_callbacks maps hooks by method name
+    invoke_tool_async = _with_dspy_callbacks(_invoke_tool_async)
+
+    def _tool(self, tool_name: str) -> Callable[..., Any]:
+        function = self.tools.get(tool_name)
+        if function is None:
+            raise _dspy_errors().CodeInterpreterError(f"Unknown tool: {tool_name}")
+        return function
+
+    @_with_dspy_callbacks
     def shutdown(self) -> None:
         if self._ended:
             return
@@ -173,20 +232,33 @@ class SandboxInterpreter:
         return self._portal.call(function)
 
 
-def bind_tool(function: Callable[..., Any], context: contextvars.Context) -> ToolFunction:
-    """Wrap a host tool: positional args become keywords, each call runs in a context copy."""
+def bind_tool(
+    function: Callable[..., Any],
+    context: contextvars.Context,
+    *,
+    via: tuple[SandboxInterpreter, str] | None = None,
+) -> ToolFunction:
+    """Wrap a host tool: positional args become keywords, each call runs in a context copy.
+    ``via=(interpreter, name)`` routes the call through ``interpreter.invoke_tool`` (callbacks)."""
     signature = _signature(function)
     if inspect.iscoroutinefunction(function):
 
         async def call_async(*args: Any, **kwargs: Any) -> Any:
             args, kwargs = _as_keywords(signature, args, kwargs)
-            coro = function(*args, **kwargs)
+            if via is not None:
+                interpreter, name = via
+                coro = interpreter.invoke_tool_async(name, list(args), kwargs)
+            else:
+                coro = function(*args, **kwargs)
             return await asyncio.create_task(coro, context=context.copy())
 
         return call_async
 
     def call(*args: Any, **kwargs: Any) -> Any:
         args, kwargs = _as_keywords(signature, args, kwargs)
+        if via is not None:
+            interpreter, name = via
+            return context.copy().run(interpreter.invoke_tool, name, list(args), kwargs)
         return context.copy().run(function, *args, **kwargs)
 
     return call
