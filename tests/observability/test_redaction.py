@@ -147,3 +147,100 @@ def test_canary_appears_nowhere(
     )
     _, blob = encode_replay(snapshot)
     assert CANARY.encode() not in gzip.decompress(blob)
+
+
+async def test_canary_appears_nowhere_end_to_end(
+    obs_config: EffectiveConfig,
+    mlflow_state: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A real Turn with the canary as FLEET_LM_API_KEY and in a workspace file name: the stored
+    trace, every event, log records, the replay and the store rows never contain it."""
+    from sqlalchemy import select
+
+    from fleet_core.engine.testing import action, scripted_lm, submit
+    from fleet_core.models import TurnRequest
+    from fleet_core.runtime import FleetRuntime
+    from fleet_core.store import schema
+
+    class Lms:
+        root: object = None
+
+        def check(self, *roles: str) -> None:
+            return None
+
+        def lm(self, role: str) -> object:
+            return self.root
+
+    def raising(text: str) -> str:
+        raise RuntimeError(f"provider rejected api_key {CANARY}")
+
+    caplog.set_level(logging.DEBUG, logger="fleet_core")
+    lms = Lms()
+    runtime = await FleetRuntime.open(obs_config, lm_provider=lms)
+    events: list = []
+    try:
+        sid = (await runtime.new_session(mode="rlm")).session_id
+        await runtime.write_file(sid, f"files/{CANARY}.csv", b"a,b\n1,2\n")
+        # 1. recordReplay with the secret in a file name: refused before the Turn is claimed
+        with pytest.raises(ReplayRefused, match=r"file name .* contains a configured secret"):
+            await runtime.run_turn(TurnRequest(session_id=sid, task="t", record_replay=True))
+        assert await runtime.history(sid) == []
+        # 2. a Turn whose code, output, error and answer carry the canary
+        lms.root = scripted_lm(
+            [
+                action(f"import os\nnames = os.listdir('files')\nprint(names, 'key={CANARY}')"),
+                action(f"raise ValueError('bad key {CANARY}')"),
+                submit("str(names)", note=f"the files were {CANARY}.csv"),
+            ]
+        )
+        done = await runtime.run_turn(
+            TurnRequest(session_id=sid, task="List the files"), on_event=events.append
+        )
+        assert done.status == "completed", done.error
+        assert "[redacted]" in done.answer and CANARY not in done.model_dump_json()
+        # 3. a Turn that fails with the canary in the provider's error
+        lms.root = scripted_lm([raising])
+        failed = await runtime.run_turn(
+            TurnRequest(session_id=sid, task="fail please"), on_event=events.append
+        )
+        assert failed.status == "failed" and failed.error is not None
+        assert CANARY not in failed.error.message
+        # 4. a replay-captured Turn once the file is renamed (history and notes carry the
+        #    earlier, redacted answers)
+        await runtime.delete_file(sid, f"files/{CANARY}.csv")
+        await runtime.write_file(sid, "files/renamed.csv", b"a,b\n1,2\n")
+        lms.root = scripted_lm([submit(f"'done {CANARY}'")])
+        replayed = await runtime.run_turn(
+            TurnRequest(session_id=sid, task="again", record_replay=True),
+            on_event=events.append,
+        )
+        assert replayed.status == "completed", replayed.error
+        _, blob = await runtime._run(runtime.store.get_replay, replayed.turn_id)
+        assert CANARY.encode() not in gzip.decompress(blob)
+        # the stored traces, as MLflow returns them and as bytes of the whole local store
+        for result in (done, failed, replayed):
+            assert result.trace_id
+            view = await runtime._run(runtime.tracer.load_trace, result.trace_id)
+            assert view.turn_id == result.turn_id
+            raw = runtime.tracer.backend._get_trace(result.trace_id)  # type: ignore[attr-defined]
+            assert CANARY not in raw.to_json()
+        for path in (mlflow_state / "mlflow").rglob("*"):
+            if path.is_file():
+                assert CANARY.encode() not in path.read_bytes(), path
+        # every event passed to on_event
+        assert events and any(e.kind == "code_cell" for e in events)
+        for event in events:
+            assert CANARY not in event.model_dump_json(), event.kind
+        # every store row
+        with runtime.store.engine.connect() as conn:
+            for table in schema.metadata.sorted_tables:
+                for row in conn.execute(select(table)).mappings():
+                    assert CANARY not in repr(dict(row)), table.name
+    finally:
+        await runtime.close()
+    # log records (the Turn failure above is logged with its traceback)
+    assert any("Turn failed" in r.getMessage() for r in caplog.records)
+    for record in caplog.records:
+        assert CANARY not in record.getMessage() and CANARY not in (record.exc_text or "")
+    assert CANARY not in caplog.text

@@ -1,11 +1,14 @@
 """``fleet-lsp eval run``: labelled cases as fresh Turns, scored, reported as an MLflow run.
 
 For each case: a fresh Session ``eval-<run>-<case>``, its files written, one Turn through
-``runtime.run_turn`` (idempotency key = case id), ``fleet_metric`` with the judge, and, when a
-backend is given, the case's labels and per-check feedback written on the Turn's trace. Then one
-MLflow run in the *evaluation* experiment with the mean of every objective, a per-case table and
-links to the traces. The runtime should be opened with a tracer for the ``evaluation`` scope so the
-Turn traces land in the same experiment.
+``runtime.run_turn`` (idempotency key = case id, replay-captured so labelled cases can become
+optimization data), ``fleet_metric`` with the judge, and, when a backend is given, the case's
+labels and per-check feedback written on the Turn's trace. Labels go through ``LabelService`` when
+the runtime has a store (``FleetRuntime`` does): MLflow expectations *and* the
+``fleet_trace_labels`` table, with optimization eligibility. Then one MLflow run in the
+*evaluation* experiment with the mean of every objective, a per-case table and links to the
+traces. The runtime should be opened with a tracer for the ``evaluation`` scope
+(``create_tracer(config, scope="evaluation")``) so the Turn traces land in the same experiment.
 
 Broader suite (diagnostics, not GEPA objectives), computed from the stored trace when available:
 ``trace_efficiency`` (the formula over trace counters), ``sandbox_verification`` (a code route
@@ -25,6 +28,7 @@ from typing import Any, Protocol
 import anyio.to_thread
 
 from fleet_core.evaluation.datasets import EvalCase
+from fleet_core.evaluation.labels import LabelService, LabelUpdate
 from fleet_core.evaluation.metric import (
     Judge,
     MetricResult,
@@ -33,6 +37,9 @@ from fleet_core.evaluation.metric import (
     fleet_metric,
 )
 from fleet_core.models import TurnRequest, TurnResult
+
+OK_OUTCOMES = ("ok", "submitted")
+SYNTHETIC_REVIEWER = "synthetic-generator"
 
 
 class EvalRuntime(Protocol):
@@ -84,10 +91,10 @@ def suite_from_trace(view: Any, result: TurnResult) -> dict[str, float | None]:
     if view is None:
         return {}
     cells = view.cells()
-    errors = sum(1 for c in cells if c.outcome != "ok")
+    errors = sum(1 for c in cells if c.outcome not in OK_OUTCOMES)
     calls = sum(len(a.lm_calls) for a in view.agents()) + len(view.triage_lm_calls)
     code_route = result.route in ("rlm", "flex")
-    verified = any(c.outcome == "ok" for c in cells)
+    verified = any(c.outcome in OK_OUTCOMES for c in cells)
     return {
         "trace_efficiency": round(efficiency(calls, errors), 3),
         "sandbox_verification": (1.0 if verified else 0.0) if code_route else None,
@@ -105,8 +112,13 @@ async def run_eval(
     limit: int | None = None,
     run_name: str | None = None,
     on_case: Callable[[CaseOutcome], None] | None = None,
+    record_replay: bool = True,
+    store: Any | None = None,
 ) -> EvalReport:
-    """Run, score and (with a backend) record every case; see the module docstring."""
+    """Run, score and (with a backend) record every case; see the module docstring.
+
+    ``store`` defaults to ``runtime.store``; without one, labels are written to MLflow only."""
+    store = store if store is not None else getattr(runtime, "store", None)
     run_tag = uuid.uuid4().hex[:8]
     outcomes: list[CaseOutcome] = []
     for case in list(cases)[: limit or None]:
@@ -115,7 +127,12 @@ async def run_eval(
         for path, data in sorted(case.files.items()):
             await runtime.write_file(session_id, path, data)
         result = await runtime.run_turn(
-            TurnRequest(session_id=session_id, task=case.task, idempotency_key=case.case_id)
+            TurnRequest(
+                session_id=session_id,
+                task=case.task,
+                idempotency_key=case.case_id,
+                record_replay=record_replay,
+            )
         )
         observation = TurnObservation.from_result(case.task, result)
         metric = await anyio.to_thread.run_sync(fleet_metric, case.labels, observation, judge)
@@ -136,12 +153,12 @@ async def run_eval(
     report = EvalReport(None, outcomes)
     if backend is not None:
         report.run_id = await anyio.to_thread.run_sync(
-            _record, backend, report, run_name or f"fleet-eval-{run_tag}"
+            _record, backend, report, run_name or f"fleet-eval-{run_tag}", store
         )
     return report
 
 
-def _record(backend: Any, report: EvalReport, name: str) -> str:
+def _record(backend: Any, report: EvalReport, name: str, store: Any | None = None) -> str:
     run_id: str = backend.start_run("evaluation", name, tags={"fleet.scorer": "fleet-metric-v1"})
     traces = []
     for outcome in report.outcomes:
@@ -149,9 +166,16 @@ def _record(backend: Any, report: EvalReport, name: str) -> str:
         if not trace_id:
             continue
         traces.append(trace_id)
-        backend.log_labels(
-            trace_id, outcome.labels, source_type="CODE", source_id="synthetic-generator"
-        )
+        if store is not None:
+            labels = dict(outcome.labels)
+            if labels.get("review_status") == "synthetic" and labels.get("reviewer") == "human":
+                labels["reviewer"] = SYNTHETIC_REVIEWER
+            update = LabelUpdate(**labels)
+            LabelService(store, backend).label_sync(trace_id, update)
+        else:
+            backend.log_labels(
+                trace_id, outcome.labels, source_type="CODE", source_id=SYNTHETIC_REVIEWER
+            )
         backend.log_feedback(
             trace_id,
             "fleet_metric",

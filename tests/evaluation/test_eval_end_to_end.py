@@ -1,0 +1,76 @@
+"""``run_eval`` end to end: synthetic cases as real ``FleetRuntime`` Turns (scripted root/sub
+models, code in the LocalSandbox), judged by ``DspyJudge`` on a scripted judge LM, recorded as an
+MLflow evaluation run, with labels in MLflow *and* the store."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fleet_core.config import EffectiveConfig
+from fleet_core.engine.judge import DspyJudge
+from fleet_core.engine.testing import fields, route, scripted_lm, submit
+from fleet_core.evaluation.datasets import build_dataset
+from fleet_core.evaluation.runner import run_eval
+from fleet_core.observability.tracing import MlflowTracer, create_tracer
+from fleet_core.runtime import FleetRuntime
+
+
+class Lms:
+    def __init__(self, root: Any, sub: Any) -> None:
+        self.root, self.sub = root, sub
+
+    def check(self, *roles: str) -> None:
+        return None
+
+    def lm(self, role: str) -> Any:
+        return self.root if role == "root" else self.sub
+
+
+async def test_eval_run_through_the_real_runtime(obs_config: EffectiveConfig) -> None:
+    cases = build_dataset(seed=11, per_kind=1)[:3]
+    for case in cases:  # the scripted triage always answers rlm
+        object.__setattr__(case, "labels", case.labels.model_copy(update={"route": "rlm"}))
+    gold = {case.task: case.labels.expected_values for case in cases}
+
+    def answer(text: str) -> str:
+        values = next(v for task, v in gold.items() if task in text)
+        return submit(repr("The answer is " + ", ".join(values)), note="read the CSV")
+
+    root = scripted_lm(rules={"": answer})
+    sub = scripted_lm(rules={"[[ ## route ## ]]": route("rlm")})
+    judge_lm = scripted_lm(
+        rules={"": fields(reasoning="Checked.", correct=True, safe=True, critique="Matches.")}
+    )
+    tracer = create_tracer(obs_config, scope="evaluation")
+    assert isinstance(tracer, MlflowTracer)
+    runtime = await FleetRuntime.open(obs_config, lm_provider=Lms(root, sub), tracer=tracer)
+    try:
+        report = await run_eval(
+            runtime, cases, judge=DspyJudge(judge_lm), backend=tracer.backend, run_name="e2e"
+        )
+        assert [o.case_id for o in report.outcomes] == [c.case_id for c in cases]
+        for outcome, case in zip(report.outcomes, cases, strict=True):
+            result = outcome.result
+            assert result.status == "completed", result.error
+            assert result.route == "rlm" and result.trace_id
+            assert outcome.metric.score == 1.0, outcome.metric.feedback  # 2 calls, no errors
+            assert outcome.suite["sandbox_verification"] == 1.0
+            # labels in the store (replay captured, so eligible) and on the trace
+            row = await runtime._run(runtime.store.get_trace_labels, result.trace_id)
+            assert row is not None and row["turn_id"] == result.turn_id
+            assert row["labels"]["expected_values"] == case.labels.expected_values
+            assert row["labels"]["review_status"] == "synthetic"
+            assert row["eligible"], row["ineligible_reason"]
+            raw = tracer.backend._get_trace(result.trace_id)
+            names = {a.name for a in raw.info.assessments}
+            assert {"fleet_metric", "fleet.labels"} <= names
+            assert raw.info.experiment_id == tracer.backend.experiment_id("evaluation")
+        assert len(judge_lm.engine_script.requests) >= len(cases)  # one verdict per case
+        assert report.run_id
+        run = tracer.backend.get_run(report.run_id)
+        assert run.info.experiment_id == tracer.backend.experiment_id("evaluation")
+        assert run.data.metrics["fleet_metric"] == 1.0
+        assert run.data.metrics["sandbox_verification"] == 1.0
+    finally:
+        await runtime.close()
+        tracer.close()
