@@ -101,3 +101,33 @@ async def test_user_skill_is_synced_into_the_workspace(engine_runtime, lms, tmp_
     result = await runtime.run_turn(TurnRequest(session_id="u", task="style?"))
     assert result.answer == "Use ; as separator."
     assert await runtime.read_file("u", "skills/csv-style/SKILL.md")
+
+
+async def test_sandbox_skill_helpers_list_read_and_run(engine_runtime, lms, tmp_path) -> None:
+    skill = tmp_path / ".fleet" / "skills" / "greeter"
+    (skill / "scripts").mkdir(parents=True)
+    (skill / "references").mkdir()
+    (skill / "SKILL.md").write_text(
+        "---\nname: greeter\ndescription: Greets people.\n---\nRun scripts/hello.py NAME.\n"
+    )
+    (skill / "references" / "tone.md").write_text("Be warm.\n")
+    (skill / "scripts" / "hello.py").write_text(
+        "import os, sys\nprint('hello', sys.argv[1], os.path.basename(os.getcwd()))\n"
+    )
+    runtime = engine_runtime
+    await runtime.new_session("h", mode="rlm")
+    lms.root = scripted_lm(
+        [
+            action(
+                "names = [s['name'] for s in list_skills()]\n"
+                "tone = read_skill_reference(name='greeter', path='references/tone.md')\n"
+                "run = run_skill_script('greeter', 'scripts/hello.py', ['Ada'])\n"
+                "print(names, tone, run)"
+            ),
+            submit("' | '.join([str('greeter' in names), tone.strip(), run['stdout'].strip()])"),
+        ]
+    )
+    result = await runtime.run_turn(TurnRequest(session_id="h", task="greet Ada"))
+    assert result.status == "completed", result.error
+    assert result.answer == "True | Be warm. | hello Ada greeter"
+    assert result.usage.sandbox_errors == 0

@@ -115,6 +115,7 @@ async def test_turn_trace_has_root_attributes_children_and_a_failed_cell(
     root = view.root
     assert root is not None and root.status
     assert root.lm_calls and root.lm_calls[0].input_tokens == 10
+    assert {c.phase for c in root.cells} == {"bootstrap", "task"}
     failed = [c for c in root.cells if c.outcome == "error"]
     assert len(failed) == 1 and "ZeroDivisionError" in (failed[0].error or "")
     assert any(c.outcome == "ok" for c in root.cells)
@@ -179,7 +180,8 @@ async def test_failed_and_cancelled_turns_have_traces(
     view = await asyncio.to_thread(runtime.tracer.load_trace, cancelled.trace_id)
     assert view.outcome == "cancelled"
     assert view.root is not None
-    assert [c.outcome for c in view.root.cells if c.code != "(dspy facade)"] == ["cancelled"]
+    task_cells = [c for c in view.root.cells if c.phase == "task"]
+    assert [c.outcome for c in task_cells] == ["cancelled"]
     turn = await runtime._run(runtime.store.get_turn, cancelled.turn_id)
     assert turn.trace_id == cancelled.trace_id
 

@@ -22,6 +22,37 @@ from fleet_core.engine.control import TurnControl
 from fleet_core.engine.stream import clip
 
 CODE_CHARS = 20_000
+SKILL_HELPERS = '''
+def run_skill_script(name, path, args=None, timeout=60):
+    """Run a Skill's script: skills/<name>/<path> under scripts/ (.py with this Python, .sh with
+    bash), cwd = the Skill folder, at most 20 string args; returns {exit_code, stdout, stderr}."""
+    import os as _o, subprocess as _s, sys as _y
+    if not isinstance(name, str) or not name or "/" in name or name.startswith("."):
+        raise ValueError("name must be a Skill name from list_skills()")
+    root = _o.path.realpath(_o.path.join("skills", name))
+    if not _o.path.isdir(root):
+        raise ValueError(f"No Skill folder skills/{name} in this workspace")
+    full = _o.path.realpath(_o.path.join(root, str(path)))
+    if not full.startswith(_o.path.join(root, "scripts") + _o.sep) or not _o.path.isfile(full):
+        raise ValueError(f"{path!r} is not a script under skills/{name}/scripts/")
+    args = [str(a) for a in (args or [])]
+    if len(args) > 20 or any(len(a) > 4096 for a in args):
+        raise ValueError("at most 20 args of at most 4096 characters each")
+    if full.endswith(".py"):
+        command = [_y.executable, full, *args]
+    elif full.endswith(".sh"):
+        command = ["bash", full, *args]
+    else:
+        raise ValueError("only .py and .sh scripts can run")
+    timeout = max(1, min(int(timeout), 60))
+    done = _s.run(command, cwd=root, capture_output=True, text=True, timeout=timeout)
+    return {
+        "exit_code": done.returncode,
+        "stdout": done.stdout[-20000:],
+        "stderr": done.stderr[-20000:],
+    }
+'''
+SKILL_HELPERS_SHOWN = "(fleet skill helpers)"
 _FLEX_DRIVER = "__dspy_flex_json.dumps("
 OUTPUT_CHARS = 4_000
 
@@ -52,6 +83,7 @@ class TurnInterpreter:
         self._interrupt = interrupt or getattr(inner, "interrupt", None)
         self._cells = itertools.count(1)
         self._deferred: list[tuple[str, dict[str, Any] | None]] = []
+        self._helpers = False
         self.tools: dict[str, Callable[..., Any]] = {}
 
     # attributes RLM/Flex set on the interpreter are forwarded to the real one
@@ -91,22 +123,27 @@ class TurnInterpreter:
             return None
         while self._deferred:
             self._run(*self._deferred.pop(0))
+        if not self._helpers:  # the sandbox-side Skill helpers, once per namespace
+            self._helpers = True
+            self._run(SKILL_HELPERS, None, shown=SKILL_HELPERS_SHOWN)
         return self._run(_print_flex_result(code), variables)
 
-    def _run(self, code: str, variables: dict[str, Any] | None) -> Any:
+    def _run(self, code: str, variables: dict[str, Any] | None, *, shown: str | None = None) -> Any:
         control = self._control
         control.check()
         cell = next(self._cells)
-        bootstrap = code == SHIM_SETUP or code.lstrip().startswith("import hashlib as _fleet")
+        bootstrap = (
+            shown is not None
+            or code == SHIM_SETUP
+            or code.lstrip().startswith("import hashlib as _fleet")
+        )
         phase = "bootstrap" if bootstrap else "task"
+        if code == SHIM_SETUP:
+            shown = "(dspy facade)"
         emit = control.emit
         emit(
             "code_cell",
-            {
-                "cell": cell,
-                "phase": phase,
-                "code": "(dspy facade)" if code == SHIM_SETUP else clip(code, CODE_CHARS),
-            },
+            {"cell": cell, "phase": phase, "code": shown or clip(code, CODE_CHARS)},
             **self._lineage,
         )
         ctx = contextvars.copy_context()

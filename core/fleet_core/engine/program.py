@@ -36,6 +36,7 @@ MAX_SUBTASK_CHARS = 20_000
 MAX_FINDINGS_CHARS = 20_000
 MAX_NOTE_CHARS = 10_000
 MAX_SUBTASKS = 8
+MAX_REFERENCE_CHARS = 200_000
 ROOT = "root"
 
 
@@ -83,6 +84,26 @@ class RouteDecision:
                 "error": self.error,
             },
         }
+
+
+def read_skill_file(skills: Sequence[Skill], name: str, path: str) -> str:
+    """Stage 3 of a Skill: one ``references/`` or ``assets/`` file as text (bounded)."""
+    skill = next((s for s in skills if s.name == name), None)
+    if skill is None:
+        known = ", ".join(s.name for s in skills) or "none"
+        raise InvalidInput(f"No Skill named {name!r}; available: {known}")
+    relative = str(path).removeprefix(f"skills/{name}/").removeprefix("./")
+    if not relative.startswith(("references/", "assets/")) or ".." in relative.split("/"):
+        raise InvalidInput("path must be a file under the Skill's references/ or assets/")
+    data = skill.files.get(relative)
+    if data is None:
+        listing = sorted(p for p in skill.files if p.startswith(("references/", "assets/")))
+        raise InvalidInput(f"Skill {name!r} has no {relative!r}; it has: {listing or 'none'}")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return f"[binary file, {len(data)} bytes: open skills/{name}/{relative} in code]"
+    return text[:MAX_REFERENCE_CHARS]
 
 
 def _summary(decision: RouteDecision, mode: str) -> str:
@@ -213,7 +234,11 @@ class TurnProgram:
         return str(prediction.answer)
 
     def _tools_for(self, space: AgentSpace) -> list[Callable[..., Any]]:
-        tools: list[Callable[..., Any]] = [self._list_skills_tool(), self._use_skill_tool()]
+        tools: list[Callable[..., Any]] = [
+            self._list_skills_tool(),
+            self._use_skill_tool(),
+            self._read_skill_reference_tool(),
+        ]
         if space.depth < self.control.limits.max_depth:
             tools[:0] = [self._spawn_agent_tool(space), self._spawn_agents_tool(space)]
         return tools
@@ -234,7 +259,10 @@ class TurnProgram:
         make.execution_instructions = (  # type: ignore[attr-defined]
             "Python 3 in an isolated sandbox; the current directory is the workspace "
             "(files/ read-only inputs, artifacts/ outputs, skills/). No network. "
-            "numpy and pandas may be available (see memory_summary)."
+            "numpy and pandas may be available (see memory_summary). Skills: list_skills(), "
+            "use_skill(name) for instructions and resources, read_skill_reference(name, path) for "
+            "references/ and assets/ files, run_skill_script(name, path, args) to run one of its "
+            "scripts/ (returns exit_code, stdout, stderr)."
         )
         return make
 
@@ -287,6 +315,13 @@ class TurnProgram:
             return use_skill_text(list(self._skills), name)
 
         return use_skill
+
+    def _read_skill_reference_tool(self) -> Callable[..., Any]:
+        def read_skill_reference(name: str, path: str) -> str:
+            """Read a Skill resource under references/ or assets/ (path relative to the Skill)."""
+            return read_skill_file(self._skills, name, path)
+
+        return read_skill_reference
 
     # --- delegation --------------------------------------------------------------------------
 

@@ -90,7 +90,7 @@ def suite_from_trace(view: Any, result: TurnResult) -> dict[str, float | None]:
     """Deterministic diagnostics from a stored ``TraceView`` (None = not applicable)."""
     if view is None:
         return {}
-    cells = view.cells()
+    cells = [c for c in view.cells() if getattr(c, "phase", None) != "bootstrap"]
     errors = sum(1 for c in cells if c.outcome not in OK_OUTCOMES)
     calls = sum(len(a.lm_calls) for a in view.agents()) + len(view.triage_lm_calls)
     code_route = result.route in ("rlm", "flex")

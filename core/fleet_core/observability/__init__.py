@@ -15,14 +15,21 @@ from fleet_core.observability.errors import (
     TraceNotFound,
     TracingUnavailable,
 )
-from fleet_core.observability.redaction import RedactingFilter, Redactor
+from fleet_core.observability.redaction import (
+    RedactingFilter,
+    Redactor,
+    install_log_redaction,
+)
 from fleet_core.observability.tracing import (
     MlflowTracer,
     NoopTracer,
     TurnTrace,
     TurnTracer,
     TurnTraceStart,
+    configured_tracer,
     create_tracer,
+    load_trace,
+    tee_emit,
 )
 
 __all__ = [
@@ -40,6 +47,10 @@ __all__ = [
     "TurnTrace",
     "TurnTraceStart",
     "TurnTracer",
+    "configured_tracer",
     "create_tracer",
+    "install_log_redaction",
+    "load_trace",
     "resolve_destination",
+    "tee_emit",
 ]

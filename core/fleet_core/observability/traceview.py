@@ -37,6 +37,7 @@ class CellView:
     error: str | None
     error_type: str | None
     duration_ms: float | None
+    phase: str | None = None  # "bootstrap" (facade, helpers, dataset setup) or "task"
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,6 +223,7 @@ def _agent(span: SpanRecord, by_parent: Mapping[int | None, list[SpanRecord]]) -
                     error=_str(child.outputs.get("error")) or (child.status_message or None),
                     error_type=_str(child.attributes.get("fleet.error_type")),
                     duration_ms=_float(child.attributes.get("fleet.duration_ms")),
+                    phase=_str(child.attributes.get("fleet.phase")),
                 )
             )
         elif child.kind == "tool":

@@ -6,7 +6,7 @@ The engine plugs a tracer in with a few lines (see docs/observability.md)::
                                         configuration_digest=config.digest()))
     with trace.phase("prepare_inputs"):
         ...                                   # manifest, history, memory, skills
-    control.emit = tee(channel.emit, trace)    # or call trace.on_event(event) for every event
+    control.emit = tee_emit(channel.emit, trace)  # or trace.on_event(event) for every event
     ...                                        # triage and execution emit TurnEvents
     result = result.model_copy(update={"trace_id": trace.trace_id})
     with trace.phase("commit"):
