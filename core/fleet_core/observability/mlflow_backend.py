@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 import time
 from collections.abc import Mapping
@@ -65,6 +66,9 @@ class MlflowBackend:
                     Path(self.tracking_uri.removeprefix("sqlite:///")).parent.mkdir(
                         parents=True, exist_ok=True
                     )
+                # MLflow prices LM spans with LiteLLM's cost map, which LiteLLM otherwise
+                # fetches from the network (with retries: seconds when offline) on first use.
+                os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
                 from mlflow import MlflowClient
                 from mlflow.tracing.client import TracingClient
 
