@@ -18,6 +18,7 @@ from fleet_core.engine.testing import action, route, submit
 REPO = Path(__file__).resolve().parents[2]
 PLUGIN = REPO / "editor-clients" / "nvim"
 SCENARIO = Path(__file__).with_name("nvim_quickstart.lua")
+SALES = REPO / "fleet_lsp" / "examples" / "sales.csv"
 TASK = "Calculate revenue by region and save artifacts/revenue_by_region.csv."
 SLOW = "SLOWTASK: count slowly"
 CODE = (
@@ -65,7 +66,7 @@ def nvim_report(tmp_path_factory: pytest.TempPathFactory) -> dict:
         "FLEET_TEST_SCRIPT": str(script),
         "FLEET_NVIM_PLUGIN": str(PLUGIN),
         "FLEET_NVIM_CMD": json.dumps([sys.executable, "-m", "fleet_lsp", "serve"]),
-        "FLEET_NVIM_CSV": str(REPO / "examples" / "sales.csv"),
+        "FLEET_NVIM_CSV": str(SALES),
         "FLEET_NVIM_TASK": TASK,
         "FLEET_NVIM_SLOW": SLOW,
         "FLEET_NVIM_OUT": str(out),
@@ -103,7 +104,7 @@ def test_neovim_runs_the_quickstart_turn_and_sees_progress(nvim_report: dict) ->
 def test_neovim_opens_the_artifact_read_only_from_the_server(nvim_report: dict) -> None:
     steps = nvim_report["steps"]
     expected: dict[str, float] = {}
-    with (REPO / "examples" / "sales.csv").open() as handle:
+    with SALES.open() as handle:
         for row in csv.DictReader(handle):
             expected[row["region"]] = expected.get(row["region"], 0.0) + float(row["revenue"])
     lines = steps["artifact_lines"]
@@ -112,6 +113,15 @@ def test_neovim_opens_the_artifact_read_only_from_the_server(nvim_report: dict) 
     assert shown == pytest.approx(expected)
     assert steps["artifact_modifiable"] is False
     assert steps["artifact_name"].startswith("fleet:/sessions/nvim1/artifacts/")
+
+
+def test_neovim_opens_the_turn_trace_as_markdown(nvim_report: dict) -> None:
+    steps = nvim_report["steps"]
+    assert steps["turn"]["traceId"]
+    lines = steps["trace_lines"]
+    assert steps["trace_filetype"] == "markdown"
+    assert lines[0].startswith("# ")
+    assert any("rlm" in line for line in lines)
 
 
 def test_neovim_gets_a_clear_error_for_a_bad_session_id(nvim_report: dict) -> None:
