@@ -216,6 +216,12 @@ def turn(
         typer.Option("--dataset", help="Workspace path to select, e.g. files/sales.csv."),
     ] = None,
     mode: Annotated[str | None, typer.Option("--mode", help="hybrid | rlm | flex")] = None,
+    record_replay: Annotated[
+        bool,
+        typer.Option(
+            "--record-replay", help="Store a replay snapshot (makes the trace optimization data)."
+        ),
+    ] = False,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print only the TurnResult JSON.")
     ] = False,
@@ -241,7 +247,7 @@ def turn(
                 typer.echo(f"attached {info.path} ({info.size_bytes:,} bytes)", err=True)
         if dataset:
             await runtime.set_dataset(session, dataset)
-        request = TurnRequest(session_id=session, task=task, mode=mode)
+        request = TurnRequest(session_id=session, task=task, mode=mode, record_replay=record_replay)
         if as_json:
             return (await runtime.run_turn(request)).wire()
         from fleet_lsp.live import LiveTurnView
@@ -503,13 +509,27 @@ def eval_run(
     case: Annotated[
         list[str] | None, typer.Option("--case", help="Run only this case id (repeatable).")
     ] = None,
+    labelled: Annotated[
+        bool,
+        typer.Option(
+            "--labelled",
+            help="Run the store's labelled, replay-captured traces instead of a dataset.",
+        ),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     """Run labelled cases as fresh Turns, score fleet_metric, record an MLflow evaluation run."""
     from fleet_lsp.evaluation import run_command
 
     raise typer.Exit(
-        run_command(dataset=dataset, seed=seed, limit=limit, cases=case, as_json=as_json)
+        run_command(
+            dataset=dataset,
+            seed=seed,
+            limit=limit,
+            cases=case,
+            labelled=labelled,
+            as_json=as_json,
+        )
     )
 
 

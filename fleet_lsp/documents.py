@@ -6,10 +6,10 @@ URIs (single slash, no authority, no query; see docs/protocol.md):
 - ``fleet:/sessions/<sessionId>/traces/<traceId>.md``
 
 Artifacts are served as text when they look like text, or as a readable summary (size, digest,
-type) when they are binary. Traces render as markdown through a :class:`TraceSource`; the
-default, :class:`StoreTraceSource`, uses what the store holds (Turn, route, answer, usage,
-artifacts with provenance) plus any TurnEvents this server saw, and can be swapped for an
-MLflow-backed source later without touching the handlers.
+type) when they are binary. Trace documents come from :class:`fleet_lsp.traces.TraceService`,
+which renders the stored MLflow trace; :class:`StoreTraceSource` here is its fallback when
+tracing is off or unavailable: what the store holds (Turn, route, answer, usage, artifacts with
+provenance) plus any TurnEvents this server process saw.
 """
 
 from __future__ import annotations
@@ -178,7 +178,7 @@ class TraceDocument:
 
 
 class TraceSource(Protocol):
-    """Where trace documents come from (the store now; MLflow later)."""
+    """Where trace documents come from."""
 
     async def get(
         self, runtime: FleetRuntime, *, trace_id: str | None = None, turn_id: str | None = None

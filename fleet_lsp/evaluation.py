@@ -188,6 +188,43 @@ def _load_cases(
     return cases
 
 
+def labelled_cases(store: Any) -> tuple[list[EvalCase], list[str]]:
+    """Cases from the store's labelled traces (not rejected) whose Turn has a verified replay:
+    the Turn's task and the ``files/`` it saw, scored against its labels. Also what was skipped."""
+    from fleet_core.evaluation.datasets import EvalCase
+    from fleet_core.evaluation.labels import TraceLabels
+    from fleet_core.observability.errors import ReplayError
+    from fleet_core.observability.replay import decode_replay
+
+    cases: list[EvalCase] = []
+    skipped: list[str] = []
+    for row in store.list_trace_labels(limit=10_000):
+        trace_id, turn_id = str(row["trace_id"]), row.get("turn_id")
+        labels = TraceLabels.model_validate(row["labels"])
+        if labels.review_status == "rejected":
+            continue
+        stored = store.get_replay(turn_id) if turn_id else None
+        if stored is None:
+            skipped.append(f"{trace_id}: the Turn was not replay-captured")
+            continue
+        try:
+            snapshot = decode_replay(stored[1], stored[0], turn_id=turn_id)
+        except ReplayError as exc:
+            skipped.append(f"{trace_id}: {exc.message}")
+            continue
+        files = {p: snapshot.file(p) for p in sorted(snapshot.file_bytes) if p.startswith("files/")}
+        cases.append(
+            EvalCase(
+                case_id=f"trace-{trace_id.removeprefix('tr-')[:12]}",
+                task=snapshot.task,
+                files=files,
+                labels=labels,
+                category="labelled",
+            )
+        )
+    return cases, skipped
+
+
 def _models(config: Any) -> Any:
     """Scripted models (test hook) or the configured ones; ``ModelUnavailable`` says what to set."""
     from fleet_core.engine.lm import ConfiguredLmProvider
@@ -205,19 +242,22 @@ def run_command(
     limit: int | None,
     cases: Sequence[str] | None,
     as_json: bool,
+    labelled: bool = False,
 ) -> int:
     import asyncio
 
     from rich.console import Console
 
     from fleet_core.config import load_config
-    from fleet_core.errors import FleetError, ModelUnavailable
+    from fleet_core.errors import FleetError, InvalidInput, ModelUnavailable
     from fleet_lsp.commands import fail
 
     err = Console(stderr=True)
     try:
         config = load_config()
-        selected = _load_cases(dataset, seed, cases, limit)
+        if labelled and dataset is not None:
+            raise InvalidInput("Give either --dataset or --labelled, not both")
+        selected = None if labelled else _load_cases(dataset, seed, cases, limit)
         provider = _models(config)
     except ModelUnavailable as exc:
         err.print("[bold red]No model is configured for evaluation.[/bold red]")
@@ -243,7 +283,9 @@ def run_command(
             "scored, but no MLflow evaluation run is recorded.[/yellow]"
         )
     try:
-        report = asyncio.run(_run_cases(config, provider, tracer, backend, selected, err))
+        report = asyncio.run(
+            _run_cases(config, provider, tracer, backend, selected, err, (cases, limit))
+        )
     except FleetError as exc:
         raise fail(exc) from None
     finally:
@@ -256,7 +298,13 @@ def run_command(
 
 
 async def _run_cases(
-    config: Any, provider: Any, tracer: Any, backend: Any, cases: list[EvalCase], err: Any
+    config: Any,
+    provider: Any,
+    tracer: Any,
+    backend: Any,
+    cases: list[EvalCase] | None,
+    err: Any,
+    selection: tuple[Sequence[str] | None, int | None] = (None, None),
 ) -> EvalReport:
     from rich.progress import (
         BarColumn,
@@ -272,6 +320,12 @@ async def _run_cases(
     from fleet_core.runtime import FleetRuntime
 
     runtime = await FleetRuntime.open(config, lm_provider=provider, tracer=tracer)
+    if cases is None:  # --labelled: the store's reviewed traces
+        try:
+            cases = await _select_labelled(runtime, err, *selection)
+        except BaseException:
+            await runtime.close()
+            raise
     judge = DspyJudge(provider.lm("judge"))
     progress = Progress(
         SpinnerColumn(),
@@ -300,6 +354,27 @@ async def _run_cases(
             return await run_eval(runtime, cases, judge=judge, backend=backend, on_case=on_case)
     finally:
         await runtime.close()
+
+
+async def _select_labelled(
+    runtime: Any, err: Any, wanted: Sequence[str] | None, limit: int | None
+) -> list[EvalCase]:
+    import anyio.to_thread
+
+    from fleet_core.errors import InvalidInput
+
+    found, skipped = await anyio.to_thread.run_sync(labelled_cases, runtime.store)
+    for reason in skipped:
+        err.print(f"[yellow]skipped[/yellow] {reason}")
+    if wanted:
+        found = [c for c in found if c.case_id in set(wanted)]
+    found = found[:limit] if limit else found
+    if not found:
+        raise InvalidInput(
+            "No labelled trace can be run: label replay-captured Turns first "
+            "(fleet-lsp turn --record-replay ..., then fleet-lsp eval label TRACE_ID ...)"
+        )
+    return found
 
 
 def report_wire(report: EvalReport) -> dict[str, Any]:

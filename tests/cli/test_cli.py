@@ -38,7 +38,10 @@ def run(
 def test_help_lists_commands(tmp_path: Path) -> None:
     out = run(tmp_path, "--help")
     assert out.returncode == 0
-    for name in ("serve", "turn", "sessions", "artifacts", "trace", "config", "doctor", "demo"):
+    for name in (
+        "serve", "turn", "sessions", "artifacts", "trace", "config", "doctor", "demo", "eval",
+        "mlflow",
+    ):  # fmt: skip
         assert name in out.stdout
 
 
@@ -93,7 +96,9 @@ def test_turn_json_artifacts_and_trace(tmp_path: Path, script_env: dict[str, str
     assert {r["region"] for r in csv.DictReader(saved.open())} == {"North", "South", "East", "West"}
     trace = run(tmp_path, "trace", "show", result["turnId"], "--raw")
     assert trace.returncode == 0, trace.stderr
-    assert trace.stdout.startswith("# Turn 1: Calculate revenue by region")
+    assert trace.stdout.startswith(f"# Turn trace `{result['traceId']}`")  # from MLflow
+    assert "Calculate revenue by region" in trace.stdout
+    assert "revenue_by_region.csv" in trace.stdout and "Child agent" in trace.stdout
     missing = run(tmp_path, "trace", "show", "nope")
     assert missing.returncode == 1 and "TraceNotFound" in missing.stderr
 

@@ -125,8 +125,6 @@ def test_eval_label_partial_updates_and_trace_show_after_restart(
     assert nothing.returncode == 2 and "at least one label" in one_line_error(
         nothing, "InvalidInput"
     )
-    back = run(tmp_path, "eval", "label", trace_id, "--critical", "--status", "approved")
-    assert back.returncode == 0, back.stderr  # --critical is valid: the values are kept
     missing = run(tmp_path, "eval", "label", "tr-" + "0" * 32, "--answer", "x")
     assert missing.returncode == 1 and "No trace" in one_line_error(missing, "TraceNotFound")
 
@@ -136,7 +134,7 @@ def test_eval_label_partial_updates_and_trace_show_after_restart(
     assert shown.stdout.startswith(f"# Turn trace `{trace_id}`")
     assert "| Route | rlm |" in shown.stdout and "Cell 1 — **ok**" in shown.stdout
     assert "The answer is 42." in shown.stdout
-    assert '"review_status": "approved"' in shown.stdout and '"critical": true' in shown.stdout
+    assert '"review_status": "benchmark"' in shown.stdout and '"critical": false' in shown.stdout
     by_turn = run(tmp_path, "trace", "show", result["turnId"], "--raw")
     assert by_turn.stdout == shown.stdout
 
@@ -213,6 +211,37 @@ def test_eval_run_end_to_end_records_an_mlflow_run(
     assert table.returncode == 0, table.stderr
     assert "question-1" in table.stdout and "fleet_metric" in table.stdout
     assert "MLflow run" in table.stdout and "fleet-lsp mlflow ui" in table.stdout
+
+
+def test_eval_run_labelled_reruns_reviewed_turns(
+    tmp_path: Path, script_env: dict[str, str]
+) -> None:
+    """A replay-captured Turn, labelled from the CLI, is re-run as a fresh Turn and scored."""
+    replayed = run(
+        tmp_path, "turn", TASK, "--session", "rev", "--record-replay", "--json", env=script_env
+    )
+    assert replayed.returncode == 0, replayed.stderr
+    plain = run(tmp_path, "turn", TASK, "--session", "plain", "--json", env=script_env)
+    assert plain.returncode == 0, plain.stderr
+    traces = [json.loads(out.stdout)["traceId"] for out in (replayed, plain)]
+    labelled = [
+        run(tmp_path, "eval", "label", trace_id, "--value", "42", "--route", "rlm")
+        for trace_id in traces
+    ]
+    assert all(out.returncode == 0 for out in labelled), [out.stderr for out in labelled]
+    assert "optimization: eligible" in labelled[0].stdout
+    assert "optimization: not eligible: The Turn was not replay-captured" in labelled[1].stdout
+
+    report = run(tmp_path, "eval", "run", "--labelled", "--json", env=script_env, timeout=300)
+    assert report.returncode == 0, report.stderr
+    assert f"skipped {traces[1]}: the Turn was not replay-captured" in report.stderr
+    (row,) = json.loads(report.stdout)["cases"]
+    assert row["case_id"] == f"trace-{traces[0].removeprefix('tr-')[:12]}"
+    assert row["status"] == "completed" and row["route"] == "rlm"
+    assert row["fleet_metric"] == 1.0, row["feedback"]
+    assert row["trace_id"] not in traces  # a fresh Turn with its own trace
+    both = run(tmp_path, "eval", "run", "--labelled", "--dataset", "d.json", env=script_env)
+    assert both.returncode == 2 and "not both" in one_line_error(both, "InvalidInput")
 
 
 def test_eval_run_without_models_says_what_to_set(tmp_path: Path) -> None:

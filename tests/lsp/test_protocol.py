@@ -200,7 +200,7 @@ VALID: dict[str, dict[str, Any]] = {
     "fleet/artifact/open": {"uri": "fleet:/sessions/a/artifacts/x"},
     "fleet/artifact/save": {"uri": "fleet:/sessions/a/artifacts/x", "target": "file:///tmp/x"},
     "fleet/trace/get": {"traceId": "x"},
-    "fleet/trace/label": {"traceId": "x", "status": "good"},
+    "fleet/trace/label": {"traceId": "x", "status": "approved"},
     "fleet/debug/info": {},
 }
 
