@@ -148,7 +148,7 @@ def _test_provider() -> Any:
     return scripted_provider(script)
 
 
-def _run(fn: Callable[[FleetRuntime], Awaitable[Any]], *, tracer: Any = None) -> Any:
+def _run(fn: Callable[[FleetRuntime], Awaitable[Any]]) -> Any:
     import asyncio
 
     from fleet_core.errors import FleetError
@@ -157,16 +157,11 @@ def _run(fn: Callable[[FleetRuntime], Awaitable[Any]], *, tracer: Any = None) ->
         from fleet_core.config import load_config
         from fleet_core.runtime import FleetRuntime
 
-        config = load_config()
-        provider = _test_provider()
-        made = tracer(config) if callable(tracer) else None
-        runtime = await FleetRuntime.open(config, lm_provider=provider, tracer=made)
+        runtime = await FleetRuntime.open(load_config(), lm_provider=_test_provider())
         try:
             return await fn(runtime)
         finally:
-            await runtime.close()
-            if made is not None:
-                made.close()
+            await runtime.close()  # also closes the tracer it created
 
     try:
         return asyncio.run(go())

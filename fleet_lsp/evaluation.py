@@ -293,7 +293,7 @@ def run_command(
     if as_json:
         typer.echo(json.dumps(report_wire(report), indent=2, default=str))
     else:
-        _print_report(report, config)
+        _print_report(report, config, tracer)
     return 0
 
 
@@ -385,7 +385,7 @@ def report_wire(report: EvalReport) -> dict[str, Any]:
     }
 
 
-def _print_report(report: EvalReport, config: Any) -> None:
+def _print_report(report: EvalReport, config: Any, tracer: Any) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -410,7 +410,7 @@ def _print_report(report: EvalReport, config: Any) -> None:
         metrics.add_row(key, f"{value:.4f}")
     console.print(metrics)
     if report.run_id:
-        experiment = config.settings.mlflow.eval_experiment_name
+        experiment = tracer.destination.experiment("evaluation")
         console.print(f"MLflow run {report.run_id} in experiment '{experiment}'")
         if config.settings.mlflow.destination == "local":
             console.print("see it: fleet-lsp mlflow ui")

@@ -152,7 +152,11 @@ class TraceService:
                 note = f"{exc.message}; this document shows the stored outcome only."
             except TracingUnavailable as exc:
                 if turn is None:
-                    raise
+                    raise TraceNotFound(
+                        f"No trace '{trace_id}' in this store, and MLflow traces are "
+                        f"unavailable: {exc.message}",
+                        trace_id=trace_id,
+                    ) from None
                 note = (
                     f"MLflow traces are unavailable ({exc.message}); this document shows the "
                     "stored Turn outcome only."

@@ -239,6 +239,10 @@ async def test_tracing_off_falls_back_to_the_stored_outcome(tmp_path: Path) -> N
         )
         assert refused.code == ERROR_CODES["TraceNotFound"]
         assert "no MLflow trace" in refused.message
+        unknown = await call_error(client, "fleet/trace/get", {"traceId": "tr-" + "1" * 32})
+        assert unknown.code == ERROR_CODES["TraceNotFound"] and "Tracing is off" in unknown.message
+        off = await call_error(client, "fleet/trace/label", {"traceId": "tr-1", "answer": "x"})
+        assert off.code == ERROR_CODES["TracingUnavailable"] == -32069
     finally:
         await stop(client)
     assert not (state / "mlflow").exists()
