@@ -113,3 +113,33 @@ def test_demo_runs_the_quickstart_over_the_protocol(
     assert saved.is_file()
     assert "fleet-lsp trace show" in out.stdout
     assert "fleet:/sessions/demo-" in out.stdout
+
+
+HEAVY = ("mlflow", "dspy", "pygls", "sqlalchemy", "pandas")
+
+
+@pytest.mark.parametrize("args", [["--help"], ["config", "show", "--json"], ["eval", "--help"]])
+def test_fast_commands_import_no_heavy_library(tmp_path: Path, args: list[str]) -> None:
+    """``--help`` and ``config show`` stay under a second by importing none of the heavy
+    libraries (MLflow alone takes about 6 s here); eval/mlflow commands load them lazily."""
+    probe = (
+        "import sys\n"
+        "from fleet_lsp.cli import main\n"
+        "try:\n"
+        f"    main({args!r})\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        f"print('HEAVY', sorted(m for m in {HEAVY!r} if m in sys.modules), file=sys.stderr)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLEET_")}
+    env["FLEET_STATE_DIR"] = str(tmp_path / "state")
+    out = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert "HEAVY []" in out.stderr, out.stderr
