@@ -94,32 +94,29 @@ local function need_session()
   return true
 end
 
-function M.new_session(session_id, callback)
-  local params = session_id and session_id ~= '' and { sessionId = session_id } or vim.empty_dict()
-  M.request('fleet/session/new', params, function(err, info)
+--- Send a request answered by a SessionInfo and make that Session current.
+local function request_session(method, params, callback)
+  M.request(method, params, function(err, info)
     if not err then
       state.session_id = info.sessionId
-      notify('session ' .. info.sessionId .. ' (' .. info.mode .. ')')
     end
     if callback then
       callback(err, info)
     elseif err then
       notify(err.message, vim.log.levels.ERROR)
+    else
+      notify('session ' .. info.sessionId .. ' (' .. info.mode .. ')')
     end
   end)
 end
 
+function M.new_session(session_id, callback)
+  local params = session_id and session_id ~= '' and { sessionId = session_id } or vim.empty_dict()
+  request_session('fleet/session/new', params, callback)
+end
+
 function M.load_session(session_id, callback)
-  M.request('fleet/session/load', { sessionId = session_id }, function(err, info)
-    if not err then
-      state.session_id = info.sessionId
-    end
-    if callback then
-      callback(err, info)
-    elseif err then
-      notify(err.message, vim.log.levels.ERROR)
-    end
-  end)
+  request_session('fleet/session/load', { sessionId = session_id }, callback)
 end
 
 function M.attach(path, callback)
