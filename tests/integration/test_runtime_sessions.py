@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from fleet_core.config import EffectiveConfig
+from fleet_core.config import EffectiveConfig, load_config
 from fleet_core.errors import (
     DatasetChanged,
+    FileTooLarge,
     IdempotencyConflict,
     InvalidInput,
     MemoryNotFound,
@@ -227,3 +228,24 @@ async def test_memories_are_stored_and_reviewed_explicitly(runtime: FleetRuntime
     assert reviewed.content == "north leads"
     with pytest.raises(MemoryNotFound, match="No memory 'nope'"):
         await runtime.review_memory("mem", "nope")
+
+
+async def test_attach_over_the_cap_fails_cleanly_and_keeps_the_session_usable(
+    fleet_environ: dict[str, str], tmp_path: Path
+) -> None:
+    config = load_config(environ={**fleet_environ, "FLEET_MAX_FILE_BYTES": "1000"}, cwd=tmp_path)
+    runtime = await FleetRuntime.open(config)
+    try:
+        await runtime.new_session("cap")
+        big = tmp_path / "big.csv"
+        big.write_bytes(b"x" * 1001)
+        with pytest.raises(FileTooLarge, match="nothing was stored"):
+            await runtime.attach("cap", big)
+        files_dir = runtime.workspace("cap").root / "files"
+        assert list(files_dir.iterdir()) == []
+        assert (await runtime.list_workspace("cap"))["files"] == []
+        small = tmp_path / "small.csv"
+        small.write_bytes(b"a,b\n")
+        assert (await runtime.attach("cap", small)).size_bytes == 4
+    finally:
+        await runtime.close()
