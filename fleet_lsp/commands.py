@@ -57,17 +57,6 @@ os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
 # ---------------------------------------------------------------------------------------------
 
 
-def is_loopback(host: str) -> bool:
-    import ipaddress
-
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def _truthy(value: str | None) -> bool:
     return (value or "").strip().lower() in ("1", "true", "yes", "on")
 
@@ -96,11 +85,12 @@ def serve(
         raise typer.BadParameter(
             "use --tcp HOST:PORT, e.g. --tcp 127.0.0.1:2087", param_hint="--tcp"
         )
+    from fleet_core.net import is_loopback_host
     from fleet_lsp.server import configure_logging, create_server
 
     configure_logging(logging.INFO)
     log = logging.getLogger("fleet_lsp")
-    if not is_loopback(host):
+    if not is_loopback_host(host):
         allowed = _truthy(os.environ.get(NON_LOOPBACK_ENV))
         if not allowed:
             from fleet_core.config import load_config

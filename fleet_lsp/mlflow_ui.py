@@ -50,7 +50,8 @@ def ui_command_line(config: EffectiveConfig, host: str, port: int) -> list[str]:
 def ui_command(host: str, port: int) -> int:
     from fleet_core.config import load_config
     from fleet_core.errors import FleetError
-    from fleet_lsp.commands import NON_LOOPBACK_ENV, _truthy, fail, is_loopback
+    from fleet_core.net import is_loopback_host
+    from fleet_lsp.commands import NON_LOOPBACK_ENV, _truthy, fail
 
     try:
         config = load_config()
@@ -76,7 +77,7 @@ def ui_command(host: str, port: int) -> int:
     allowed = _truthy(os.environ.get(NON_LOOPBACK_ENV)) or (
         config.settings.server.allow_non_loopback_bind
     )
-    if not is_loopback(host) and not allowed:
+    if not is_loopback_host(host) and not allowed:
         typer.echo(
             f"error (InvalidInput): refusing to serve the MLflow UI on {host}: it has no "
             f"authentication, so it binds to loopback only; set {NON_LOOPBACK_ENV}=true to "

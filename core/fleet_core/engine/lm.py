@@ -7,7 +7,6 @@ from the environment (``FLEET_LM_API_KEY`` or ``FLEET_LM_<ROLE>_API_KEY``).
 
 from __future__ import annotations
 
-import ipaddress
 import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -15,6 +14,7 @@ from urllib.parse import urlsplit
 
 from fleet_core.config import EffectiveConfig, LlmSettings, Secrets
 from fleet_core.errors import ModelUnavailable
+from fleet_core.net import is_loopback_host
 
 if TYPE_CHECKING:
     import dspy
@@ -52,15 +52,6 @@ class LmSpec:
     @property
     def dspy_model(self) -> str:
         return self.model if self.model.startswith("openai/") else f"openai/{self.model}"
-
-
-def is_loopback_host(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def validate_api_base(api_base: str, *, role: str) -> str:
