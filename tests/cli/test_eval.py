@@ -8,17 +8,15 @@ import os
 import shutil
 import subprocess
 import sys
-import threading
 import zipfile
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from fleet_core.engine.testing import action, fields, route, submit
 from tests.cli.test_cli import run
+from tests.fake_http import JsonHandler, serving
 from tests.lsp.conftest import REPO, write_script
 
 TASK = "ANSWER42: compute six times seven in the sandbox."
@@ -293,27 +291,16 @@ def test_mlflow_ui_command_targets_the_local_store(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-class _ModelsEndpoint(BaseHTTPRequestHandler):
+class _ModelsEndpoint(JsonHandler):
     def do_GET(self) -> None:
         ok = self.path == "/v1/models" and self.headers.get("authorization") == "Bearer sk-doc"
-        data = json.dumps({"object": "list", "data": [{"id": "m"}]}).encode()
-        self.send_response(200 if ok else 401)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: Any) -> None:
-        return None
+        self.send_json({"object": "list", "data": [{"id": "m"}]}, 200 if ok else 401)
 
 
 @pytest.fixture
 def models_endpoint() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _ModelsEndpoint)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_port}/v1"
-    server.shutdown()
-    server.server_close()
+    with serving(_ModelsEndpoint) as server:
+        yield f"http://127.0.0.1:{server.server_port}/v1"
 
 
 def checks(out: subprocess.CompletedProcess[str]) -> dict[str, str]:

@@ -12,10 +12,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import threading
 import uuid
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +23,7 @@ from pytest_lsp import LanguageClient
 
 from fleet_core.engine.testing import action, route, submit
 from fleet_lsp.protocol import ERROR_CODES, INVALID_PARAMS
+from tests.fake_http import JsonHandler, serving
 from tests.lsp.conftest import call, call_error, start_client, write_script
 
 pytestmark = pytest.mark.asyncio(loop_scope="function")
@@ -253,7 +252,7 @@ async def test_tracing_off_falls_back_to_the_stored_outcome(tmp_path: Path) -> N
 # ---------------------------------------------------------------------------------------------
 
 
-class _FakeModels(BaseHTTPRequestHandler):
+class _FakeModels(JsonHandler):
     """An OpenAI-compatible /v1/chat/completions that records which model each call named."""
 
     seen: list[str]
@@ -276,26 +275,14 @@ class _FakeModels(BaseHTTPRequestHandler):
             ],
             "usage": {"prompt_tokens": 5, "completion_tokens": 5, "total_tokens": 10},
         }
-        data = json.dumps(reply).encode()
-        self.send_response(200)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: Any) -> None:
-        return None
+        self.send_json(reply)
 
 
 @pytest.fixture
 def fake_models() -> Iterator[Any]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _FakeModels)
-    server.seen = []  # type: ignore[attr-defined]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
+    with serving(_FakeModels) as server:
+        server.seen = []  # type: ignore[attr-defined]
+        yield server
 
 
 def llm(server: Any, model: str) -> dict[str, Any]:
