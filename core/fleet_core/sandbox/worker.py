@@ -195,13 +195,21 @@ class ToolCalls:
                     "kwargs": kwargs,
                 }
             )
-            slot["event"].wait()
+            self._wait(slot, exec_id, call_id)
         finally:
             with self._lock:
                 self._pending.pop(call_id, None)
+            self._forget(exec_id, call_id)
         if slot.get("ok"):
             return slot.get("value")
         raise RuntimeError(slot.get("error") or ("tool " + tool + " failed"))
+
+    def _wait(self, slot: Frame, exec_id: str, call_id: int) -> None:
+        """Block until the reader thread (or ``end_cell``) answers the call."""
+        slot["event"].wait()
+
+    def _forget(self, exec_id: str, call_id: int) -> None:
+        """After the call is answered or abandoned: drop whatever the transport kept for it."""
 
     def resolve(self, frame: Frame) -> None:
         with self._lock:
@@ -552,44 +560,23 @@ class FileReplyToolCalls(ToolCalls):
         ToolCalls.__init__(self, channel)
         self.reply_dir = reply_dir
 
-    def call(
-        self, exec_id: str, nonce: str, tool: str, args: tuple[Any, ...], kwargs: Frame
-    ) -> Any:
-        if exec_id != self.active_exec:
-            raise RuntimeError("tool " + tool + " was called after its cell ended")
-        call_id = next(self._ids)
-        slot: Frame = {"event": threading.Event(), "exec": exec_id}
-        path = os.path.join(self.reply_dir, f"{exec_id}-{call_id}.json")
-        with self._lock:
-            self._pending[call_id] = slot
-        try:
-            self._channel.send(
-                {
-                    "type": "tool_call",
-                    "id": exec_id,
-                    "nonce": nonce,
-                    "call": call_id,
-                    "tool": tool,
-                    "args": list(args),
-                    "kwargs": kwargs,
-                }
-            )
-            delay = REPLY_POLL_MIN_S
-            while not slot["event"].wait(delay):
-                reply = _read_reply(path)
-                if reply is not None and reply.get("call") == call_id:
-                    self.resolve(reply)
-                delay = min(delay * 2, REPLY_POLL_MAX_S)
-        finally:
-            with self._lock:
-                self._pending.pop(call_id, None)
-            try:  # noqa: SIM105 - no contextlib import in the worker
-                os.unlink(path)
-            except OSError:
-                pass
-        if slot.get("ok"):
-            return slot.get("value")
-        raise RuntimeError(slot.get("error") or ("tool " + tool + " failed"))
+    def _reply_path(self, exec_id: str, call_id: int) -> str:
+        return os.path.join(self.reply_dir, f"{exec_id}-{call_id}.json")
+
+    def _wait(self, slot: Frame, exec_id: str, call_id: int) -> None:
+        path = self._reply_path(exec_id, call_id)
+        delay = REPLY_POLL_MIN_S
+        while not slot["event"].wait(delay):
+            reply = _read_reply(path)
+            if reply is not None and reply.get("call") == call_id:
+                self.resolve(reply)
+            delay = min(delay * 2, REPLY_POLL_MAX_S)
+
+    def _forget(self, exec_id: str, call_id: int) -> None:
+        try:  # noqa: SIM105 - no contextlib import in the worker
+            os.unlink(self._reply_path(exec_id, call_id))
+        except OSError:
+            pass
 
 
 def _read_reply(path: str) -> Any:
