@@ -82,6 +82,7 @@ async def _demo(console: Any) -> int:
     from rich.console import Console
 
     from fleet_lsp.live import LiveTurnView
+    from fleet_lsp.protocol import NOTIFY_ARTIFACT_CHANGE, NOTIFY_SESSION_CHANGE
 
     client = LanguageClient("fleet-lsp-demo", "1")
     view: LiveTurnView | None = None
@@ -111,6 +112,10 @@ async def _demo(console: Any) -> int:
     @client.feature(types.WINDOW_LOG_MESSAGE)  # type: ignore[untyped-decorator]
     def log_message(params: Any) -> None:
         return None
+
+    # The demo shows its own summary; the change notifications need no action here.
+    for method in (NOTIFY_SESSION_CHANGE, NOTIFY_ARTIFACT_CHANGE):
+        client.feature(method)(lambda _params: None)
 
     await client.start_io(sys.executable, "-m", "fleet_lsp", "serve")
     try:
