@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, RowMapping, delete, func, insert, select, update
+from sqlalchemy import Column, Connection, Engine, RowMapping, delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from fleet_core.errors import (
@@ -104,6 +104,11 @@ class Store:
         self.locks.close()
         self.engine.dispose()
 
+    def _row_where(self, column: Column[Any], value: str) -> RowMapping | None:
+        """The row of ``column``'s table whose ``column`` is ``value`` (the first, if several)."""
+        with self.engine.connect() as conn:
+            return conn.execute(select(column.table).where(column == value)).mappings().first()
+
     # Sessions -------------------------------------------------------------------------------
 
     def create_session(self, session_id: str, mode: str) -> SessionInfo:
@@ -127,14 +132,7 @@ class Store:
         return self.get_session(session_id)
 
     def get_session(self, session_id: str) -> SessionInfo:
-        with self.engine.connect() as conn:
-            row = (
-                conn.execute(
-                    select(schema.sessions).where(schema.sessions.c.session_id == session_id)
-                )
-                .mappings()
-                .first()
-            )
+        row = self._row_where(schema.sessions.c.session_id, session_id)
         if row is None:
             raise SessionNotFound(f"No session '{session_id}'", session_id=session_id)
         return _session_info(row)
@@ -364,12 +362,7 @@ class Store:
         return grouped
 
     def get_turn(self, turn_id: str) -> TurnSummary:
-        with self.engine.connect() as conn:
-            row = (
-                conn.execute(select(schema.turns).where(schema.turns.c.turn_id == turn_id))
-                .mappings()
-                .first()
-            )
+        row = self._row_where(schema.turns.c.turn_id, turn_id)
         if row is None:
             raise TurnNotFound(f"No turn '{turn_id}'")
         return _turn_summary(row)
@@ -480,12 +473,7 @@ class Store:
         return str(row[0]), bytes(row[1])
 
     def find_turn_by_trace(self, trace_id: str) -> TurnSummary | None:
-        with self.engine.connect() as conn:
-            row = (
-                conn.execute(select(schema.turns).where(schema.turns.c.trace_id == trace_id))
-                .mappings()
-                .first()
-            )
+        row = self._row_where(schema.turns.c.trace_id, trace_id)
         return _turn_summary(row) if row is not None else None
 
     def upsert_trace_labels(
@@ -522,14 +510,7 @@ class Store:
 
     def get_trace_labels(self, trace_id: str) -> dict[str, Any] | None:
         """``{trace_id, session_id, turn_id, labels, eligible, ineligible_reason, updated_at}``."""
-        with self.engine.connect() as conn:
-            row = (
-                conn.execute(
-                    select(schema.trace_labels).where(schema.trace_labels.c.trace_id == trace_id)
-                )
-                .mappings()
-                .first()
-            )
+        row = self._row_where(schema.trace_labels.c.trace_id, trace_id)
         if row is None:
             return None
         found = dict(row)
