@@ -54,7 +54,7 @@ class LiveTurnView:
         kind = event.kind
         if kind == "triage_decision":
             self.route = str(p.get("route", ""))
-        elif kind == "code_cell":
+        elif kind == "code_cell" and p.get("phase") != "bootstrap":
             agent.cells += 1
             agent.step = f"cell {agent.cells}"
         elif kind == "tool_call_start":

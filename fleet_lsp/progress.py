@@ -229,7 +229,7 @@ class TurnProgress:
         p = event.payload
         if event.kind == "triage_decision":
             self._route = str(_pick(p, "route") or "?")
-        elif event.kind == "code_cell":
+        elif event.kind == "code_cell" and p.get("phase") != "bootstrap":
             self._cells += 1
             self._step = f"cell {self._cells}"
         elif event.kind == "budget_update":
