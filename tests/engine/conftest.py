@@ -4,29 +4,12 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from fleet_core.config import EffectiveConfig, load_config
+from fleet_core.engine.testing import SwitchableLms
 from fleet_core.runtime import FleetRuntime
-
-
-class SwitchableLms:
-    """An ``LmProvider`` whose role LMs a test sets (``lms.root = scripted_lm([...])``)."""
-
-    def __init__(self) -> None:
-        self.root: Any = None
-        self.sub: Any = None
-
-    def check(self, *roles: str) -> None:
-        return None
-
-    def lm(self, role: str) -> Any:
-        if role == "root":
-            return self.root
-        return self.sub if self.sub is not None else self.root
-
 
 OpenRuntime = Callable[..., Awaitable[FleetRuntime]]
 

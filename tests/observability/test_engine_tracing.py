@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from fleet_core.config import EffectiveConfig
-from fleet_core.engine.testing import action, route, scripted_lm, submit
+from fleet_core.engine.testing import SwitchableLms, action, route, scripted_lm, submit
 from fleet_core.models import TurnRequest
 from fleet_core.observability.replay import decode_replay
 from fleet_core.observability.tracing import MlflowTracer, load_trace
@@ -21,25 +21,15 @@ from fleet_core.runtime import FleetRuntime
 SALES = b"region,revenue\nnorth,100\nsouth,250\nnorth,50\n"
 
 
-class Lms:
-    def __init__(self) -> None:
-        self.root: Any = None
-        self.sub: Any = None
-
-    def check(self, *roles: str) -> None:
-        return None
-
-    def lm(self, role: str) -> Any:
-        return self.root if role == "root" else (self.sub or self.root)
+@pytest.fixture
+def lms() -> SwitchableLms:
+    return SwitchableLms()
 
 
 @pytest.fixture
-def lms() -> Lms:
-    return Lms()
-
-
-@pytest.fixture
-async def traced_runtime(obs_config: EffectiveConfig, lms: Lms) -> AsyncIterator[FleetRuntime]:
+async def traced_runtime(
+    obs_config: EffectiveConfig, lms: SwitchableLms
+) -> AsyncIterator[FleetRuntime]:
     runtime = await FleetRuntime.open(obs_config, lm_provider=lms)  # default tracer: local
     yield runtime
     await runtime.close()
@@ -64,7 +54,7 @@ def test_opening_a_runtime_imports_no_mlflow(tmp_path: Path) -> None:
 
 
 async def test_turn_trace_has_root_attributes_children_and_a_failed_cell(
-    traced_runtime: FleetRuntime, lms: Lms
+    traced_runtime: FleetRuntime, lms: SwitchableLms
 ) -> None:
     runtime = traced_runtime
     session = await runtime.new_session()
@@ -141,7 +131,7 @@ async def test_turn_trace_has_root_attributes_children_and_a_failed_cell(
 
 
 async def test_failed_and_cancelled_turns_have_traces(
-    traced_runtime: FleetRuntime, lms: Lms
+    traced_runtime: FleetRuntime, lms: SwitchableLms
 ) -> None:
     runtime = traced_runtime
     sid = (await runtime.new_session(mode="rlm")).session_id
@@ -187,7 +177,7 @@ async def test_failed_and_cancelled_turns_have_traces(
 
 
 async def test_record_replay_is_stored_in_the_commit_and_on_the_trace(
-    traced_runtime: FleetRuntime, lms: Lms
+    traced_runtime: FleetRuntime, lms: SwitchableLms
 ) -> None:
     runtime = traced_runtime
     sid = (await runtime.new_session(mode="rlm")).session_id

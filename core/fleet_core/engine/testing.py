@@ -126,3 +126,20 @@ def scripted_lm(
     lm = dspy.LM(model, engine=engine, cache=False)
     lm.engine_script = engine
     return lm
+
+
+class SwitchableLms:
+    """An ``LmProvider`` whose role LMs a test sets (``lms.root = scripted_lm([...])``) while the
+    runtime is open; ``sub`` falls back to ``root``."""
+
+    def __init__(self) -> None:
+        self.root: Any = None
+        self.sub: Any = None
+
+    def check(self, *roles: str) -> None:
+        return None
+
+    def lm(self, role: str) -> Any:
+        if role == "root":
+            return self.root
+        return self.sub if self.sub is not None else self.root
