@@ -31,7 +31,6 @@ import asyncio
 import contextlib
 import functools
 import hashlib
-import inspect
 import json
 import logging
 import math
@@ -55,16 +54,7 @@ from daytona import (
 from daytona.common.errors import DaytonaError, DaytonaNotFoundError, DaytonaTimeoutError
 
 from fleet_core.config import SandboxSettings
-from fleet_core.errors import InvalidInput
-from fleet_core.sandbox.base import (
-    ExecutionResult,
-    SandboxInfo,
-    SandboxSpec,
-    SandboxState,
-    ToolBridge,
-    ToolFunction,
-    ToolPolicy,
-)
+from fleet_core.sandbox.base import SandboxInfo, SandboxSpec, SandboxState
 from fleet_core.sandbox.daytona_support import (
     APP_LABEL,
     Allocation,
@@ -82,17 +72,16 @@ from fleet_core.sandbox.errors import (
     SandboxCrashedError,
     SandboxUnavailableError,
 )
-from fleet_core.sandbox.protocol import CellGate, LineSplitter, decode_frame, encode_frame
-from fleet_core.workspace import ROOTS, FileInfo, Workspace
+from fleet_core.sandbox.protocol import CellGate, LineSplitter, decode_frame
+from fleet_core.sandbox.session import CellSession, tool_result_frame
+from fleet_core.workspace import ROOTS, FileInfo
 
 __all__ = ["DaytonaOptions", "DaytonaSandbox", "reconcile_orphans"]
 
 log = logging.getLogger(__name__)
 
 MARKER = b"\x1eFLEET "  # worker.MARKER
-STOP_WAIT_S = 2.0
 RUN_TASK_WAIT_S = 5.0
-_RESERVED_NAMES = frozenset({"SUBMIT", "print", "__builtins__", "__name__"})
 _SETTLING = {"starting", "stopping", "creating", "restoring", "pulling_snapshot", "pending_build"}
 _RESUMABLE = {"stopped", "archived", "paused"}
 _ROOTS_BY_SESSION: dict[str, str] = {}  # session id -> remote id of its root sandbox
@@ -152,10 +141,12 @@ def _preamble() -> str:
     )
 
 
-class DaytonaSandbox:
+class DaytonaSandbox(CellSession):
     """A Daytona sandbox behind the ``Sandbox`` protocol. Construct, ``await start()``, ..."""
 
     backend = "daytona"
+    _GONE_TEXT = "REPL is gone; call start() for a fresh one (state lost, workspace intact)"
+    _UNCONFIRMED_STOP_TEXT = "The cell timed out and its REPL could not be confirmed stopped"
 
     def __init__(
         self,
@@ -166,56 +157,24 @@ class DaytonaSandbox:
     ) -> None:
         if options is None:
             options = DaytonaOptions.from_settings(settings or SandboxSettings())
-        self._spec = spec
+        super().__init__(spec, f"daytona-{uuid.uuid4().hex[:12]}")
         self._options = options
-        self._id = f"daytona-{uuid.uuid4().hex[:12]}"
-        self._workspace = Workspace(
-            spec.workspace,
-            max_file_bytes=spec.limits.workspace_max_file_bytes,
-            max_read_bytes=spec.limits.workspace_max_read_bytes,
-        )
         self._journal = AllocationJournal(options.state_dir)
-        self._state = SandboxState.NEW
-        self._info: SandboxInfo | None = None
         self._client: AsyncDaytona | None = None
         self._remote: AsyncSandbox | None = None
         self._allocation: Allocation | None = None
         self._context: Any = None
         self._ready: dict[str, Any] = {}
-        self._cell: CellGate | None = None
         self._run_task: asyncio.Task[None] | None = None
-        self._lock: asyncio.Lock | None = None
-        self._limiter: anyio.CapacityLimiter | None = None
         self._synced: dict[str, str] = {}  # workspace path -> sha256 last seen on both sides
         self._dirty: set[str] = set()
         self._snapshot: dict[str, Any] = {}
-        self.rejected_frames = 0
 
     # -- properties -----------------------------------------------------------------------------
-    @property
-    def id(self) -> str:
-        return self._id
-
     @property
     def remote_id(self) -> str | None:
         """The Daytona sandbox id, once allocated."""
         return self._remote.id if self._remote is not None else None
-
-    @property
-    def spec(self) -> SandboxSpec:
-        return self._spec
-
-    @property
-    def state(self) -> SandboxState:
-        return self._state
-
-    @property
-    def info(self) -> SandboxInfo | None:
-        return self._info
-
-    @property
-    def workspace(self) -> Workspace:
-        return self._workspace
 
     @property
     def labels(self) -> dict[str, str]:
@@ -230,23 +189,8 @@ class DaytonaSandbox:
         return labels
 
     # -- lifecycle ------------------------------------------------------------------------------
-    async def __aenter__(self) -> DaytonaSandbox:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.destroy()
-
-    async def start(self) -> SandboxInfo:
-        """Allocate (or resume) the sandbox and boot a fresh REPL context (idempotent)."""
-        if self._state in (SandboxState.READY, SandboxState.BUSY) and self._info is not None:
-            return self._info
-        if self._state is SandboxState.DESTROYED:
-            raise SandboxUnavailableError(f"Sandbox {self._id} was destroyed")
-        self._lock = self._lock or asyncio.Lock()
-        self._limiter = self._limiter or anyio.CapacityLimiter(
-            self._spec.limits.max_concurrent_tool_calls
-        )
+    async def _launch(self) -> SandboxInfo:
+        """Allocate (or resume) the sandbox and boot a fresh REPL context."""
         self._state = SandboxState.STARTING
         try:
             return await self._start()
@@ -525,42 +469,15 @@ class DaytonaSandbox:
             del _ROOTS_BY_SESSION[self._spec.session_id]
 
     # -- execution ------------------------------------------------------------------------------
-    async def execute(
-        self,
-        code: str,
-        *,
-        variables: Mapping[str, Any] | None = None,
-        tools: ToolBridge | None = None,
-        output_fields: list[dict[str, str]] | None = None,
-        timeout: float | None = None,
-        policy: ToolPolicy | None = None,
-    ) -> ExecutionResult:
-        """Run one cell. User errors are in the result; sandbox failures raise."""
-        tools = dict(tools or {})
-        _check_names(tools, variables or {})
-        if self._lock is None:
-            raise SandboxUnavailableError(f"Sandbox {self._id} is not started")
-        async with self._lock:
-            self._require_ready()
-            limit = timeout or self._spec.limits.cell_timeout_seconds
-            cell = CellGate(tools, policy, self._spec.limits.max_tool_calls_per_cell)
-            payload = _exec_frame(cell, code, variables, output_fields, self._spec)
-            self._cell, self._state = cell, SandboxState.BUSY
-            self._run_task = asyncio.create_task(self._run(cell, payload, limit))
-            try:
-                return await self._await_cell(cell, limit)
-            finally:
-                await asyncio.shield(self._end_cell(cell))
+    def _has_repl(self) -> bool:
+        return self._context is not None
 
-    def _require_ready(self) -> None:
-        if self._state is SandboxState.READY and self._context is not None:
-            return
-        if self._state is SandboxState.FAILED:
-            raise SandboxCrashedError(
-                f"Sandbox {self._id}'s REPL is gone; call start() for a fresh one "
-                "(state lost, workspace intact)"
-            )
-        raise SandboxUnavailableError(f"Sandbox {self._id} is {self._state.value}, not ready")
+    def _cpu_seconds(self) -> int | None:
+        return None  # no rlimits on Daytona: the wall-clock timeout bounds a cell
+
+    async def _submit(self, cell: CellGate, frame: bytes, limit: float) -> None:
+        payload = frame.decode("ascii").rstrip("\n")
+        self._run_task = asyncio.create_task(self._run(cell, payload, limit))
 
     async def _run(self, cell: CellGate, payload: str, limit: float) -> None:
         """One ``run_code`` call; resolves the cell from its frames or from how it ended."""
@@ -627,54 +544,6 @@ class DaytonaSandbox:
             return None
         return response.exit_code == 0
 
-    def _dispatch(self, cell: CellGate, frame: dict[str, Any]) -> None:
-        if not cell.owns(frame):
-            return
-        if frame["type"] == "result":
-            cell.accept_result(frame)
-        elif frame["type"] == "tool_call":
-            self._start_tool_call(cell, frame)
-        else:
-            cell.rejected_frames += 1
-
-    def _start_tool_call(self, cell: CellGate, frame: dict[str, Any]) -> None:
-        refusal = cell.check_tool_call(frame)
-        call_id = frame.get("call")
-        if not isinstance(call_id, int):
-            return
-        if refusal is not None:
-            task = asyncio.create_task(self._reply(cell, call_id, ok=False, error=refusal))
-        else:
-            function = cell.tools[str(frame["tool"])]
-            args, kwargs = frame.get("args") or [], frame.get("kwargs") or {}
-            task = asyncio.create_task(self._run_tool(cell, call_id, function, args, kwargs))
-        cell.tool_tasks.add(task)
-        task.add_done_callback(cell.tool_tasks.discard)
-
-    async def _run_tool(
-        self,
-        cell: CellGate,
-        call_id: int,
-        function: ToolFunction,
-        args: list[Any],
-        kwargs: dict[str, Any],
-    ) -> None:
-        try:
-            value = await self._invoke(function, args, kwargs)
-        except Exception as exc:
-            await self._reply(cell, call_id, ok=False, error=f"{type(exc).__name__}: {exc}")
-            return
-        await self._reply(cell, call_id, ok=True, value=value)
-
-    async def _invoke(self, function: ToolFunction, args: list[Any], kwargs: dict[str, Any]) -> Any:
-        if inspect.iscoroutinefunction(function):
-            return await function(*args, **kwargs)
-        bound = functools.partial(function, *args, **kwargs)
-        value = await anyio.to_thread.run_sync(bound, abandon_on_cancel=True, limiter=self._limiter)
-        if inspect.isawaitable(value):
-            value = await value
-        return value
-
     async def _reply(
         self, cell: CellGate, call_id: int, *, ok: bool, value: Any = None, error: str = ""
     ) -> None:
@@ -682,15 +551,7 @@ class DaytonaSandbox:
         remote = self._remote
         if remote is None or not cell.open:
             return
-        frame: dict[str, Any] = {"type": "tool_result", "id": cell.exec_id, "call": call_id}
-        try:
-            data = encode_frame(
-                frame | ({"ok": True, "value": value} if ok else {"ok": False, "error": error})
-            )
-        except (TypeError, ValueError):
-            data = encode_frame(
-                frame | {"ok": False, "error": "the tool's result is not JSON-serializable"}
-            )
+        data = tool_result_frame(cell, call_id, ok=ok, value=value, error=error)
         path = f"{self._ready['reply_dir']}/{cell.exec_id}-{call_id}.json"
         try:
             await with_retries(
@@ -701,46 +562,13 @@ class DaytonaSandbox:
         except DaytonaError as exc:
             log.warning("Uploading a tool reply failed: %s", self._scrub(exc))
 
-    async def _await_cell(self, cell: CellGate, timeout: float) -> ExecutionResult:
-        try:
-            result = await asyncio.wait_for(asyncio.shield(cell.done), timeout)
-        except TimeoutError:
-            _stop(cell, "timeout")
-            await self._soft_then_hard(cell)
-            result = await self._settled(cell)
-        except asyncio.CancelledError:
-            _stop(cell, "cancelled")
-            await asyncio.shield(self._soft_then_hard(cell))
-            raise
-        return _judge(cell, result, timeout)
-
-    async def _settled(self, cell: CellGate) -> ExecutionResult:
-        try:
-            return await asyncio.wait_for(asyncio.shield(cell.done), STOP_WAIT_S)
-        except TimeoutError:
-            raise ExecutionTimeoutError(
-                "The cell timed out and its REPL could not be confirmed stopped",
-                state_preserved=False,
-            ) from None
-
-    async def interrupt(self) -> None:
-        """Cancel the running cell: SIGINT (state kept), the context deleted after the grace."""
-        cell = self._cell
-        if cell is None or not cell.open:
-            return
-        _stop(cell, "cancelled")
-        await self._soft_then_hard(cell)
-
-    async def _soft_then_hard(self, cell: CellGate) -> None:
+    async def _soft_interrupt(self) -> None:
         remote = self._remote
         if remote is not None and self._ready.get("pid"):
             with contextlib.suppress(Exception):
                 await remote.process.exec(f"kill -INT {int(self._ready['pid'])}", timeout=10)
-        grace = self._spec.limits.interrupt_grace_seconds
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(asyncio.shield(cell.done), grace)
-        if not cell.open:
-            return
+
+    async def _hard_stop(self, cell: CellGate) -> None:
         if self._run_task is not None:
             self._run_task.cancel()
         await self._drop_context()  # ends the worker process and everything it started
@@ -749,22 +577,17 @@ class DaytonaSandbox:
         self._state = SandboxState.FAILED
 
     async def _end_cell(self, cell: CellGate) -> None:
-        if self._cell is cell:
-            self._cell = None
+        # Shielded: a cancelled execute() still ends the cell, drops a dead context and pulls.
+        await asyncio.shield(super()._end_cell(cell))
+
+    async def _drain(self, cell: CellGate) -> None:
         task = self._run_task
         if task is not None and not task.done():
             with contextlib.suppress(TimeoutError, asyncio.CancelledError, Exception):
                 await asyncio.wait_for(asyncio.shield(task), RUN_TASK_WAIT_S)
             task.cancel()
-        for tool_task in list(cell.tool_tasks):
-            tool_task.cancel()
-        self.rejected_frames += cell.rejected_frames
-        if not cell.done.done():
-            cell.done.cancel()
-        elif not cell.done.cancelled():
-            cell.done.exception()  # mark retrieved
-        if self._state is SandboxState.BUSY:
-            self._state = SandboxState.READY
+
+    async def _after_cell(self) -> None:
         if self._state is SandboxState.FAILED:
             await self._drop_context()
         if self._state is not SandboxState.DESTROYED:
@@ -774,24 +597,16 @@ class DaytonaSandbox:
                 log.warning("Pulling the Daytona workspace failed: %s", self._scrub(exc))
 
     # -- files ----------------------------------------------------------------------------------
-    async def read_file(self, path: str, *, max_bytes: int | None = None) -> bytes:
-        return await anyio.to_thread.run_sync(
-            functools.partial(self._workspace.read, path, max_bytes=max_bytes)
-        )
-
     async def write_file(self, path: str, data: bytes) -> FileInfo:
-        info = await anyio.to_thread.run_sync(self._workspace.write, path, data)
+        info = await super().write_file(path, data)
         if self._remote is not None and self._state in (SandboxState.READY, SandboxState.BUSY):
             await self._upload([(path, data)])
         else:
             self._dirty.add(path)
         return info
 
-    async def list_files(self, root: str | None = None) -> list[FileInfo]:
-        return await anyio.to_thread.run_sync(self._workspace.tree, root)
-
     async def delete_file(self, path: str) -> None:
-        await anyio.to_thread.run_sync(self._workspace.delete, path)
+        await super().delete_file(path)
         self._synced.pop(path, None)
         self._dirty.discard(path)
         remote = self._remote
@@ -989,58 +804,3 @@ def _marker_frame(line: bytes) -> dict[str, Any] | None:
     if at < 0:
         return None
     return decode_frame(line[at + len(MARKER) :])
-
-
-def _stop(cell: CellGate, reason: str) -> None:
-    if cell.stop_reason is None:
-        cell.stop_reason = reason
-
-
-def _judge(cell: CellGate, result: ExecutionResult, timeout: float) -> ExecutionResult:
-    """A result interrupted by our own SIGINT becomes the timeout/cancel error (state kept)."""
-    if cell.stop_reason is None or not result.interrupted:
-        return result
-    if cell.stop_reason == "timeout":
-        raise ExecutionTimeoutError(
-            f"The cell exceeded its {timeout:g} s timeout and was interrupted; REPL state kept",
-            state_preserved=True,
-            partial=result,
-        )
-    raise ExecutionCancelledError(
-        "The cell was cancelled and interrupted; REPL state kept",
-        state_preserved=True,
-        partial=result,
-    )
-
-
-def _check_names(tools: Mapping[str, Any], variables: Mapping[str, Any]) -> None:
-    for name in (*tools, *variables):
-        if not isinstance(name, str) or not name.isidentifier() or name in _RESERVED_NAMES:
-            raise InvalidInput(f"{name!r} cannot be used as a sandbox tool or variable name")
-    clash = set(tools) & set(variables)
-    if clash:
-        raise InvalidInput(f"Names used both as tools and variables: {sorted(clash)}")
-
-
-def _exec_frame(
-    cell: CellGate,
-    code: str,
-    variables: Mapping[str, Any] | None,
-    output_fields: list[dict[str, str]] | None,
-    spec: SandboxSpec,
-) -> str:
-    frame = {
-        "type": "exec",
-        "id": cell.exec_id,
-        "nonce": cell.nonce,
-        "code": code,
-        "variables": dict(variables or {}),
-        "tools": sorted(cell.tools),
-        "output_fields": output_fields,
-        "max_output_chars": spec.limits.max_output_chars,
-        "cpu_seconds": None,  # no rlimits on Daytona: the wall-clock timeout bounds a cell
-    }
-    try:
-        return encode_frame(frame).decode("ascii").rstrip("\n")
-    except (TypeError, ValueError) as exc:
-        raise InvalidInput(f"Sandbox variables must be JSON-serializable: {exc}") from None

