@@ -253,17 +253,22 @@ def turn(
 
 def _print_result(result: dict[str, Any]) -> None:
     from rich.console import Console
-    from rich.markdown import Markdown
+    from rich.markup import escape
 
     console = Console()
-    console.print(f"[bold]{result['status']}[/bold] · route {result.get('route') or 'n/a'}")
-    console.print(Markdown(result.get("answer") or "_(no answer)_"))
+    console.print(f"\n[bold]{result['status']}[/bold] · route {result.get('route') or 'n/a'}")
+    # The answer keeps the model's own layout (tables, aligned columns): no markup, no reflow.
+    console.print(result.get("answer") or "(no answer)", markup=False, highlight=False)
     for artifact in result.get("artifacts", []):
         console.print(
-            f"artifact: {artifact['path']} ({artifact['sizeBytes']:,} bytes) {artifact['uri']}"
+            f"artifact: {artifact['path']} ({artifact['sizeBytes']:,} bytes) {artifact['uri']}",
+            markup=False,
         )
     if result.get("error"):
-        console.print(f"[red]{result['error'].get('kind')}: {result['error'].get('message')}[/red]")
+        error = result["error"]
+        console.print(
+            f"[red]{escape(str(error.get('kind')))}: {escape(str(error.get('message')))}[/red]"
+        )
     tid = result.get("traceId") or result.get("turnId")
     console.print(f"trace: fleet-lsp trace show {tid}")
 
