@@ -95,6 +95,11 @@ def _f(
     return attrs.field(default=default, metadata={k: v for k, v in meta.items() if v is not None})
 
 
+def _session_id(default: Any = attrs.NOTHING) -> Any:
+    """A Session id field: 1 to 64 characters."""
+    return _f(default, min_len=1, max_len=64)
+
+
 @attrs.frozen(kw_only=True)
 class NoParams:
     """Methods without parameters (``{}`` or absent)."""
@@ -102,7 +107,7 @@ class NoParams:
 
 @attrs.frozen(kw_only=True)
 class SessionNewParams:
-    session_id: str | None = _f(None, min_len=1, max_len=64)
+    session_id: str | None = _session_id(None)
     mode: Mode | None = _f(None)  # noqa: RUF009
 
 
@@ -110,18 +115,18 @@ class SessionNewParams:
 class SessionParams:
     """Methods that take just a Session: load, close, delete, clearDataset, lists."""
 
-    session_id: str = _f(min_len=1, max_len=64)
+    session_id: str = _session_id()
 
 
 @attrs.frozen(kw_only=True)
 class SetModeParams:
-    session_id: str = _f(min_len=1, max_len=64)
+    session_id: str = _session_id()
     mode: Mode = _f()  # noqa: RUF009
 
 
 @attrs.frozen(kw_only=True)
 class HistoryParams:
-    session_id: str = _f(min_len=1, max_len=64)
+    session_id: str = _session_id()
     limit: int | None = _f(None, min=1, max=1000)
 
 
@@ -133,7 +138,7 @@ class AttachParams:
     written to ``as`` which is then required).
     """
 
-    session_id: str = _f(min_len=1, max_len=64)
+    session_id: str = _session_id()
     uri: str | None = _f(None, min_len=1, max_len=8192)
     as_: str | None = _f(None, json="as", min_len=1, max_len=1024)
     text: str | None = _f(None, max_len=25_000_000)
@@ -144,7 +149,7 @@ class AttachParams:
 
 @attrs.frozen(kw_only=True)
 class SetDatasetParams:
-    session_id: str = _f(min_len=1, max_len=64)
+    session_id: str = _session_id()
     path: str = _f(min_len=1, max_len=1024)
     description: str | None = _f(None, max_len=2000)
 
@@ -153,13 +158,13 @@ class SetDatasetParams:
 class WorkspacePathParams:
     """``fleet/workspace/delete``: one workspace file."""
 
-    session_id: str = _f(min_len=1, max_len=64)
+    session_id: str = _session_id()
     path: str = _f(min_len=1, max_len=1024)
 
 
 @attrs.frozen(kw_only=True)
 class TurnRunParams:
-    session_id: str = _f(min_len=1, max_len=64)
+    session_id: str = _session_id()
     task: str = _f(min_len=1, max_len=100_000)
     mode: Mode | None = _f(None)  # noqa: RUF009
     timeout_seconds: int | None = _f(None, min=0, max=3600)
@@ -202,7 +207,7 @@ class TraceGetParams:
 
 @attrs.frozen(kw_only=True)
 class TraceListParams:
-    session_id: str = _f(min_len=1, max_len=64)
+    session_id: str = _session_id()
     limit: int | None = _f(None, min=1, max=1000)
 
 
@@ -232,20 +237,20 @@ class TraceLabelParams:
 
 @attrs.frozen(kw_only=True)
 class MemoryListParams:
-    session_id: str = _f(min_len=1, max_len=64)
+    session_id: str = _session_id()
     reviewed: bool | None = _f(None)
 
 
 @attrs.frozen(kw_only=True)
 class MemoryReviewParams:
-    session_id: str = _f(min_len=1, max_len=64)
+    session_id: str = _session_id()
     memory_id: str = _f(min_len=1, max_len=128)
     reviewed: bool = _f(True)
 
 
 @attrs.frozen(kw_only=True)
 class DebugParams:
-    session_id: str | None = _f(None, min_len=1, max_len=64)
+    session_id: str | None = _session_id(None)
 
 
 # ---------------------------------------------------------------------------------------------
