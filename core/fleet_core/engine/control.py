@@ -252,11 +252,7 @@ class TurnControl:
         self.check()
         limits = self.limits
         with self._lock:
-            if parent_depth >= limits.max_depth:
-                raise ChildCapacityError(
-                    f"Agent recursion depth exhausted: depth {parent_depth} may not spawn "
-                    f"(the limit is {limits.max_depth})"
-                )
+            self._check_depth(parent_depth)
             if self.children_started >= limits.max_children:
                 raise ChildCapacityError(
                     f"Child sandbox capacity exhausted: this Turn already started "
@@ -280,13 +276,16 @@ class TurnControl:
         """Check up front that ``count`` children can run together (``spawn_agents``)."""
         limits = self.limits
         with self._lock:
-            if parent_depth >= limits.max_depth:
-                raise ChildCapacityError(
-                    f"Agent recursion depth exhausted: depth {parent_depth} may not spawn "
-                    f"(the limit is {limits.max_depth})"
-                )
+            self._check_depth(parent_depth)
             if self.children_started + count > limits.max_children:
                 raise ChildCapacityError(
                     f"Child sandbox capacity exhausted: {count} more children would exceed "
                     f"{limits.max_children} per Turn ({self.children_started} already started)"
                 )
+
+    def _check_depth(self, parent_depth: int) -> None:
+        if parent_depth >= self.limits.max_depth:
+            raise ChildCapacityError(
+                f"Agent recursion depth exhausted: depth {parent_depth} may not spawn "
+                f"(the limit is {self.limits.max_depth})"
+            )
