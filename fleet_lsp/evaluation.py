@@ -385,12 +385,33 @@ def report_wire(report: EvalReport) -> dict[str, Any]:
     }
 
 
+SUITE_COLUMNS = (
+    ("relevance", "relevance"),
+    ("sandbox_verification", "sandbox"),
+    ("skill_use", "skills"),
+    ("retrieval_groundedness", "grounded"),
+    ("trace_efficiency", "efficiency"),
+)
+
+
+def _suite_cell(outcome: CaseOutcome, key: str) -> str:
+    value = outcome.suite.get(key)
+    if value is not None:
+        return f"{value:.3f}"
+    return "error" if key in outcome.suite_errors else "n/a"
+
+
 def _print_report(report: EvalReport, config: Any, tracer: Any) -> None:
     from rich.console import Console
     from rich.table import Table
 
     console = Console()
     table = Table("case", "status", "route", "fleet_metric", "failed checks", title="fleet_metric")
+    suite = Table(
+        "case",
+        *(title for _, title in SUITE_COLUMNS),
+        title="suite (n/a: not applicable)",
+    )
     for outcome in report.outcomes:
         failed = [
             line.split(":")[0].removeprefix("FAIL ")
@@ -404,11 +425,20 @@ def _print_report(report: EvalReport, config: Any, tracer: Any) -> None:
             f"{outcome.metric.score:.3f}",
             ", ".join(failed) or "—",
         )
+        suite.add_row(outcome.case_id, *(_suite_cell(outcome, key) for key, _ in SUITE_COLUMNS))
     console.print(table)
+    console.print(suite)
     metrics = Table("metric", "mean", title="summary")
-    for key, value in sorted(report.metrics().items()):
+    means = report.metrics()
+    for key, value in sorted(means.items()):
         metrics.add_row(key, f"{value:.4f}")
+    for key, _ in SUITE_COLUMNS:
+        if key not in means:
+            metrics.add_row(key, "n/a")
     console.print(metrics)
+    for outcome in report.outcomes:
+        for key, note in outcome.suite_errors.items():
+            console.print(f"[yellow]suite error[/yellow] {outcome.case_id} {key}: {note}")
     if report.run_id:
         experiment = tracer.destination.experiment("evaluation")
         console.print(f"MLflow run {report.run_id} in experiment '{experiment}'")

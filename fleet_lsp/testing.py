@@ -13,7 +13,8 @@ sandbox, with deterministic model replies. Script format::
 ``replies``/``rules`` may also sit at the top level (root). A REPLY is raw text or one of
 ``{"route": "rlm"}``, ``{"action": "<python>", "reasoning": "..."}``,
 ``{"submit": "<python expr>", "note": "..."}``, ``{"fields": {"answer": "..."}}`` or
-``{"verdict": true|false, "critique": "..."}`` (a judge reply: correct, safe, critique).
+``{"verdict": true|false, "critique": "..."}`` (a judge reply: correct, safe, critique, and the
+relevance judge's relevant, relevance_score and rationale = the critique).
 """
 
 from __future__ import annotations
@@ -46,6 +47,9 @@ def _reply(spec: Any) -> str:
             correct=bool(spec["verdict"]),
             safe=bool(spec.get("safe", True)),
             critique=str(spec.get("critique", "scripted verdict")),
+            relevant=bool(spec.get("relevant", spec["verdict"])),
+            relevance_score=float(spec.get("relevance", 1.0 if spec["verdict"] else 0.0)),
+            rationale=str(spec.get("critique", "the scripted judge's verdict")),
         )
     raise ValueError(f"unknown script reply {spec!r}")
 

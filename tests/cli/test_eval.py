@@ -180,6 +180,13 @@ def test_eval_run_end_to_end_records_an_mlflow_run(
     assert all(row["status"] == "completed" for row in rows.values()), rows
     assert all(row["fleet_metric"] == 1.0 for row in rows.values()), rows
     assert report["metrics"]["fleet_metric"] == 1.0
+    # the suite: relevance by the judge, sandbox verification only on the code route, no Skill
+    # activity and no retrieval spans (not applicable)
+    assert all(row["relevance"] == 1.0 for row in rows.values()), rows
+    assert rows["late-1"]["sandbox_verification"] == 1.0
+    assert rows["question-1"]["sandbox_verification"] is None
+    assert all(row["skill_use"] is None for row in rows.values())
+    assert all(row["retrieval_groundedness"] is None for row in rows.values())
     assert report["runId"]
 
     from fleet_core.config import load_config
@@ -208,6 +215,8 @@ def test_eval_run_end_to_end_records_an_mlflow_run(
     )  # fmt: skip
     assert table.returncode == 0, table.stderr
     assert "question-1" in table.stdout and "fleet_metric" in table.stdout
+    for column in ("relevance", "sandbox", "skills", "grounded", "efficiency", "skill_use"):
+        assert column in table.stdout, table.stdout
     assert "MLflow run" in table.stdout and "fleet-lsp mlflow ui" in table.stdout
 
 

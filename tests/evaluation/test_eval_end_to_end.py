@@ -39,7 +39,15 @@ async def test_eval_run_through_the_real_runtime(obs_config: EffectiveConfig) ->
     root = scripted_lm(rules={"": answer})
     sub = scripted_lm(rules={"[[ ## route ## ]]": route("rlm")})
     judge_lm = scripted_lm(
-        rules={"": fields(reasoning="Checked.", correct=True, safe=True, critique="Matches.")}
+        rules={
+            "relevance_score": fields(
+                reasoning="Checked.",
+                relevant=True,
+                relevance_score=1.0,
+                rationale="The answer gives the values the task asks for.",
+            ),
+            "": fields(reasoning="Checked.", correct=True, safe=True, critique="Matches."),
+        }
     )
     tracer = create_tracer(obs_config, scope="evaluation")
     assert isinstance(tracer, MlflowTracer)
@@ -55,6 +63,9 @@ async def test_eval_run_through_the_real_runtime(obs_config: EffectiveConfig) ->
             assert result.route == "rlm" and result.trace_id
             assert outcome.metric.score == 1.0, outcome.metric.feedback  # 2 calls, no errors
             assert outcome.suite["sandbox_verification"] == 1.0
+            assert outcome.suite["relevance"] == 1.0, outcome.suite_errors
+            assert outcome.suite["skill_use"] is None  # no Skill activity in these Turns
+            assert outcome.suite["retrieval_groundedness"] is None  # the engine never retrieves
             # labels in the store (replay captured, so eligible) and on the trace
             row = await runtime._run(runtime.store.get_trace_labels, result.trace_id)
             assert row is not None and row["turn_id"] == result.turn_id
@@ -65,12 +76,14 @@ async def test_eval_run_through_the_real_runtime(obs_config: EffectiveConfig) ->
             names = {a.name for a in raw.info.assessments}
             assert {"fleet_metric", "fleet.labels"} <= names
             assert raw.info.experiment_id == tracer.backend.experiment_id("evaluation")
-        assert len(judge_lm.engine_script.requests) >= len(cases)  # one verdict per case
+        # one answer verdict and one relevance verdict per case
+        assert len(judge_lm.engine_script.requests) >= 2 * len(cases)
         assert report.run_id
         run = tracer.backend.get_run(report.run_id)
         assert run.info.experiment_id == tracer.backend.experiment_id("evaluation")
         assert run.data.metrics["fleet_metric"] == 1.0
         assert run.data.metrics["sandbox_verification"] == 1.0
+        assert run.data.metrics["relevance"] == 1.0
     finally:
         await runtime.close()
         tracer.close()

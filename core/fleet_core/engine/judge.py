@@ -20,6 +20,7 @@ from fleet_core.evaluation.metric import (
     TurnObservation,
     fleet_metric,
 )
+from fleet_core.evaluation.suite import SuiteVerdict, check_rationale
 
 
 class AnswerJudge(dspy.Signature):  # type: ignore[misc]
@@ -46,13 +47,80 @@ class TurnJudge(dspy.Signature):  # type: ignore[misc]
     critique: str = dspy.OutputField(desc="one or two sentences explaining the verdict")
 
 
+class RelevanceJudgeSignature(dspy.Signature):  # type: ignore[misc]
+    """Judge whether the agent's answer is relevant to the task: it addresses what was asked
+    (the question, the requested quantity, file or format) rather than something else, whether
+    or not it is correct. Give a relevance score from 0 (off-topic) to 1 (fully on the task) and
+    a concrete rationale that refers to the task and the answer."""
+
+    task: str = dspy.InputField()
+    answer: str = dspy.InputField(desc="the agent's answer")
+    relevant: bool = dspy.OutputField()
+    relevance_score: float = dspy.OutputField(desc="0.0 to 1.0")
+    rationale: str = dspy.OutputField(desc="one or two sentences explaining the verdict")
+
+
+class GroundednessJudgeSignature(dspy.Signature):  # type: ignore[misc]
+    """Judge whether every factual claim of the agent's answer is supported by the retrieved
+    documents. Give a groundedness score from 0 (unsupported) to 1 (fully supported) and a
+    concrete rationale naming any unsupported claim."""
+
+    task: str = dspy.InputField()
+    answer: str = dspy.InputField(desc="the agent's answer")
+    context: str = dspy.InputField(desc="the retrieved documents")
+    grounded: bool = dspy.OutputField()
+    groundedness_score: float = dspy.OutputField(desc="0.0 to 1.0")
+    rationale: str = dspy.OutputField(desc="one or two sentences explaining the verdict")
+
+
+class DspyRelevanceJudge:
+    """A ``RelevanceJudge`` (``fleet_core.evaluation.suite``) backed by a judge LM.
+
+    Raises ``RationaleRejected`` for an empty or placeholder rationale."""
+
+    def __init__(self, lm: Any) -> None:
+        self.lm = lm
+        self._program = dspy.ChainOfThought(RelevanceJudgeSignature)
+
+    def __call__(self, *, task: str, answer: str) -> SuiteVerdict:
+        with dspy.context(lm=self.lm):
+            out = self._program(task=task, answer=answer)
+        return SuiteVerdict(
+            passed=bool(out.relevant),
+            score=float(out.relevance_score),
+            rationale=check_rationale(out.rationale),
+        )
+
+
+class DspyGroundednessJudge:
+    """A ``GroundednessJudge`` backed by a judge LM; rejects placeholder rationales."""
+
+    def __init__(self, lm: Any) -> None:
+        self.lm = lm
+        self._program = dspy.ChainOfThought(GroundednessJudgeSignature)
+
+    def __call__(self, *, task: str, answer: str, context: str) -> SuiteVerdict:
+        with dspy.context(lm=self.lm):
+            out = self._program(task=task, answer=answer, context=context)
+        return SuiteVerdict(
+            passed=bool(out.grounded),
+            score=float(out.groundedness_score),
+            rationale=check_rationale(out.rationale),
+        )
+
+
 class DspyJudge:
-    """A ``Judge`` backed by a judge LM (``ChainOfThought`` over the signatures above)."""
+    """A ``Judge`` backed by a judge LM (``ChainOfThought`` over the signatures above).
+
+    ``relevance`` and ``groundedness`` are the suite judges on the same LM; ``run_eval`` uses
+    them when it is given this judge."""
 
     def __init__(self, lm: Any) -> None:
         self.lm = lm
         self._with_gold = dspy.ChainOfThought(AnswerJudge)
         self._reference_free = dspy.ChainOfThought(TurnJudge)
+        self.relevance = DspyRelevanceJudge(lm)
+        self.groundedness = DspyGroundednessJudge(lm)
 
     def __call__(self, *, task: str, answer: str, expected_answer: str | None) -> JudgeVerdict:
         with dspy.context(lm=self.lm):

@@ -10,15 +10,21 @@ the runtime has a store (``FleetRuntime`` does): MLflow expectations *and* the
 traces. The runtime should be opened with a tracer for the ``evaluation`` scope
 (``create_tracer(config, scope="evaluation")``) so the Turn traces land in the same experiment.
 
-Broader suite (diagnostics, not GEPA objectives), computed from the stored trace when available:
-``trace_efficiency`` (the formula over trace counters), ``sandbox_verification`` (a code route
-ended with at least one successful cell), ``skill_use`` (only when Skill activity exists; not
-applicable otherwise) and ``retrieval_groundedness`` (only when retrieval spans exist: never, in
-this engine). Relevance is covered by the judge's reference-free check.
+Broader suite (diagnostics, not GEPA objectives; ``fleet_core.evaluation.suite``), each a value in
+0..1 or ``None`` when not applicable: ``relevance`` (the relevance judge, when one is given:
+``relevance_judge=`` or ``judge.relevance`` as on ``DspyJudge``), ``retrieval_groundedness``
+(only when the trace has ``RETRIEVER`` spans: never, in this engine; judged by
+``judge.groundedness``), ``sandbox_verification`` (a code route ended with at least one successful
+task cell), ``skill_use`` (deterministic, only when the trace shows Skill activity) and
+``trace_efficiency`` (the formula over trace counters). Each applicable value is written as a
+feedback on the case's trace (with its rationale), averaged into the run's metrics, and shown in
+the per-case table; a judge error (e.g. a rejected placeholder rationale) leaves the value
+``None`` and sets ``<name>_error`` in the row.
 """
 
 from __future__ import annotations
 
+import functools
 import statistics
 import uuid
 from collections.abc import Callable, Sequence
@@ -36,9 +42,24 @@ from fleet_core.evaluation.metric import (
     efficiency,
     fleet_metric,
 )
+from fleet_core.evaluation.suite import (
+    GroundednessJudge,
+    RelevanceJudge,
+    SuiteScore,
+    relevance,
+    retrieval_groundedness,
+    skill_use,
+)
 from fleet_core.models import TurnRequest, TurnResult
 
 OK_OUTCOMES = ("ok", "submitted")
+SUITE_KEYS = (
+    "relevance",
+    "retrieval_groundedness",
+    "sandbox_verification",
+    "skill_use",
+    "trace_efficiency",
+)
 SYNTHETIC_REVIEWER = "synthetic-generator"
 
 
@@ -58,8 +79,12 @@ class CaseOutcome:
     metric: MetricResult
     suite: dict[str, float | None] = field(default_factory=dict)
     labels: dict[str, Any] = field(default_factory=dict)
+    # why each suite value is what it is (judge rationales, deterministic checks); errors apart
+    suite_notes: dict[str, str] = field(default_factory=dict)
+    suite_errors: dict[str, str] = field(default_factory=dict)
 
     def row(self) -> dict[str, Any]:
+        """One table row; every suite key is present (``None``: not applicable or errored)."""
         return {
             "case_id": self.case_id,
             "status": self.result.status,
@@ -67,7 +92,9 @@ class CaseOutcome:
             "trace_id": self.result.trace_id,
             "fleet_metric": self.metric.score,
             **{f"fleet_metric.{k}": v for k, v in self.metric.objective_scores().items()},
-            **{k: v for k, v in self.suite.items() if v is not None},
+            **{k: self.suite.get(k) for k in SUITE_KEYS},
+            **{k: v for k, v in self.suite.items() if k not in SUITE_KEYS},
+            **{f"{k}_error": v for k, v in self.suite_errors.items()},
             "feedback": self.metric.feedback,
         }
 
@@ -88,19 +115,50 @@ class EvalReport:
 
 def suite_from_trace(view: Any, result: TurnResult) -> dict[str, float | None]:
     """Deterministic diagnostics from a stored ``TraceView`` (None = not applicable)."""
+    return {k: (s.value if s else None) for k, s in _trace_suite(view, result).items()}
+
+
+def _trace_suite(view: Any, result: TurnResult) -> dict[str, SuiteScore | None]:
     if view is None:
         return {}
     cells = [c for c in view.cells() if getattr(c, "phase", None) != "bootstrap"]
     errors = sum(1 for c in cells if c.outcome not in OK_OUTCOMES)
     calls = sum(len(a.lm_calls) for a in view.agents()) + len(view.triage_lm_calls)
     code_route = result.route in ("rlm", "flex")
-    verified = any(c.outcome in OK_OUTCOMES for c in cells)
+    verified = sum(1 for c in cells if c.outcome in OK_OUTCOMES)
     return {
-        "trace_efficiency": round(efficiency(calls, errors), 3),
-        "sandbox_verification": (1.0 if verified else 0.0) if code_route else None,
-        "skill_use": None,
-        "retrieval_groundedness": None,
+        "trace_efficiency": SuiteScore(
+            round(efficiency(calls, errors), 3),
+            f"{calls} model call(s), {errors} sandbox error(s) in the trace",
+        ),
+        "sandbox_verification": SuiteScore(
+            1.0 if verified else 0.0,
+            f"{verified} of {len(cells)} task cell(s) succeeded on the {result.route} route",
+        )
+        if code_route
+        else None,
+        "skill_use": skill_use(view),
     }
+
+
+def score_suite(
+    view: Any,
+    task: str,
+    result: TurnResult,
+    *,
+    relevance_judge: RelevanceJudge | None = None,
+    groundedness_judge: GroundednessJudge | None = None,
+) -> dict[str, SuiteScore | None]:
+    """Every suite scorer for one Turn (``None`` = not applicable); see the module docstring.
+
+    Relevance needs only the answer; the rest need the stored trace (``view``)."""
+    answer = str(result.answer or "")
+    scores: dict[str, SuiteScore | None] = {"relevance": relevance(task, answer, relevance_judge)}
+    scores |= _trace_suite(view, result)
+    scores["retrieval_groundedness"] = retrieval_groundedness(
+        view, task, answer, groundedness_judge
+    )
+    return scores
 
 
 async def run_eval(
@@ -114,11 +172,17 @@ async def run_eval(
     on_case: Callable[[CaseOutcome], None] | None = None,
     record_replay: bool = True,
     store: Any | None = None,
+    relevance_judge: RelevanceJudge | None = None,
+    groundedness_judge: GroundednessJudge | None = None,
 ) -> EvalReport:
     """Run, score and (with a backend) record every case; see the module docstring.
 
-    ``store`` defaults to ``runtime.store``; without one, labels are written to MLflow only."""
+    ``store`` defaults to ``runtime.store``; without one, labels are written to MLflow only.
+    The suite judges default to ``judge.relevance`` / ``judge.groundedness`` when the judge has
+    them (``DspyJudge`` does)."""
     store = store if store is not None else getattr(runtime, "store", None)
+    relevance_judge = relevance_judge or getattr(judge, "relevance", None)
+    groundedness_judge = groundedness_judge or getattr(judge, "groundedness", None)
     run_tag = uuid.uuid4().hex[:8]
     outcomes: list[CaseOutcome] = []
     for case in list(cases)[: limit or None]:
@@ -139,13 +203,25 @@ async def run_eval(
         view = None
         if backend is not None and result.trace_id:
             view = await anyio.to_thread.run_sync(backend.load_trace, result.trace_id)
+        scores = await anyio.to_thread.run_sync(
+            functools.partial(
+                score_suite,
+                view,
+                case.task,
+                result,
+                relevance_judge=relevance_judge,
+                groundedness_judge=groundedness_judge,
+            )
+        )
         outcome = CaseOutcome(
             case.case_id,
             session_id,
             result,
             metric,
-            suite_from_trace(view, result),
+            {k: (s.value if s else None) for k, s in scores.items()},
             case.labels.wire(),
+            {k: s.rationale for k, s in scores.items() if s is not None and not s.error},
+            {k: s.rationale for k, s in scores.items() if s is not None and s.error},
         )
         outcomes.append(outcome)
         if on_case is not None:
@@ -183,6 +259,11 @@ def _record(backend: Any, report: EvalReport, name: str, store: Any | None = Non
             rationale=outcome.metric.feedback,
             run_id=run_id,
         )
+        for key, value in outcome.suite.items():
+            if value is not None:
+                backend.log_feedback(
+                    trace_id, key, value, rationale=outcome.suite_notes.get(key), run_id=run_id
+                )
     backend.log_run(
         run_id,
         params={"cases": len(report.outcomes)},

@@ -49,6 +49,15 @@ class ToolCallView:
     error_type: str | None
 
 
+@dataclass(frozen=True, slots=True)
+class RetrievalView:
+    """A retrieval span (MLflow span type ``RETRIEVER``): the query and the documents' text."""
+
+    query: str | None
+    documents: tuple[str, ...]
+    ok: bool = True
+
+
 @dataclass(slots=True)
 class AgentView:
     agent_id: str
@@ -59,8 +68,11 @@ class AgentView:
     answer: str | None = None
     artifacts: Any = None
     error: str | None = None
-    # Steps in time order: each is an LmCallView, CellView, ToolCallView or AgentView.
-    steps: list[LmCallView | CellView | ToolCallView | AgentView] = field(default_factory=list)
+    # Steps in time order: each is an LmCallView, CellView, ToolCallView, RetrievalView or
+    # AgentView.
+    steps: list[LmCallView | CellView | ToolCallView | RetrievalView | AgentView] = field(
+        default_factory=list
+    )
 
     @property
     def cells(self) -> list[CellView]:
@@ -77,6 +89,10 @@ class AgentView:
     @property
     def lm_calls(self) -> list[LmCallView]:
         return [s for s in self.steps if isinstance(s, LmCallView)]
+
+    @property
+    def retrievals(self) -> list[RetrievalView]:
+        return [s for s in self.steps if isinstance(s, RetrievalView)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +129,7 @@ class TraceView:
     root: AgentView | None
     labels: dict[str, Any] = field(default_factory=dict)
     span_count: int = 0
+    turn_retrievals: list[RetrievalView] = field(default_factory=list)
 
     def agents(self) -> list[AgentView]:
         """Every agent, depth first from the root."""
@@ -126,6 +143,10 @@ class TraceView:
 
     def cells(self) -> list[CellView]:
         return [cell for agent in self.agents() for cell in agent.cells]
+
+    def retrievals(self) -> list[RetrievalView]:
+        """Every retrieval span, the Turn's own (outside agents) first."""
+        return list(self.turn_retrievals) + [r for a in self.agents() for r in a.retrievals]
 
     def has_span_kind(self, kind: str) -> bool:
         return any(getattr(a, kind, None) for a in self.agents())
@@ -150,8 +171,11 @@ def build_view(
     phases: list[PhaseView] = []
     triage_calls: list[LmCallView] = []
     root_agent: AgentView | None = None
+    turn_retrievals: list[RetrievalView] = []
     for child in by_parent.get(root.span_id, []):
-        if child.kind == "phase":
+        if _is_retrieval(child):
+            turn_retrievals.append(_retrieval(child))
+        elif child.kind == "phase":
             phases.append(
                 PhaseView(
                     name=child.name.removeprefix("turn."),
@@ -192,6 +216,7 @@ def build_view(
         root=root_agent,
         labels=dict(labels or {}),
         span_count=len(spans),
+        turn_retrievals=turn_retrievals,
     )
 
 
@@ -208,7 +233,9 @@ def _agent(span: SpanRecord, by_parent: Mapping[int | None, list[SpanRecord]]) -
         error=_str(outputs.get("error")) or (span.status_message or None),
     )
     for child in by_parent.get(span.span_id, []):
-        if child.kind == "lm":
+        if _is_retrieval(child):
+            agent.steps.append(_retrieval(child))
+        elif child.kind == "lm":
             agent.steps.append(_lm(child))
         elif child.kind == "cell":
             agent.steps.append(
@@ -245,6 +272,26 @@ def _agent(span: SpanRecord, by_parent: Mapping[int | None, list[SpanRecord]]) -
         elif child.kind == "agent":
             agent.steps.append(_agent(child, by_parent))
     return agent
+
+
+def _is_retrieval(span: SpanRecord) -> bool:
+    return span.span_type.strip('"').upper() == "RETRIEVER" or span.kind == "retriever"
+
+
+def _retrieval(span: SpanRecord) -> RetrievalView:
+    """MLflow's retriever convention: inputs ``query``, outputs a list of documents (dicts with
+    ``page_content``, or text)."""
+    found = span.outputs.get("documents", span.outputs.get("value"))
+    items = found if isinstance(found, list) else ([] if found is None else [found])
+    documents = []
+    for item in items:
+        if isinstance(item, Mapping):
+            text = item.get("page_content", item.get("content", item.get("text")))
+            documents.append(text if isinstance(text, str) else json.dumps(item, default=str))
+        else:
+            documents.append(str(item))
+    query = span.inputs.get("query", span.inputs.get("value"))
+    return RetrievalView(query=_str(query), documents=tuple(documents), ok=span.status != "ERROR")
 
 
 def _lm(span: SpanRecord) -> LmCallView:
@@ -388,6 +435,12 @@ def _render_agent(agent: AgentView, out: list[str], level: int) -> None:
         elif isinstance(step, ToolCallView):
             out.append(
                 f"- tool `{step.tool}`" + ("" if step.ok else f" **failed** ({step.error_type})")
+            )
+        elif isinstance(step, RetrievalView):
+            out.append(
+                f"- retrieval ({len(step.documents)} document(s))"
+                + (f": {_inline(step.query)}" if step.query else "")
+                + ("" if step.ok else " **failed**")
             )
         elif isinstance(step, CellView):
             cell_no += 1
