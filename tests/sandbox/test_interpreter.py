@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import contextvars
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import dspy
 import pytest
-from dspy.lm15 import Message, Response, TextPart, Usage
 from sandbox_support import needs_bwrap
 
 from fleet_core.config import SandboxSettings
+from fleet_core.engine.testing import ScriptedEngine
 from fleet_core.sandbox.interpreter import (
     SandboxInterpreter,
     local_interpreter_factory,
@@ -22,31 +21,6 @@ from fleet_core.sandbox.interpreter import (
 
 pytestmark = needs_bwrap
 REQUEST_ID: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="unset")
-
-
-class ScriptedEngine:
-    """A canonical lm15 engine replying from a script (thread-safe, records requests)."""
-
-    def __init__(self, replies: list[str | Callable[[Any], str]]) -> None:
-        self.replies = list(replies)
-        self.requests: list[Any] = []
-        self._lock = threading.Lock()
-
-    def complete(self, request: Any) -> Response:
-        with self._lock:
-            self.requests.append(request)
-            reply = self.replies.pop(0) if self.replies else "[[ ## answer ## ]]\nNo more"
-        text = reply(request) if callable(reply) else reply
-        return Response(
-            id=None,
-            model=request.model,
-            message=Message.assistant([TextPart(text)]),
-            finish_reason="stop",
-            usage=Usage(input_tokens=10, output_tokens=5, total_tokens=15),
-        )
-
-    def close(self) -> None:
-        pass
 
 
 def step(reasoning: str, code: str) -> str:
@@ -141,7 +115,7 @@ def test_rlm_scripted_task_runs_in_the_sandbox(tmp_path: Path) -> None:
             step("Submit.", "SUBMIT(answer=' '.join(sorted(tags)), total=total, n_chars=n)"),
         ]
     )
-    sub = ScriptedEngine([lambda r: "BIG" if "max" in r.messages[-1].text else "SMALL"] * 2)
+    sub = ScriptedEngine(rules={"max ": "BIG", "min ": "SMALL"})
 
     def count_chars(text: str) -> int:
         """Count characters in text."""
