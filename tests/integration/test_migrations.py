@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import multiprocessing
 from pathlib import Path
 
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
 from sqlalchemy import inspect
 
 from fleet_core.config import EffectiveConfig
 from fleet_core.store import Store
-from fleet_core.store.database import database_url
+from fleet_core.store.database import MIGRATIONS, database_url
+from fleet_core.store.schema import metadata
 
 
 def _open_and_close(url: str, state_dir: str) -> str:
@@ -47,3 +52,42 @@ def test_sqlite_runs_in_wal_mode_with_foreign_keys(tmp_path: Path) -> None:
             assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
     finally:
         store.close()
+
+
+# Revision 0001 creates its tables from fleet_core.store.schema as it stood at 0.1.0. A change to
+# schema.py must come with a new Alembic revision, and 0001 must first be frozen (its tables copied
+# in as they are at this digest), or fresh databases would skip the new revision's changes.
+SCHEMA_AT_0001 = "48aa0ca81fcd7956a877fabf0f81855565e3ff0c88791d1d76a4357f813bbfe3"
+
+
+def schema_digest() -> str:
+    shape = {
+        table.name: sorted(
+            (column.name, str(column.type), column.nullable, column.primary_key)
+            for column in table.columns
+        )
+        for table in metadata.sorted_tables
+    }
+    return hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()
+
+
+def test_schema_changes_come_with_a_migration() -> None:
+    revisions = sorted(p.name for p in (MIGRATIONS / "versions").glob("0*.py"))
+    if revisions == ["0001_initial.py"]:
+        assert schema_digest() == SCHEMA_AT_0001, (
+            "fleet_core/store/schema.py changed: freeze revision 0001 (copy its tables in as they "
+            "were) and add an Alembic revision for the change"
+        )
+
+
+def test_the_migrated_database_matches_the_schema(fleet_config: EffectiveConfig) -> None:
+    store = Store.open(_url(fleet_config), fleet_config.state_dir)
+    try:
+        with store.engine.connect() as conn:
+            context = MigrationContext.configure(
+                conn, opts={"version_table": "fleet_alembic_version"}
+            )
+            differences = compare_metadata(context, metadata)
+    finally:
+        store.close()
+    assert differences == []
