@@ -14,6 +14,7 @@ import pytest
 from sandbox_support import TEST_LIMITS, MakeSandbox, needs_bwrap, needs_pids_cgroup
 
 from fleet_core.sandbox import Sandbox
+from fleet_core.sandbox.local import LocalSandbox
 
 pytestmark = needs_bwrap
 
@@ -158,9 +159,11 @@ async def test_fork_bomb_is_bounded_by_the_pids_cgroup(make_sandbox: MakeSandbox
     assert result.error is None, result.error
     assert int(result.value_repr or "999") < 16
     assert "BlockingIOError" in result.stdout or "OSError" in result.stdout
-    pid = getattr(sandbox, "worker_pid", None)
+    assert isinstance(sandbox, LocalSandbox)
+    pid = sandbox.worker_pid
+    assert pid is not None
     await sandbox.destroy()
-    assert pid is None or not Path(f"/proc/{pid}").exists()  # noqa: ASYNC240
+    assert not Path(f"/proc/{pid}").exists()  # noqa: ASYNC240
 
 
 async def test_process_tree_dies_with_the_sandbox(make_sandbox: MakeSandbox) -> None:

@@ -203,8 +203,9 @@ async def test_dedicated_uid_bounds_a_fork_bomb_without_a_pids_cgroup(
     assert (world_workspace / "uid" / "artifacts" / "out.txt").stat().st_uid == uid
     assert (world_workspace / "uid" / "files" / "input.txt").stat().st_uid == 0  # ro: untouched
     worker = sandbox.worker_pid
+    assert worker is not None
     await sandbox.destroy()
-    assert worker is None or not os.path.exists(f"/proc/{worker}")  # noqa: ASYNC240
+    assert not os.path.exists(f"/proc/{worker}")  # noqa: ASYNC240
     assert not isolation.DedicatedUid(uid, None).processes()  # all dead (zombies aside)
     assert _uid_lock_free(uid)  # released with the sandbox
 
