@@ -250,8 +250,18 @@ def test_dedicated_uid_blocker_names_the_unreachable_directory(world_workspace: 
     blocker = isolation.dedicated_uid_blocker(bwrap, SYSTEM_PYTHON, private / "ws")
     if os.geteuid() != 0:
         assert blocker is not None and "not root" in blocker
-    else:
-        assert blocker is not None and str(private) in blocker
+        return
+    # Checks run in order (bwrap, Python, the worker, then the workspace): when the checkout
+    # itself is private to root (a clone under a 0700 temp dir), that is what gets named.
+    checkout_blocker = isolation.dedicated_uid_blocker(
+        bwrap, SYSTEM_PYTHON, world_workspace / "reachable"
+    )
+    assert blocker is not None
+    assert str(private) in blocker if checkout_blocker is None else blocker == checkout_blocker
+    workspace_blocker = isolation.workspace_blocker(private / "ws")
+    assert workspace_blocker is not None
+    assert str(private) in workspace_blocker
+    assert isolation.workspace_blocker(world_workspace / "reachable") is None
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="chown needs root")

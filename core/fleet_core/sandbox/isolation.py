@@ -513,6 +513,11 @@ def dedicated_uid_blocker(bwrap: Path, python: str | None, workspace: Path) -> s
         blocker = _unreachable(path, mode)
         if blocker:
             return f"{blocker} (needed for {path}) is not accessible to other users"
+    return workspace_blocker(workspace)
+
+
+def workspace_blocker(workspace: Path) -> str | None:
+    """Why an unrelated uid cannot reach the workspace (None if it can)."""
     blocker = _unreachable(str(workspace.resolve().parent), stat.S_IXOTH)
     if blocker:
         return f"{blocker} (a parent of the workspace) is not searchable by other users"
