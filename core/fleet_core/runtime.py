@@ -4,16 +4,25 @@ from __future__ import annotations
 
 import shutil
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar, get_args
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, get_args
 
 import anyio.to_thread
 
 from fleet_core.config import EffectiveConfig, ExecutionMode
-from fleet_core.errors import DatasetChanged, FileTooLarge, InvalidInput, SessionOwned
+from fleet_core.errors import (
+    ConfigError,
+    DatasetChanged,
+    FileTooLarge,
+    FleetError,
+    InvalidInput,
+    ModelUnavailable,
+    SessionOwned,
+    TurnNotFound,
+)
 from fleet_core.models import (
     DatasetContext,
     Memory,
@@ -22,6 +31,8 @@ from fleet_core.models import (
     TurnSummary,
     WorkspaceFile,
 )
+from fleet_core.net import http_probe
+from fleet_core.observability.errors import TraceNotFound, TracingUnavailable
 from fleet_core.store import Store
 from fleet_core.store.database import database_url
 from fleet_core.workspace import (
@@ -33,14 +44,21 @@ from fleet_core.workspace import (
 )
 
 if TYPE_CHECKING:
-    from fleet_core.engine.lm import LmProvider
+    from fleet_core.engine.lm import LmProvider, Role
+    from fleet_core.evaluation.datasets import EvalCase
+    from fleet_core.evaluation.labels import LabelResult, LabelUpdate
+    from fleet_core.evaluation.runner import CaseOutcome, EvalReport
     from fleet_core.events import TurnEvent
     from fleet_core.models import TurnRequest, TurnResult
+    from fleet_core.observability.export import ExportStats, TraceExporter
+    from fleet_core.observability.records import TraceRecord
+    from fleet_core.observability.traceview import TraceView
     from fleet_core.observability.tracing import TurnTracer
-    from fleet_core.turns import TurnService
+    from fleet_core.turns import RunningTurn, TurnService
 
 T = TypeVar("T")
 MAX_DESCRIPTION_CHARS = 2_000
+TraceExportMode = Literal["background", "deferred", "inline"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +81,7 @@ class FleetRuntime:
         *,
         lm_provider: LmProvider | None = None,
         tracer: TurnTracer | None = None,
+        trace_export: TraceExportMode = "background",
     ) -> None:
         self.config = config
         self.store = store
@@ -71,6 +90,8 @@ class FleetRuntime:
         self._tracer = tracer
         self._owns_tracer = tracer is None
         self._turns: TurnService | None = None
+        self._trace_export = trace_export
+        self._exporter: TraceExporter | None = None
 
     @classmethod
     async def open(
@@ -79,22 +100,35 @@ class FleetRuntime:
         *,
         lm_provider: LmProvider | None = None,
         tracer: TurnTracer | None = None,
+        trace_export: TraceExportMode = "background",
     ) -> FleetRuntime:
         """Open the store (migrating it) and fail any Turn a dead process left running.
 
         ``tracer`` defaults to the one ``[mlflow]`` configures (``local``: an SQLite store under
         ``<state_dir>/mlflow/``), created when first used; mlflow itself is imported only when a
-        Turn's trace is written or a trace is read, never here."""
+        trace is exported or read, never here and never on a Turn's path. ``trace_export``:
+        ``background`` exports queued traces from a thread (traces a previous process left
+        queued included); ``deferred`` (short-lived CLI commands) leaves them queued for the
+        next process or ``flush_traces``; ``inline`` (evaluation runs, which read each trace
+        right after its Turn) exports a Turn's trace before ``run_turn`` returns."""
         url = database_url(
             config.secrets.database_url.get_secret_value() if config.secrets.database_url else None,
             config.state_dir,
         )
         store = await anyio.to_thread.run_sync(Store.open, url, config.state_dir)
-        runtime = cls(config, store, lm_provider=lm_provider, tracer=tracer)
+        runtime = cls(
+            config, store, lm_provider=lm_provider, tracer=tracer, trace_export=trace_export
+        )
         await runtime._recover_interrupted()
+        pending = await runtime._run(store.count_pending_traces)
+        if trace_export == "background" and pending:
+            runtime._start_exporter()
         return runtime
 
-    async def close(self) -> None:
+    async def close(self, *, export_grace_seconds: float = 5.0) -> None:
+        """Stop the trace exporter (what it has not exported stays queued) and the store."""
+        if self._exporter is not None:
+            await self._run(self._exporter.stop, export_grace_seconds)
         if self._owns_tracer and self._tracer is not None:
             self._tracer.close()
         await self._run(self.store.close)
@@ -112,6 +146,55 @@ class FleetRuntime:
 
     async def _run(self, func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         return await anyio.to_thread.run_sync(partial(func, *args, **kwargs))
+
+    # Trace export ---------------------------------------------------------------------------
+
+    @property
+    def exporter(self) -> TraceExporter:
+        """Exports the traces Turns queue in their commits (``observability.export``)."""
+        if self._exporter is None:
+            from fleet_core.observability.export import TraceExporter
+            from fleet_core.observability.redaction import Redactor
+
+            self._exporter = TraceExporter(
+                self.store, self.tracer, redactor=Redactor.from_config(self.config)
+            )
+        return self._exporter
+
+    def _start_exporter(self) -> None:
+        if self.tracer.enabled:
+            self.exporter.start()
+
+    async def _trace_queued(self, trace_id: str) -> None:
+        if not self.tracer.enabled or self._trace_export == "deferred":
+            return
+        if self._trace_export == "inline":
+            try:
+                await self.export_trace(trace_id)
+            except Exception:  # logged by the exporter; the trace stays queued
+                return
+        else:
+            self.exporter.start()
+            self.exporter.notify()
+
+    async def flush_traces(self) -> ExportStats:
+        """Export every queued trace now (``fleet-lsp trace``, evaluation); failures stay
+        queued. With tracing off, queued traces wait for a configuration that has it on."""
+        from fleet_core.observability.export import ExportStats
+
+        if not self.tracer.enabled:
+            return ExportStats()
+        return await self._run(self.exporter.export_pending)
+
+    async def pending_trace(self, trace_id: str) -> TraceRecord | None:
+        """A trace a Turn queued that is not exported yet (``None`` when not queued)."""
+        return await self._run(self.exporter.queued_record, trace_id)
+
+    async def export_trace(self, trace_id: str) -> bool:
+        """Export one queued trace now (False when it is not queued: already exported)."""
+        if not self.tracer.enabled:
+            return False
+        return await self._run(self.exporter.export_one, trace_id)
 
     async def _recover_interrupted(self) -> None:
         for session_id in await self._run(self.store.running_sessions):
@@ -181,6 +264,10 @@ class FleetRuntime:
     async def _own(self, session_id: str) -> None:
         await self.describe_session(session_id)
         await self._run(self.store.locks.acquire, session_id)
+
+    async def own_session(self, session_id: str) -> None:
+        """Take ownership of a stored Session for this process (no layout work)."""
+        await self._own(session_id)
 
     # Workspace ------------------------------------------------------------------------------
 
@@ -325,7 +412,14 @@ class FleetRuntime:
         if self._turns is None:
             from fleet_core.turns import TurnService
 
-            self._turns = TurnService(self, lm_provider=self._lm_provider, tracer=self._tracer)
+            self._turns = TurnService(
+                store=self.store,
+                sessions=self,
+                config=self.config,
+                tracer=lambda: self.tracer,
+                lm_provider=self._lm_provider,
+                on_trace_queued=self._trace_queued,
+            )
         return self._turns
 
     async def run_turn(
@@ -338,6 +432,302 @@ class FleetRuntime:
         """Cancel a running Turn by id; False when no such Turn is running in this process."""
         return await self.turns.cancel_turn(turn_id)
 
+    def running_turns(self, session_id: str | None = None) -> list[RunningTurn]:
+        """The Turns running in this process (of one Session, or all)."""
+        return self.turns.running(session_id) if self._turns is not None else []
+
+    def check_not_busy(self, session_id: str) -> None:
+        """Raise the one ``TurnBusy`` error when the Session has a running Turn here."""
+        busy = self._turns.busy(session_id) if self._turns is not None else None
+        if busy is not None:
+            raise busy
+
+    # Traces, labels, evaluation, settings (faces) --------------------------------------------
+    # Everything the faces (fleet_lsp: server, CLI, doctor, evaluation commands) need beyond
+    # Sessions and Turns. They never reach the store, the engine, observability or evaluation
+    # internals themselves (tests/unit/test_invariants.py); mlflow and dspy load lazily here.
+
+    async def get_turn(self, turn_id: str) -> TurnSummary:
+        return await self._run(self.store.get_turn, turn_id)
+
+    async def turn_result(self, turn_id: str) -> dict[str, Any]:
+        """A finished Turn's stored ``TurnResult`` (wire form); ``TurnNotFound`` until then."""
+        return await self._run(self.store.turn_result, turn_id)
+
+    async def turn_session(self, turn_id: str) -> str:
+        """The id of the Session a Turn belongs to (``TurnNotFound`` for an unknown Turn)."""
+        return await self._run(self.store.turn_session, turn_id)
+
+    async def find_turn_by_trace(self, trace_id: str) -> TurnSummary | None:
+        """The Turn behind a trace id: the Turn whose trace it is, else the Turn with that id
+        (a Turn without a recorded trace is addressed by its Turn id); ``None`` when neither."""
+        found = await self._run(self.store.find_turn_by_trace, trace_id)
+        if found is not None:
+            return found
+        try:
+            return await self.get_turn(trace_id)
+        except TurnNotFound:
+            return None
+
+    def tracing_status(self) -> TracingStatus:
+        """Whether Turns are traced to MLflow, where, and if not, why."""
+        tracer: Any = self.tracer
+        destination = getattr(tracer, "destination", None)
+        if getattr(tracer, "enabled", False) and destination is not None:
+            scope = getattr(tracer, "scope", "runtime")
+            return TracingStatus(True, destination.kind, destination.experiment(scope))
+        reason = getattr(tracer, "reason", None) or TRACING_OFF
+        if reason.startswith("Tracing is off"):
+            reason += "; set FLEET_MLFLOW_DESTINATION=local to record traces"
+        return TracingStatus(False, self.config.settings.mlflow.destination, None, reason)
+
+    async def load_trace(self, trace_id: str) -> TraceView:
+        """A stored MLflow trace (``TraceNotFound``; ``TracingUnavailable`` when tracing is off
+        or the destination is invalid: the message says which). A trace still queued for export
+        is exported first; if its destination cannot take it now, it is read from the queue
+        (``view.pending``)."""
+        tracer = self._mlflow_tracer()
+        try:
+            await self.export_trace(trace_id)
+        except Exception:
+            from fleet_core.observability.export import pending_view
+
+            pending = await self.pending_trace(trace_id)
+            if pending is not None:
+                return await self._run(pending_view, pending)
+        return await self._run(tracer.load_trace, trace_id)
+
+    async def trace_markdown(self, trace: str | TraceView) -> str:
+        """A stored trace (by id, or as loaded) rendered as a markdown document."""
+        from fleet_core.observability.traceview import render_trace_markdown
+
+        view = await self.load_trace(trace) if isinstance(trace, str) else trace
+        return await self._run(render_trace_markdown, view)
+
+    async def label_trace(self, trace_id: str, update: LabelUpdate) -> LabelResult:
+        """Apply a partial label update to a trace (or the trace of a Turn id): MLflow
+        expectations on the trace and the store's row, with optimization eligibility."""
+        from fleet_core.evaluation.labels import LabelService
+
+        resolved = await self._labelled_trace_id(trace_id)
+        backend = self._mlflow_tracer().backend
+        await self.export_trace(resolved)  # labels are MLflow expectations on the trace
+        return await LabelService(self.store, backend).label(resolved, update)
+
+    async def trace_labels(self, trace_id: str) -> dict[str, Any] | None:
+        """The store's label row of a trace (or of a Turn id's trace), ``None`` if unlabelled."""
+        resolved = await self._labelled_trace_id(trace_id)
+        return await self._run(self.store.get_trace_labels, resolved)
+
+    async def labelled_cases(self) -> tuple[list[EvalCase], list[str]]:
+        """Evaluation cases from labelled (not rejected), replay-captured Turns, and a reason for
+        every labelled trace that cannot be one."""
+        from fleet_core.evaluation.datasets import labelled_cases
+
+        return await self._run(labelled_cases, self.store)
+
+    @classmethod
+    async def open_evaluation(
+        cls, config: EffectiveConfig, *, lm_provider: LmProvider | None = None
+    ) -> FleetRuntime:
+        """``open`` with Turns traced into the *evaluation* experiment (``eval run``); an
+        invalid ``[mlflow]`` destination is a ``ConfigError`` here, not a warning."""
+        from fleet_core.observability.tracing import create_tracer
+
+        tracer = create_tracer(config, scope="evaluation")
+        try:
+            runtime = await cls.open(
+                config, lm_provider=lm_provider, tracer=tracer, trace_export="inline"
+            )
+        except BaseException:
+            tracer.close()
+            raise
+        runtime._owns_tracer = True
+        return runtime
+
+    async def run_evaluation(
+        self,
+        cases: Sequence[EvalCase],
+        *,
+        run_name: str | None = None,
+        on_case: Callable[[CaseOutcome], None] | None = None,
+    ) -> EvalReport:
+        """Run every case as a fresh Session and Turn, score it (``fleet_metric``, the suite,
+        the judge role) and, when tracing is on, record one MLflow run; ``ModelUnavailable``
+        first when the root, sub or judge role has no model."""
+        from fleet_core.evaluation.judge import DspyJudge
+        from fleet_core.evaluation.runner import run_eval
+
+        lms = self._models()
+        lms.check("root", "sub", "judge")
+        tracer: Any = self.tracer
+        backend = tracer.backend if getattr(tracer, "enabled", False) else None
+        return await run_eval(
+            self,
+            cases,
+            judge=DspyJudge(lms.lm("judge")),
+            backend=backend,
+            run_name=run_name,
+            on_case=on_case,
+            store=self.store,
+        )
+
+    async def reconfigure(self, config: EffectiveConfig) -> list[str]:
+        """Apply new settings to what starts next: Turns not yet running get the new models,
+        redaction and limits; running Turns keep what they started with. The state directory
+        and database cannot change in place (``ConfigError``: restart). Returns notes on what
+        applies only after a restart."""
+        if not isinstance(config, EffectiveConfig):
+            raise TypeError(f"reconfigure needs an EffectiveConfig, got {type(config).__name__}")
+        current = self.config
+        if config.state_dir != current.state_dir:
+            raise ConfigError(
+                f"The state directory changed ({current.state_dir} -> {config.state_dir}); "
+                "restart the server to use it"
+            )
+        if config.secrets.database_url != current.secrets.database_url:
+            raise ConfigError("The database URL changed; restart the server to use it")
+        notes = []
+        if self._tracer is not None and config.settings.mlflow != current.settings.mlflow:
+            notes.append("[mlflow] changes apply after a restart")
+        if config.settings.storage != current.settings.storage:
+            self._workspaces.clear()  # new file limits for the next operation
+        self.config = config
+        if self._turns is not None:  # a running Turn keeps the effective config it started with
+            from fleet_core.observability.redaction import Redactor
+
+            self._turns.config = config
+            self._turns.redactor = Redactor.from_config(config)
+            if self._lm_provider is None:  # configured models (not ones given to open)
+                self._turns.lms = self._models()
+        return notes
+
+    def describe_storage(self) -> StorageInfo:
+        """The store's backend and the state directory (doctor, ``fleet/debug/info``)."""
+        return StorageInfo(backend=self.store.backend, state_dir=self.config.state_dir)
+
+    @staticmethod
+    def check_models(
+        config: EffectiveConfig, roles: Sequence[Role] | None = None, *, probe: bool = True
+    ) -> list[ModelCheck]:
+        """Per role (default: all): is a model configured, and (``probe``) does its endpoint
+        answer ``GET /models`` within 5 s? One probe per endpoint; keys are never shown."""
+        from fleet_core.engine.lm import CONFIGURE_HINT, ROLES, resolve_spec
+
+        checks = []
+        probed: dict[tuple[str, str], str] = {}
+        for role in roles or ROLES:
+            if role not in ROLES:
+                raise InvalidInput(f"Unknown model role '{role}'; use one of: {', '.join(ROLES)}")
+            try:
+                spec, key = resolve_spec(config.settings.llm, config.secrets, role)
+            except ModelUnavailable as exc:
+                checks.append(ModelCheck(role, False, problem=exc.message, fix=CONFIGURE_HINT))
+                continue
+            problem = ""
+            if probe:
+                endpoint = (spec.api_base, key)
+                if endpoint not in probed:
+                    probed[endpoint] = http_probe(spec.api_base.rstrip("/") + "/models", key)
+                problem = probed[endpoint]
+            fix = (
+                "check FLEET_LM_API_BASE, FLEET_LM_API_KEY and that the endpoint is up"
+                if problem
+                else ""
+            )
+            checks.append(ModelCheck(role, True, spec.model, spec.api_base, problem, fix))
+        return checks
+
+    @staticmethod
+    def check_tracing_store(config: EffectiveConfig) -> str:
+        """Open the configured MLflow store and its experiments: '' when that works, else why
+        (doctor; for a local store this creates it)."""
+        from fleet_core.observability.tracing import create_tracer
+
+        try:
+            tracer: Any = create_tracer(config)
+            backend = getattr(tracer, "backend", None) if tracer.enabled else None
+            if backend is None:
+                return "tracing is off"
+            try:
+                for scope in ("runtime", "evaluation"):
+                    backend.experiment_id(scope)
+            finally:
+                tracer.close()
+        except FleetError as exc:
+            return exc.message
+        except Exception as exc:
+            return f"{type(exc).__name__}: {exc}"
+        return ""
+
+    @staticmethod
+    def local_tracing_store(config: EffectiveConfig) -> tuple[str, str]:
+        """The local MLflow store's tracking URI and artifact root (``mlflow ui``)."""
+        from fleet_core.observability.destination import local_paths
+
+        return local_paths(config.state_dir)
+
+    @staticmethod
+    def describe_sandbox(config: EffectiveConfig) -> dict[str, Any]:
+        """The local sandbox's isolation layers (bwrap, cgroups, rlimits, or ``refused``)."""
+        from fleet_core.sandbox.isolation import describe_local_isolation
+
+        found: dict[str, Any] = describe_local_isolation(
+            allow_unisolated=config.settings.sandbox.allow_unisolated
+        )
+        return found
+
+    @staticmethod
+    async def probe_sandbox(config: EffectiveConfig) -> str:
+        """Run ``print(6*7)`` in a throwaway sandbox: '' when it printed 42, else why."""
+        import tempfile
+
+        from fleet_core.sandbox import create_sandbox
+        from fleet_core.sandbox.base import SandboxSpec
+
+        try:
+            with tempfile.TemporaryDirectory(prefix="fleet-doctor-") as tmp:
+                root = Path(tmp)
+                for name in ("files", "artifacts", "memory", "skills"):
+                    (root / name).mkdir()
+                spec = SandboxSpec(session_id="doctor", agent_id="root", workspace=root)
+                sandbox = create_sandbox(spec, config.settings.sandbox)
+                try:
+                    await sandbox.start()
+                    result = await sandbox.execute("print(6*7)", timeout=30)
+                finally:
+                    await sandbox.destroy()
+        except Exception as exc:
+            return f"{type(exc).__name__}: {exc}"
+        return "" if "42" in result.stdout else f"unexpected output {result.stdout[:200]!r}"
+
+    def _models(self) -> LmProvider:
+        if self._lm_provider is not None:
+            return self._lm_provider
+        from fleet_core.engine.lm import ConfiguredLmProvider
+
+        return ConfiguredLmProvider.from_config(self.config)
+
+    def _mlflow_tracer(self) -> Any:
+        """The tracer when it records to MLflow, else ``TracingUnavailable`` saying why."""
+        status = self.tracing_status()
+        if not status.enabled:
+            raise TracingUnavailable(status.reason or TRACING_OFF)
+        return self.tracer
+
+    async def _labelled_trace_id(self, trace_id: str) -> str:
+        """The MLflow trace id for a trace id or a Turn id (clear error when it has none)."""
+        turn = await self.find_turn_by_trace(trace_id)
+        if turn is None or turn.trace_id == trace_id:
+            return trace_id
+        if turn.trace_id is None:
+            raise TraceNotFound(
+                f"Turn '{turn.turn_id}' has no MLflow trace (tracing was off when it ran), "
+                "so it cannot be labelled; labels are stored on traces",
+                turn_id=turn.turn_id,
+            )
+        return turn.trace_id
+
 
 def _mode(mode: str) -> ExecutionMode:
     allowed = get_args(ExecutionMode)
@@ -348,3 +738,41 @@ def _mode(mode: str) -> ExecutionMode:
 
 def _wire_file(info: FileInfo) -> WorkspaceFile:
     return WorkspaceFile(path=info.path, size_bytes=info.size_bytes, sha256=info.sha256)
+
+
+# Records of the faces' section -----------------------------------------------------------------
+
+TRACING_OFF = 'Tracing is off ([mlflow] destination = "off")'
+
+
+@dataclass(frozen=True, slots=True)
+class TracingStatus:
+    """Whether Turns are traced: the destination kind, the experiment, or why not."""
+
+    enabled: bool
+    destination: str
+    experiment: str | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StorageInfo:
+    backend: str  # "sqlite" | "postgresql"
+    state_dir: Path
+
+
+@dataclass(frozen=True, slots=True)
+class ModelCheck:
+    """One model role: configured (model and endpoint) or not, and the endpoint probe's
+    problem ('' when it answered or was not probed); ``fix`` says what to do."""
+
+    role: str
+    configured: bool
+    model: str | None = None
+    api_base: str | None = None
+    problem: str = ""
+    fix: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.configured and not self.problem

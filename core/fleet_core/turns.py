@@ -8,11 +8,12 @@ awaiting task, ``cancel_turn`` and the deadline all end in the same place: the T
 
 Observability: every Turn has one trace (``fleet_core.observability``): started when the Turn is
 claimed (so its id is committed with the Turn), fed every event before the lossy channel
-(``tee_emit``), with ``prepare_inputs`` / ``capture_replay`` / ``commit`` phases, and written off
-the loop after the commit, for completed, failed and cancelled Turns alike. Events, error messages,
-answers and log records are redacted (``Redactor.from_config``) before they leave. With
-``record_replay`` the workspace files are checked against the replay bounds before the Turn is
-claimed and the snapshot is stored inside the Turn's commit.
+(``tee_emit``), with ``prepare_inputs`` / ``capture_replay`` / ``commit`` phases. Its record is
+queued inside the Turn's own commit, for completed, failed and cancelled Turns alike, and exported
+to MLflow later by ``observability.export.TraceExporter``: tracing never delays a Turn. Events,
+error messages, answers and log records are redacted (``Redactor.from_config``) before they
+leave. With ``record_replay`` the workspace files are checked against the replay bounds before
+the Turn is claimed and the snapshot is stored inside the Turn's commit.
 """
 
 from __future__ import annotations
@@ -22,11 +23,11 @@ import importlib.util
 import logging
 import platform
 import shutil
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -52,27 +53,23 @@ from fleet_core.models import (
     TurnRequest,
     TurnResult,
 )
+from fleet_core.observability.records import TurnTraceStart, encode_record
 from fleet_core.observability.redaction import (
     EVENT_LIMITS,
     Redactor,
     install_log_redaction,
 )
-from fleet_core.observability.tracing import (
-    NoopTurnTrace,
-    TurnTrace,
-    TurnTracer,
-    TurnTraceStart,
-    tee_emit,
-)
-from fleet_core.store import TurnOutcome
+from fleet_core.observability.tracing import NoopTurnTrace, TurnTrace, TurnTracer, tee_emit
+from fleet_core.store import Store, TraceExport, TurnOutcome
 
 if TYPE_CHECKING:
     from fleet_core.config import EffectiveConfig
     from fleet_core.engine.program import EngineResult
-    from fleet_core.runtime import FleetRuntime
+    from fleet_core.workspace import Workspace
 
 log = logging.getLogger(__name__)
 OnEvent = Callable[[TurnEvent], None]
+T = TypeVar("T")
 ENV_PACKAGES = ("numpy", "pandas", "scipy", "polars", "pyarrow", "sklearn")
 
 
@@ -90,31 +87,87 @@ def host_environment_line() -> str:
     return environment_line(platform.python_version(), packages)
 
 
+class SessionGate(Protocol):
+    """What the Turn service needs of Sessions (``FleetRuntime`` provides it)."""
+
+    async def effective_config(self, session_id: str) -> EffectiveConfig: ...
+
+    async def own_session(self, session_id: str) -> None: ...
+
+    async def check_dataset(self, session_id: str) -> DatasetContext | None: ...
+
+    async def manifest(self, session_id: str) -> str: ...
+
+    def workspace(self, session_id: str) -> Workspace: ...
+
+
+async def in_thread(func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """The default thread runner: blocking work off the event loop."""
+    return await anyio.to_thread.run_sync(partial(func, *args, **kwargs))
+
+
+ThreadRunner = Callable[..., Coroutine[Any, Any, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class RunningTurn:
+    """A Turn running in this process (``TurnService.running``)."""
+
+    session_id: str
+    turn_id: str | None
+
+
 class TurnService:
-    """Runs Turns for one ``FleetRuntime``."""
+    """Runs Turns; built by ``FleetRuntime`` from explicit collaborators."""
 
     def __init__(
         self,
-        runtime: FleetRuntime,
         *,
+        store: Store,
+        sessions: SessionGate,
+        config: EffectiveConfig,
+        tracer: Callable[[], TurnTracer],
         lm_provider: LmProvider | None = None,
-        tracer: TurnTracer | None = None,
+        run: ThreadRunner = in_thread,
+        on_trace_queued: Callable[[str], Awaitable[None]] | None = None,
     ) -> None:
-        self.runtime = runtime
-        self.lms: LmProvider = lm_provider or ConfiguredLmProvider.from_config(runtime.config)
-        self._tracer = tracer
-        self.redactor = Redactor.from_config(runtime.config)
+        self.store = store
+        self.sessions = sessions
+        self.config = config
+        self.lms: LmProvider = lm_provider or ConfiguredLmProvider.from_config(config)
+        self._tracer_factory = tracer
+        self._run = run
+        self._on_trace_queued = on_trace_queued
+        self.redactor = Redactor.from_config(config)
         self._running: dict[str, _Running] = {}
         self._by_turn: dict[str, _Running] = {}
         self._env_line: str | None = None
 
     @property
     def tracer(self) -> TurnTracer:
-        """The tracer given to the runtime, else the one ``[mlflow]`` configures (created on
-        first use; mlflow itself is imported only when the first trace is written)."""
-        if self._tracer is None:
-            self._tracer = self.runtime.tracer
-        return self._tracer
+        """The runtime's tracer (created on first use; it never imports mlflow)."""
+        return self._tracer_factory()
+
+    def running(self, session_id: str | None = None) -> list[RunningTurn]:
+        """The Turns running in this process (of one Session, or all)."""
+        return [
+            RunningTurn(session_id=sid, turn_id=r.turn_id or None)
+            for sid, r in self._running.items()
+            if session_id is None or sid == session_id
+        ]
+
+    def busy(self, session_id: str) -> TurnBusy | None:
+        """The one TurnBusy error for a Session with a running Turn (``None`` when idle)."""
+        running = self._running.get(session_id)
+        if running is None:
+            return None
+        turn = running.turn_id or "(starting)"
+        return TurnBusy(
+            f"Session '{session_id}' is already running Turn {turn}; "
+            "wait for it or cancel it with fleet/turn/cancel",
+            session_id=session_id,
+            turn_id=running.turn_id or None,
+        )
 
     def _redact_payload(self, payload: dict[str, Any]) -> dict[str, Any]:
         redacted: dict[str, Any] = self.redactor.value(payload, EVENT_LIMITS)
@@ -132,9 +185,8 @@ class TurnService:
     async def run_turn(
         self, request: TurnRequest, *, on_event: OnEvent | None = None
     ) -> TurnResult:
-        runtime = self.runtime
         session_id = request.session_id
-        config = await runtime.effective_config(session_id)
+        config = await self.sessions.effective_config(session_id)
         settings = config.settings.runtime
         timeout = settings.turn_timeout_seconds
         if request.timeout_seconds is not None:
@@ -142,10 +194,9 @@ class TurnService:
             if timeout != 0 and not 10 <= timeout <= 3600:
                 raise InvalidInput("timeoutSeconds must be 0 (no deadline) or 10-3600")
         mode = request.mode or settings.execution_mode
-        if session_id in self._running:
-            raise TurnBusy(
-                f"Session '{session_id}' already has a running Turn", session_id=session_id
-            )
+        busy = self.busy(session_id)
+        if busy is not None:
+            raise busy
         control = TurnControl(
             max_units=settings.max_llm_calls_per_turn,
             timeout_seconds=float(timeout) if timeout else None,
@@ -160,11 +211,11 @@ class TurnService:
         try:
             install_log_redaction(self.redactor)
             self.lms.check("root", "sub")
-            await runtime._own(session_id)
+            await self.sessions.own_session(session_id)
             if request.record_replay:  # bounds and secrets: refused before anything is claimed
-                await runtime._run(self._check_replay, session_id)
-            claim = await runtime._run(
-                runtime.store.claim_turn, session_id, request.task, request.idempotency_key
+                await self._run(self._check_replay, session_id)
+            claim = await self._run(
+                self.store.claim_turn, session_id, request.task, request.idempotency_key
             )
             if claim.replayed is not None:
                 return self._replayed(claim.replayed, session_id, claim.turn_id, on_event)
@@ -215,7 +266,7 @@ class TurnService:
         """Worker thread: the replay bounds and secret checks over the workspace as it is now."""
         from fleet_core.observability.replay import check_replay_files, collect_workspace_files
 
-        files = collect_workspace_files(self.runtime.workspace(session_id))
+        files = collect_workspace_files(self.sessions.workspace(session_id))
         check_replay_files(files, redactor=self.redactor)
 
     def _capture_replay(
@@ -233,7 +284,7 @@ class TurnService:
             encode_replay,
         )
 
-        files = collect_workspace_files(self.runtime.workspace(request.session_id))
+        files = collect_workspace_files(self.sessions.workspace(request.session_id))
         snapshot = capture_replay(
             turn_id=turn_id,
             session_id=request.session_id,
@@ -280,16 +331,16 @@ class TurnService:
                     with anyio.CancelScope(shield=True):
                         try:
                             with trace.phase("prepare_inputs"):
-                                dataset = await self.runtime.check_dataset(session_id)
+                                dataset = await self.sessions.check_dataset(session_id)
                                 before.update(await self._artifact_digests(session_id))
-                                inputs = await self._prepare(request, mode, dataset)
+                                inputs = await self._prepare(request, mode, dataset, config)
                             trace.annotate(
                                 dataset=dataset.path if dataset else None,
                                 skills=[s.name for s in inputs.skills],
                             )
                             if request.record_replay:
                                 with trace.phase("capture_replay"):
-                                    running.replay = await self.runtime._run(
+                                    running.replay = await self._run(
                                         self._capture_replay,
                                         request,
                                         turn_id,
@@ -307,6 +358,7 @@ class TurnService:
                                     inputs,
                                     portal,
                                     loop,
+                                    config,
                                 )
                             )
                         except BaseException as exc:
@@ -341,15 +393,15 @@ class TurnService:
         inputs: TurnInputs,
         portal: BlockingPortal,
         loop: asyncio.AbstractEventLoop,
+        config: EffectiveConfig,
     ) -> EngineResult:
         """The worker thread: build the program and run it (its events feed the trace)."""
         from fleet_core.engine.program import TurnProgram
         from fleet_core.engine.spaces import SandboxAgentSpace, SandboxRuntime
 
-        runtime = self.runtime
         session_id = request.session_id
-        settings = runtime.config.settings
-        children_dir = runtime.config.state_dir / "agents" / session_id / turn_id
+        settings = config.settings
+        children_dir = config.state_dir / "agents" / session_id / turn_id
         sandboxes = SandboxRuntime(
             settings=settings.sandbox,
             control=control,
@@ -359,7 +411,7 @@ class TurnService:
             turn_id=turn_id,
             children_dir=children_dir,
         )
-        root = SandboxAgentSpace(sandboxes, runtime.workspace(session_id))
+        root = SandboxAgentSpace(sandboxes, self.sessions.workspace(session_id))
         program = TurnProgram(
             lms=self.lms,
             control=control,
@@ -377,25 +429,28 @@ class TurnService:
     # --- inputs ------------------------------------------------------------------------------
 
     async def _prepare(
-        self, request: TurnRequest, mode: str, dataset: DatasetContext | None
+        self,
+        request: TurnRequest,
+        mode: str,
+        dataset: DatasetContext | None,
+        config: EffectiveConfig,
     ) -> TurnInputs:
-        runtime = self.runtime
         session_id = request.session_id
-        settings = runtime.config.settings
-        workspace = runtime.workspace(session_id)
+        settings = config.settings
+        workspace = self.sessions.workspace(session_id)
         user_dir = Path(settings.storage.skills_dir)
         if not user_dir.is_absolute():
-            user_dir = runtime.config.state_dir.parent / user_dir
-        found = await runtime._run(skill_lib.discover, user_dir)
-        await runtime._run(skill_lib.sync, workspace, found)
-        manifest = await runtime.manifest(session_id)
-        history = await runtime._run(
-            runtime.store.history, session_id, settings.runtime.history_turns, completed_only=True
+            user_dir = config.state_dir.parent / user_dir
+        found = await self._run(skill_lib.discover, user_dir)
+        await self._run(skill_lib.sync, workspace, found)
+        manifest = await self.sessions.manifest(session_id)
+        history = await self._run(
+            self.store.history, session_id, settings.runtime.history_turns, completed_only=True
         )
-        notes = await runtime._run(runtime.store.memory_summary, session_id)
-        memories = await runtime._run(runtime.store.memories, session_id, reviewed=True)
+        notes = await self._run(self.store.memory_summary, session_id)
+        memories = await self._run(self.store.memories, session_id, reviewed=True)
         if self._env_line is None:
-            self._env_line = await runtime._run(host_environment_line)
+            self._env_line = await self._run(host_environment_line)
         return TurnInputs(
             task=request.task,
             mode=mode,
@@ -412,7 +467,7 @@ class TurnService:
         )
 
     async def _artifact_digests(self, session_id: str) -> dict[str, str]:
-        tree = await self.runtime._run(self.runtime.workspace(session_id).tree, "artifacts")
+        tree = await self._run(self.sessions.workspace(session_id).tree, "artifacts")
         return {info.path: info.sha256 for info in tree}
 
     # --- outcome -----------------------------------------------------------------------------
@@ -427,9 +482,29 @@ class TurnService:
         box: dict[str, Any],
         before: dict[str, str],
     ) -> TurnResult:
-        session_id = request.session_id
         control, trace = running.control, running.trace
-        trace_id = trace.trace_id
+        with trace.phase("commit"):  # preparing the outcome; its transaction follows the trace
+            result, outcome, kind = await self._outcome(request, turn_id, running, box, before)
+        export = await self._run(self._trace_export, trace, result)
+        await self._run(self.store.finish_turn, turn_id, replace(outcome, trace_export=export))
+        if export is not None and self._on_trace_queued is not None:
+            await self._on_trace_queued(export.trace_id)
+        channel.emit(kind, result.wire() | {"durationSeconds": round(control.elapsed(), 3)})
+        channel.close()
+        channel.flush(on_event)
+        return result
+
+    async def _outcome(
+        self,
+        request: TurnRequest,
+        turn_id: str,
+        running: _Running,
+        box: dict[str, Any],
+        before: dict[str, str],
+    ) -> tuple[TurnResult, TurnOutcome, str]:
+        """The Turn's result, what its commit writes, and its terminal event kind."""
+        session_id = request.session_id
+        control, trace_id = running.control, running.trace.trace_id
         redact = self.redactor.text
         usage = control.usage()
         error = box.get("error")
@@ -459,34 +534,37 @@ class TurnService:
                 artifacts=list(engine.artifacts),
                 replay=running.replay,
             )
-            kind = "turn_completed"
-        else:
-            status, turn_error = self._classify(error, control)
-            result = TurnResult(
-                turn_id=turn_id,
-                session_id=session_id,
-                status=status,
-                trace_id=trace_id,
-                usage=usage,
-                error=turn_error,
-            )
-            outcome = TurnOutcome(
-                status=status,
-                result=result.wire(),
-                trace_id=trace_id,
-                error=turn_error,
-                replay=running.replay,
-            )
-            kind = "turn_cancelled" if status == "cancelled" else "turn_failed"
-            if not isinstance(error, FleetError | Exception):
-                log.debug("Turn %s ended by %r", turn_id, error)
-        with trace.phase("commit"):
-            await self.runtime._run(self.runtime.store.finish_turn, turn_id, outcome)
-        await anyio.to_thread.run_sync(trace.finish, result)  # never raises
-        channel.emit(kind, result.wire() | {"durationSeconds": round(control.elapsed(), 3)})
-        channel.close()
-        channel.flush(on_event)
-        return result
+            return result, outcome, "turn_completed"
+        status, turn_error = self._classify(error, control)
+        result = TurnResult(
+            turn_id=turn_id,
+            session_id=session_id,
+            status=status,
+            trace_id=trace_id,
+            usage=usage,
+            error=turn_error,
+        )
+        outcome = TurnOutcome(
+            status=status,
+            result=result.wire(),
+            trace_id=trace_id,
+            error=turn_error,
+            replay=running.replay,
+        )
+        if not isinstance(error, FleetError | Exception):
+            log.debug("Turn %s ended by %r", turn_id, error)
+        return result, outcome, "turn_cancelled" if status == "cancelled" else "turn_failed"
+
+    def _trace_export(
+        self, trace: TurnTrace | NoopTurnTrace, result: TurnResult
+    ) -> TraceExport | None:
+        """Worker thread: the finished trace, encoded for the durable export queue."""
+        record = trace.finish(result)  # never raises
+        if record is None:
+            return None
+        return TraceExport(
+            trace_id=record.trace_id, scope=self.tracer.scope, record=encode_record(record)
+        )
 
     def _classify(self, error: BaseException, control: TurnControl) -> tuple[Any, TurnError]:
         if control.terminal is not None and not isinstance(error, TurnStopped):
@@ -530,7 +608,7 @@ class TurnService:
         return refs
 
     async def _artifact_tree(self, session_id: str) -> dict[str, tuple[int, str]]:
-        tree = await self.runtime._run(self.runtime.workspace(session_id).tree, "artifacts")
+        tree = await self._run(self.sessions.workspace(session_id).tree, "artifacts")
         return {i.path: (i.size_bytes, i.sha256) for i in tree}
 
     def _replayed(

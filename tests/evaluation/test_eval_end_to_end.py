@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 from fleet_core.config import EffectiveConfig
-from fleet_core.engine.judge import DspyJudge
 from fleet_core.engine.testing import fields, route, scripted_lm, submit
 from fleet_core.evaluation.datasets import build_dataset
+from fleet_core.evaluation.judge import DspyJudge
 from fleet_core.evaluation.runner import run_eval
 from fleet_core.observability.tracing import MlflowTracer, create_tracer
 from fleet_core.runtime import FleetRuntime
@@ -51,7 +51,9 @@ async def test_eval_run_through_the_real_runtime(obs_config: EffectiveConfig) ->
     )
     tracer = create_tracer(obs_config, scope="evaluation")
     assert isinstance(tracer, MlflowTracer)
-    runtime = await FleetRuntime.open(obs_config, lm_provider=Lms(root, sub), tracer=tracer)
+    runtime = await FleetRuntime.open(
+        obs_config, lm_provider=Lms(root, sub), tracer=tracer, trace_export="inline"
+    )
     try:
         report = await run_eval(
             runtime, cases, judge=DspyJudge(judge_lm), backend=tracer.backend, run_name="e2e"

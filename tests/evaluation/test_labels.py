@@ -69,7 +69,7 @@ def _turn(runtime: FleetRuntime, tracer: MlflowTracer, *, replay: bool) -> tuple
             replay=blob,
         ),
     )
-    assert trace.finish(result)
+    tracer.export(trace.finish(result))
     assert trace.trace_id
     return trace.trace_id, claim.turn_id
 

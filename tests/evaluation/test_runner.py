@@ -62,7 +62,7 @@ class FakeRuntime:
             route="rlm",
             usage=Usage(model_calls=3, sandbox_errors=1),
         )
-        trace.finish(result)
+        self.tracer.export(trace.finish(result))
         return result.model_copy(update={"trace_id": trace.trace_id})
 
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from fleet_core.engine.judge import DspyGroundednessJudge, DspyJudge, DspyRelevanceJudge
 from fleet_core.engine.testing import fields, scripted_lm
 from fleet_core.evaluation.datasets import EvalCase
+from fleet_core.evaluation.judge import DspyGroundednessJudge, DspyJudge, DspyRelevanceJudge
 from fleet_core.evaluation.labels import TraceLabels
 from fleet_core.evaluation.metric import JudgeVerdict
 from fleet_core.evaluation.runner import run_eval, score_suite, suite_from_trace
@@ -26,6 +26,7 @@ from fleet_core.evaluation.suite import (
 )
 from fleet_core.events import ROOT_AGENT, TurnEvent
 from fleet_core.models import TurnRequest, TurnResult, Usage
+from fleet_core.observability.records import SpanRecord, TurnTraceStart
 from fleet_core.observability.traceview import (
     AgentView,
     CellView,
@@ -36,7 +37,7 @@ from fleet_core.observability.traceview import (
     build_view,
     render_trace_markdown,
 )
-from fleet_core.observability.tracing import MlflowTracer, SpanRecord, TurnTraceStart
+from fleet_core.observability.tracing import MlflowTracer
 
 # synthetic traces ----------------------------------------------------------------------------
 
@@ -271,7 +272,9 @@ def test_skill_use_from_a_real_mlflow_trace(tracer: MlflowTracer) -> None:
             )
         )  # fmt: skip
     finished = result("42")
-    trace.finish(finished.model_copy(update={"turn_id": turn_id, "session_id": session_id}))
+    tracer.export(
+        trace.finish(finished.model_copy(update={"turn_id": turn_id, "session_id": session_id}))
+    )
     loaded = tracer.backend.load_trace(trace.trace_id)
     assert [(e.kind, e.skill) for e in skill_events(loaded)] == [
         ("read", "csv-tools"),
@@ -379,7 +382,7 @@ class FakeRuntime:
             turn_id=turn_id, session_id=request.session_id, status="completed",
             answer=self.answer, route="direct", usage=Usage(model_calls=2, sandbox_errors=0),
         )  # fmt: skip
-        trace.finish(done)
+        self.tracer.export(trace.finish(done))
         return done.model_copy(update={"trace_id": trace.trace_id})
 
 

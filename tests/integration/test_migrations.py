@@ -54,30 +54,51 @@ def test_sqlite_runs_in_wal_mode_with_foreign_keys(tmp_path: Path) -> None:
         store.close()
 
 
-# Revision 0001 creates its tables from fleet_core.store.schema as it stood at 0.1.0. A change to
-# schema.py must come with a new Alembic revision, and 0001 must first be frozen (its tables copied
-# in as they are at this digest), or fresh databases would skip the new revision's changes.
+# Revision 0001 creates its tables from fleet_core.store.schema as it stood at 0.1.0, so the
+# tables it names must not change unless 0001 is first frozen (its tables copied in as they are at
+# this digest): fresh databases would skip the change. Every later revision writes its tables out.
+# The whole schema's digest is pinned at the newest revision: a schema change without a new
+# revision trips it.
 SCHEMA_AT_0001 = "48aa0ca81fcd7956a877fabf0f81855565e3ff0c88791d1d76a4357f813bbfe3"
+TABLES_OF_0001 = (
+    "fleet_sessions",
+    "fleet_turns",
+    "fleet_memories",
+    "fleet_artifacts",
+    "fleet_replay_snapshots",
+    "fleet_trace_labels",
+    "fleet_optimization_candidates",
+)
+SCHEMA_AT_HEAD = ("0002_trace_exports.py", "SCHEMA_AT_0002")
+SCHEMA_AT_0002 = "2cbda172c4c48167518e1658e964038c4c3b8d4b49ba41a86fb581165912a75e"
 
 
-def schema_digest() -> str:
+def schema_digest(tables: tuple[str, ...] | None = None) -> str:
     shape = {
         table.name: sorted(
             (column.name, str(column.type), column.nullable, column.primary_key)
             for column in table.columns
         )
         for table in metadata.sorted_tables
+        if tables is None or table.name in tables
     }
     return hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()
 
 
+def test_the_tables_revision_0001_builds_from_schema_py_are_unchanged() -> None:
+    assert schema_digest(TABLES_OF_0001) == SCHEMA_AT_0001, (
+        "a table that revision 0001 builds from schema.py changed: freeze revision 0001 (copy "
+        "its tables in as they were) and add an Alembic revision for the change"
+    )
+
+
 def test_schema_changes_come_with_a_migration() -> None:
     revisions = sorted(p.name for p in (MIGRATIONS / "versions").glob("0*.py"))
-    if revisions == ["0001_initial.py"]:
-        assert schema_digest() == SCHEMA_AT_0001, (
-            "fleet_core/store/schema.py changed: freeze revision 0001 (copy its tables in as they "
-            "were) and add an Alembic revision for the change"
-        )
+    newest, pinned = SCHEMA_AT_HEAD
+    assert revisions[-1] == newest, f"a new revision {revisions[-1]}: pin its schema digest here"
+    assert schema_digest() == globals()[pinned], (
+        "fleet_core/store/schema.py changed without a new Alembic revision"
+    )
 
 
 def test_the_migrated_database_matches_the_schema(fleet_config: EffectiveConfig) -> None:

@@ -92,6 +92,7 @@ async def test_turn_trace_has_root_attributes_children_and_a_failed_cell(
     assert stored is not None and stored.turn_id == result.turn_id
     assert (await runtime.history(sid))[0].trace_id == result.trace_id
 
+    await runtime.flush_traces()  # queued in the commit; exported here or in the background
     view = await asyncio.to_thread(load_trace, runtime.config, result.trace_id)
     assert (view.turn_id, view.session_id) == (result.turn_id, sid)
     assert (view.mode, view.route, view.outcome) == ("hybrid", "rlm", "completed")
@@ -142,6 +143,7 @@ async def test_failed_and_cancelled_turns_have_traces(
     failed = await runtime.run_turn(TurnRequest(session_id=sid, task="sum revenue"))
     assert failed.status == "failed" and failed.trace_id
     assert failed.error and failed.error.kind == "DatasetChanged"
+    await runtime.flush_traces()  # queued in the commit; exported here or in the background
     view = await asyncio.to_thread(runtime.tracer.load_trace, failed.trace_id)
     assert view.outcome == "failed" and view.error["kind"] == "DatasetChanged"
     (phase,) = view.phases[:1]
@@ -167,6 +169,7 @@ async def test_failed_and_cancelled_turns_have_traces(
     assert cancelled.status == "cancelled" and cancelled.trace_id
     assert events[-1].kind == "turn_cancelled"
     assert events[-1].payload["traceId"] == cancelled.trace_id
+    await runtime.flush_traces()  # queued in the commit; exported here or in the background
     view = await asyncio.to_thread(runtime.tracer.load_trace, cancelled.trace_id)
     assert view.outcome == "cancelled"
     assert view.root is not None
@@ -193,6 +196,7 @@ async def test_record_replay_is_stored_in_the_commit_and_on_the_trace(
     assert snapshot.file("files/sales.csv") == SALES
     assert any(p.startswith("skills/") for p in snapshot.files)  # synced Skills are inputs
     assert snapshot.configuration_digest == (await runtime.effective_config(sid)).digest()
+    await runtime.flush_traces()  # queued in the commit; exported here or in the background
     view = await asyncio.to_thread(runtime.tracer.load_trace, result.trace_id)
     assert view.replay_sha256 == digest
     assert [p.name for p in view.phases] == ["prepare_inputs", "capture_replay", "commit"]

@@ -97,7 +97,7 @@ def test_canary_appears_nowhere(
         "tool_call_start", {"call_id": "x", "tool": "read", "inputs": {"path": leaky_file}}
     )
     result = scripted_turn_result(turn_id, session_id, answer=f"Done; the key is {CANARY}")
-    assert trace.finish(result)
+    tracer.export(trace.finish(result))
     # 1. the stored trace, read back through MLflow and as raw bytes of the whole local store
     raw = tracer.backend._get_trace(trace.trace_id)
     assert CANARY not in raw.to_json()
@@ -221,6 +221,7 @@ async def test_canary_appears_nowhere_end_to_end(
         # the stored traces, as MLflow returns them and as bytes of the whole local store
         for result in (done, failed, replayed):
             assert result.trace_id
+            await runtime.flush_traces()
             view = await runtime._run(runtime.tracer.load_trace, result.trace_id)
             assert view.turn_id == result.turn_id
             raw = runtime.tracer.backend._get_trace(result.trace_id)  # type: ignore[attr-defined]

@@ -30,7 +30,9 @@ def _run(tracer: MlflowTracer, outcome: str = "completed") -> tuple[str, str]:
     result = scripted_turn_result(turn_id, session_id, outcome=outcome)
     with trace.phase("commit"):
         pass
-    assert trace.finish(result) == trace.trace_id
+    record = trace.finish(result)
+    assert record is not None and record.trace_id == trace.trace_id
+    tracer.export(record)
     return trace.trace_id, turn_id
 
 

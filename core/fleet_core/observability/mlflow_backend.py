@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
 import time
 from collections.abc import Mapping
@@ -22,9 +21,10 @@ from typing import Any
 
 from fleet_core.observability.destination import MlflowDestination, Scope
 from fleet_core.observability.errors import TraceNotFound, TracingUnavailable
+from fleet_core.observability.records import SpanRecord, TraceRecord
 from fleet_core.observability.redaction import NO_SECRETS, Redactor
 from fleet_core.observability.traceview import TraceView, build_view
-from fleet_core.observability.tracing import SpanRecord, TraceRecord
+from fleet_core.offline import apply_offline_defaults
 
 log = logging.getLogger(__name__)
 LABELS_ASSESSMENT = "fleet.labels"
@@ -66,9 +66,9 @@ class MlflowBackend:
                     Path(self.tracking_uri.removeprefix("sqlite:///")).parent.mkdir(
                         parents=True, exist_ok=True
                     )
-                # MLflow prices LM spans with LiteLLM's cost map, which LiteLLM otherwise
-                # fetches from the network (with retries: seconds when offline) on first use.
-                os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+                # MLflow prices LM spans with LiteLLM's cost map: the bundled one, never a
+                # download (fleet_core.offline; already applied when fleet_core was imported).
+                apply_offline_defaults()
                 from mlflow import MlflowClient
                 from mlflow.tracing.client import TracingClient
 

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleet_core.observability.tracing import SpanRecord
+from fleet_core.observability.records import SpanRecord
 
 MD_CODE_CHARS = 4_000
 MD_OUTPUT_CHARS = 2_000
@@ -130,6 +130,7 @@ class TraceView:
     labels: dict[str, Any] = field(default_factory=dict)
     span_count: int = 0
     turn_retrievals: list[RetrievalView] = field(default_factory=list)
+    pending: bool = False  # read from the export queue: not in MLflow yet
 
     def agents(self) -> list[AgentView]:
         """Every agent, depth first from the root."""

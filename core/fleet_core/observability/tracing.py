@@ -1,6 +1,6 @@
-"""One MLflow trace per Turn, built from the Turn's event stream.
+"""The Turn tracer: one trace per Turn, buffered while it runs, exported after its commit.
 
-The engine plugs a tracer in with a few lines (see docs/observability.md)::
+The Turn service plugs a tracer in with a few lines (see docs/observability.md)::
 
     trace = tracer.start(TurnTraceStart(turn_id=..., session_id=..., task=..., mode=...,
                                         configuration_digest=config.digest()))
@@ -8,50 +8,33 @@ The engine plugs a tracer in with a few lines (see docs/observability.md)::
         ...                                   # manifest, history, memory, skills
     control.emit = tee_emit(channel.emit, trace)  # or trace.on_event(event) for every event
     ...                                        # triage and execution emit TurnEvents
-    result = result.model_copy(update={"trace_id": trace.trace_id})
-    with trace.phase("commit"):
-        store.finish_turn(turn_id, outcome)    # outcome.trace_id = trace.trace_id
-    trace.finish(result)                       # writes the trace (failed/cancelled Turns too)
+    record = trace.finish(result)              # the redacted TraceRecord (pure Python, fast)
+    store.finish_turn(turn_id, outcome)        # outcome carries the encoded record: the trace
+                                               # is queued inside the Turn's own transaction
+    exporter.notify()                          # export.py writes it to MLflow later
 
-The trace id is known from ``start`` on, so it can be committed with the Turn. Spans are buffered
-in memory (thread-safe: children emit from their own threads) and written once by ``finish``
-with an explicit tracking URI; MLflow's process-global tracer provider, tracking URI and active
-experiment are never used, so Sessions (or a runtime and an evaluation run) in one process cannot
-leak traces into each other's destination. ``finish`` never raises: a tracing failure is logged
-(redacted) and ``None`` is returned.
-
-Span tree (names are stable; ``fleet.kind`` tells a reader what each span is)::
-
-    fleet_turn [CHAIN]                      session, turn, mode, route + reason, digests, usage
-      turn.prepare_inputs [CHAIN]           (and any other ``phase``: capture_replay, commit)
-      turn.triage [CHAIN]                   route, reason; triage LM calls nested
-        lm.call [CHAT_MODEL]
-      agent.root [AGENT]                    the route's program
-        lm.call [CHAT_MODEL]                mlflow.chat.tokenUsage
-        sandbox.exec [TOOL]                 code, bounded stdout/stderr, outcome
-        tool.spawn_agent [TOOL]
-        agent.<child id> [AGENT]            subtask, inputs, status; nested by parent agent
-          sandbox.exec [TOOL] ...
-      turn.commit [CHAIN]
+The trace id is known from ``start`` on, so it can be committed with the Turn. Nothing here
+imports mlflow: ``export(record)`` (called by the exporter, off the Turn's path) and
+``load_trace`` go through ``MlflowBackend``, which imports it on first use. MLflow's
+process-global tracer provider, tracking URI and active experiment are never used, so Sessions
+(or a runtime and an evaluation run) in one process cannot leak traces into each other's
+destination. ``finish`` never raises: a tracing failure is logged (redacted) and ``None`` is
+returned. Module rooms: ``records.py`` (the data), ``spans.py`` (events → spans), this module
+(the tracer), ``export.py`` (the durable queue's worker), ``mlflow_backend.py`` (MLflow I/O).
 """
 
 from __future__ import annotations
 
-import itertools
 import logging
-import random
-import threading
-import time
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass, field
-from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from fleet_core.events import ROOT_AGENT, TurnEvent
 from fleet_core.models import TurnResult
+from fleet_core.observability.records import TraceRecord, TurnTraceStart
 from fleet_core.observability.redaction import NO_SECRETS, Redactor
+from fleet_core.observability.spans import TraceBuilder
 
 if TYPE_CHECKING:
     from fleet_core.config import EffectiveConfig
@@ -60,65 +43,6 @@ if TYPE_CHECKING:
     from fleet_core.observability.traceview import TraceView
 
 log = logging.getLogger(__name__)
-SpanStatus = Literal["OK", "ERROR", "UNSET"]
-MAX_CODE_CHARS = 20_000
-MAX_OUTPUT_CHARS = 8_000
-MAX_SPANS = 5_000
-PREVIEW_CHARS = 200
-TRIAGE_CATEGORIES = ("triage", "routing")  # the engine charges triage calls as "routing"
-OK_CELL_OUTCOMES = ("ok", "submitted", "success", "completed")
-
-
-@dataclass(frozen=True, slots=True)
-class TurnTraceStart:
-    """What the root span records when a Turn starts."""
-
-    turn_id: str
-    session_id: str
-    task: str
-    mode: str
-    configuration_digest: str
-    compiled_program_digest: str | None = None
-    idempotency_key: str | None = None
-    record_replay: bool = False
-    workspace_manifest: str | None = None
-    context_files: dict[str, str] | None = None
-    model_settings: dict[str, Any] | None = None
-    turn_timeout_seconds: int | None = None
-
-
-@dataclass(slots=True)
-class SpanRecord:
-    """One buffered span (ids are 64-bit ints; times are ns since the epoch)."""
-
-    span_id: int
-    parent_id: int | None
-    name: str
-    span_type: str
-    kind: str
-    start_ns: int
-    end_ns: int | None = None
-    inputs: dict[str, Any] = field(default_factory=dict)
-    outputs: dict[str, Any] = field(default_factory=dict)
-    attributes: dict[str, Any] = field(default_factory=dict)
-    status: SpanStatus = "OK"
-    status_message: str = ""
-
-
-@dataclass(slots=True)
-class TraceRecord:
-    """A finished Turn's trace, redacted and ready to write."""
-
-    trace_id: str
-    spans: list[SpanRecord]
-    request_time_ms: int
-    duration_ms: int
-    state: Literal["OK", "ERROR"]
-    request_preview: str
-    response_preview: str
-    client_request_id: str
-    metadata: dict[str, str]
-    tags: dict[str, str]
 
 
 class TurnTrace(Protocol):
@@ -146,17 +70,23 @@ class TurnTrace(Protocol):
     def annotate(self, **attributes: Any) -> None:
         """Add attributes to the root span (e.g. ``replay_sha256``, ``compiled_program_digest``)."""
 
-    def finish(self, result: TurnResult) -> str | None:
-        """Close every span and write the trace; returns its id, or ``None`` if not written."""
+    def finish(self, result: TurnResult) -> TraceRecord | None:
+        """Close every span; the redacted record to export, or ``None`` (off, or it failed)."""
 
 
 class TurnTracer(Protocol):
-    """Creates one ``TurnTrace`` per Turn."""
+    """Creates one ``TurnTrace`` per Turn and writes finished records to its destination."""
 
     @property
     def enabled(self) -> bool: ...
 
+    @property
+    def scope(self) -> Scope: ...
+
     def start(self, start: TurnTraceStart) -> TurnTrace: ...
+
+    def export(self, record: TraceRecord, scope: Scope | None = None) -> None:
+        """Write a finished record (idempotent: the same record twice is one trace)."""
 
     def load_trace(self, trace_id: str) -> TraceView:
         """Read a stored trace back (raises ``TraceNotFound`` / ``TracingUnavailable``)."""
@@ -182,7 +112,7 @@ class NoopTurnTrace:
     def annotate(self, **attributes: Any) -> None:
         return None
 
-    def finish(self, result: TurnResult) -> str | None:
+    def finish(self, result: TurnResult) -> TraceRecord | None:
         return None
 
 
@@ -191,12 +121,18 @@ class NoopTracer:
     ``reason`` then says why, and reading a trace reports it)."""
 
     enabled = False
+    scope: Scope = "runtime"
 
     def __init__(self, reason: str = 'Tracing is off ([mlflow] destination = "off")') -> None:
         self.reason = reason
 
     def start(self, start: TurnTraceStart) -> NoopTurnTrace:
         return NoopTurnTrace()
+
+    def export(self, record: TraceRecord, scope: Scope | None = None) -> None:
+        from fleet_core.observability.errors import TracingUnavailable
+
+        raise TracingUnavailable(self.reason)
 
     def load_trace(self, trace_id: str) -> TraceView:
         from fleet_core.observability.errors import TracingUnavailable
@@ -207,607 +143,13 @@ class NoopTracer:
         return None
 
 
-def new_trace_id() -> tuple[str, int]:
-    """An MLflow v3 trace id (``tr-`` + 32 hex digits) and its OpenTelemetry integer form."""
-    otel = uuid.uuid4().int
-    return f"tr-{otel:032x}", otel
+class BufferedTurnTrace:
+    """A ``TurnTrace`` buffered in memory by a ``TraceBuilder``; ``finish`` hands the record
+    back instead of writing it, so the Turn never waits for a tracing backend."""
 
-
-class TraceBuilder:
-    """Builds a Turn's span tree from ``TurnEvent``s; pure Python, thread-safe."""
-
-    def __init__(
-        self,
-        start: TurnTraceStart,
-        *,
-        redactor: Redactor = NO_SECRETS,
-        trace_id: str | None = None,
-        clock: Any = time.time_ns,
-    ) -> None:
-        self.start_info = start
-        self.redactor = redactor
-        self.trace_id = trace_id or new_trace_id()[0]
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._rng = random.Random(uuid.uuid4().int)  # noqa: S311 - span ids, not secrets
-        self._ids: Iterator[int] = itertools.count(1)
-        self.spans: dict[int, SpanRecord] = {}
-        self._agents: dict[str, int] = {}
-        self._open: dict[tuple[str, str], int] = {}  # (kind, key) -> span id
-        self._open_cells: dict[str, list[int]] = {}
-        self._triage: int | None = None
-        self._artifacts: list[dict[str, Any]] = []
-        self._usage: dict[str, Any] | None = None
-        self._sandbox_errors = 0
-        self._terminal: str | None = None
-        self._terminal_payload: dict[str, Any] = {}
-        self.finished = False
-        now = clock()
-        self.root = self._new(
-            None,
-            "fleet_turn",
-            "CHAIN",
-            "turn",
-            now,
-            inputs={
-                "session_id": start.session_id,
-                "turn_id": start.turn_id,
-                "task": start.task,
-                "workspace_manifest": start.workspace_manifest,
-                "context_files": start.context_files,
-                "replay_snapshot_selected": start.record_replay,
-            },
-            attributes={
-                "fleet.session_id": start.session_id,
-                "fleet.turn_id": start.turn_id,
-                "fleet.execution_mode": start.mode,
-                "fleet.configuration_digest": start.configuration_digest,
-                "fleet.compiled_program_digest": start.compiled_program_digest,
-                "fleet.idempotency_key": start.idempotency_key,
-                "fleet.model_settings": start.model_settings,
-                "fleet.turn_timeout_seconds": start.turn_timeout_seconds,
-            },
-        )
-
-    # span bookkeeping ---------------------------------------------------------------------
-
-    def _span_id(self) -> int:
-        while True:
-            value = self._rng.getrandbits(64)
-            if value and value not in self.spans:
-                return value
-
-    def _new(
-        self,
-        parent: int | None,
-        name: str,
-        span_type: str,
-        kind: str,
-        start_ns: int,
-        *,
-        inputs: dict[str, Any] | None = None,
-        attributes: dict[str, Any] | None = None,
-    ) -> int:
-        if len(self.spans) >= MAX_SPANS:
-            self.spans[self.root].attributes["fleet.spans_dropped"] = (
-                int(self.spans[self.root].attributes.get("fleet.spans_dropped", 0)) + 1
-            )
-            return self.root if parent is None else parent
-        span_id = self._span_id()
-        self.spans[span_id] = SpanRecord(
-            span_id=span_id,
-            parent_id=parent,
-            name=name,
-            span_type=span_type,
-            kind=kind,
-            start_ns=start_ns,
-            inputs={k: v for k, v in (inputs or {}).items() if v is not None},
-            attributes={"fleet.kind": kind}
-            | {k: v for k, v in (attributes or {}).items() if v is not None},
-        )
-        return span_id
-
-    def _end(
-        self,
-        span_id: int,
-        end_ns: int,
-        *,
-        outputs: dict[str, Any] | None = None,
-        attributes: dict[str, Any] | None = None,
-        status: SpanStatus = "OK",
-        message: str = "",
-    ) -> None:
-        span = self.spans.get(span_id)
-        if span is None or span.end_ns is not None or (span_id == self.root and not self.finished):
-            if span is not None and span_id == self.root:
-                span.attributes.update(attributes or {})
-            return
-        span.end_ns = max(end_ns, span.start_ns)
-        span.outputs.update({k: v for k, v in (outputs or {}).items() if v is not None})
-        span.attributes.update({k: v for k, v in (attributes or {}).items() if v is not None})
-        span.status = status
-        span.status_message = message
-
-    def _agent(self, agent_id: str, parent_agent_id: str | None, at: int) -> int:
-        """The span of an agent, created (under its parent agent) on first sight."""
-        found = self._agents.get(agent_id)
-        if found is not None:
-            return found
-        if agent_id == ROOT_AGENT:
-            parent = self.root
-        else:
-            parent = self._agent(parent_agent_id or ROOT_AGENT, None, at)
-        span_id = self._new(
-            parent,
-            f"agent.{agent_id}",
-            "AGENT",
-            "agent",
-            at,
-            attributes={"fleet.agent_id": agent_id, "fleet.parent_agent_id": parent_agent_id},
-        )
-        self._agents[agent_id] = span_id
-        return span_id
-
-    # host phases -------------------------------------------------------------------------
-
-    @contextmanager
-    def phase(self, name: str, **attributes: Any) -> Iterator[None]:
-        with self._lock:
-            span_id = self._new(
-                self.root,
-                f"turn.{name}",
-                "CHAIN",
-                "phase",
-                self._clock(),
-                attributes={f"fleet.{k}": v for k, v in attributes.items()},
-            )
-        try:
-            yield
-        except BaseException as exc:
-            with self._lock:
-                self._end(
-                    span_id,
-                    self._clock(),
-                    status="ERROR",
-                    message=self.redactor.error(exc),
-                    attributes={"fleet.error_type": type(exc).__name__},
-                )
-            raise
-        with self._lock:
-            self._end(span_id, self._clock())
-
-    def annotate(self, **attributes: Any) -> None:
-        with self._lock:
-            self.spans[self.root].attributes.update(
-                {f"fleet.{k}": v for k, v in attributes.items() if v is not None}
-            )
-
-    # events -------------------------------------------------------------------------------
-
-    def on_event(self, event: TurnEvent) -> None:
-        try:
-            with self._lock:
-                if self.finished:
-                    return
-                handler = getattr(self, f"_on_{event.kind}", None)
-                if handler is not None:
-                    handler(event, _ns(event.at), dict(event.payload))
-        except Exception:  # tracing must never break a Turn
-            log.warning("could not trace a %s event", event.kind, exc_info=True)
-
-    def record(
-        self,
-        kind: str,
-        payload: dict[str, Any] | None = None,
-        *,
-        agent_id: str = ROOT_AGENT,
-        parent_agent_id: str | None = None,
-    ) -> None:
-        """Record an event given as ``TurnControl.emit`` arguments (see ``tee_emit``)."""
-        try:
-            event = TurnEvent(
-                turn_id=self.start_info.turn_id,
-                session_id=self.start_info.session_id,
-                seq=0,
-                agent_id=agent_id,
-                parent_agent_id=parent_agent_id,
-                kind=kind,
-                payload=dict(payload or {}),
-            )
-        except Exception:
-            return
-        self.on_event(event)
-
-    def _on_turn_started(self, event: TurnEvent, at: int, p: dict[str, Any]) -> None:
-        root = self.spans[self.root]
-        for key in ("mode", "deadline_source", "effective_seconds", "dataset"):
-            if p.get(key) is not None:
-                root.attributes[f"fleet.{key}"] = p[key]
-
-    def _triage_span(self, at: int) -> int:
-        if self._triage is None:
-            self._triage = self._new(self.root, "turn.triage", "CHAIN", "triage", at)
-        return self._triage
-
-    def _on_triage_decision(self, event: TurnEvent, at: int, p: dict[str, Any]) -> None:
-        triage = self._triage_span(at)
-        route = p.get("route")
-        # the engine sends override_reason + a one-line summary; synthetic streams send reason
-        reason = p.get("reason") or p.get("summary") or p.get("override_reason")
-        self._end(
-            triage,
-            at,
-            outputs={"route": route, "reason": reason},
-            attributes={
-                "fleet.route": route,
-                "fleet.route_reason": reason,
-                "fleet.override_reason": p.get("override_reason"),
-                "fleet.route_evidence": p.get("evidence"),
-                "fleet.fallback": p.get("fallback"),
-            },
-        )
-        root = self.spans[self.root].attributes
-        root["fleet.route"] = route
-        root["fleet.route_reason"] = reason
-        if p.get("override_reason"):
-            root["fleet.override_reason"] = p["override_reason"]
-
-    def _parent_for(self, event: TurnEvent, at: int) -> int:
-        return self._agent(event.agent_id, event.parent_agent_id, at)
-
-    def _on_lm_start(self, event: TurnEvent, at: int, p: dict[str, Any]) -> None:
-        category = str(p.get("category") or "")
-        triage = category in TRIAGE_CATEGORIES
-        if triage and event.agent_id == ROOT_AGENT and not self._triage_done():
-            parent = self._triage_span(at)
-        else:
-            parent = self._parent_for(event, at)
-        span_id = self._new(
-            parent,
-            "lm.call",
-            "CHAT_MODEL",
-            "lm",
-            at,
-            inputs={"model": p.get("model"), "category": category},
-            attributes={
-                "fleet.agent_id": event.agent_id,
-                "fleet.category": category,
-                "model": p.get("model"),
-            },
-        )
-        self._open[("lm", f"{event.agent_id}:{p.get('call_id')}")] = span_id
-
-    def _triage_done(self) -> bool:
-        return self._triage is not None and self.spans[self._triage].end_ns is not None
-
-    def _on_lm_end(self, event: TurnEvent, at: int, p: dict[str, Any]) -> None:
-        key = ("lm", f"{event.agent_id}:{p.get('call_id')}")
-        span_id = self._open.pop(key, None)
-        if span_id is None:  # the start event was lost: record the call anyway
-            self._on_lm_start(event, at - int(float(p.get("duration_ms") or 0) * 1e6), p)
-            span_id = self._open.pop(key)
-        usage = p.get("usage") if isinstance(p.get("usage"), dict) else None
-        attributes: dict[str, Any] = {"fleet.duration_ms": p.get("duration_ms")}
-        if usage:
-            inp, out = usage.get("input_tokens"), usage.get("output_tokens")
-            token_usage = {"input_tokens": inp or 0, "output_tokens": out or 0}
-            token_usage["total_tokens"] = token_usage["input_tokens"] + token_usage["output_tokens"]
-            attributes["mlflow.chat.tokenUsage"] = token_usage
-        ok = p.get("ok", True)
-        self._end(
-            span_id,
-            at,
-            outputs={"ok": ok, "error_type": p.get("error_type"), "usage": usage},
-            attributes=attributes,
-            status="OK" if ok else "ERROR",
-            message=str(p.get("error_type") or ""),
-        )
-
-    def _on_code_cell(self, event: TurnEvent, at: int, p: dict[str, Any]) -> None:
-        code = str(p.get("code") or "")
-        if p.get("cell_id") is None and p.get("cell") is not None:  # the engine's field name
-            p["cell_id"] = p["cell"]
-        span_id = self._new(
-            self._parent_for(event, at),
-            "sandbox.exec",
-            "TOOL",
-            "cell",
-            at,
-            inputs={"code": code[:MAX_CODE_CHARS]},
-            attributes={
-                "fleet.agent_id": event.agent_id,
-                "fleet.cell_id": p.get("cell_id"),
-                "fleet.iteration": p.get("iteration"),
-                "fleet.phase": p.get("phase"),
-                "fleet.code_chars": len(code),
-            },
-        )
-        self._open_cells.setdefault(event.agent_id, []).append(span_id)
-        if p.get("cell_id") is not None:
-            self._open[("cell", f"{event.agent_id}:{p['cell_id']}")] = span_id
-
-    def _on_cell_output(self, event: TurnEvent, at: int, p: dict[str, Any]) -> None:
-        span_id = None
-        if p.get("cell_id") is None and p.get("cell") is not None:
-            p["cell_id"] = p["cell"]
-        if p.get("cell_id") is not None:
-            span_id = self._open.pop(("cell", f"{event.agent_id}:{p['cell_id']}"), None)
-        stack = self._open_cells.get(event.agent_id, [])
-        if span_id is None and stack:
-            span_id = stack[-1]
-        if span_id is None:
-            self._on_code_cell(event, at, {"cell_id": p.get("cell_id"), "code": ""})
-            span_id = self._open_cells[event.agent_id][-1]
-        if span_id in stack:
-            stack.remove(span_id)
-        error = p.get("error") or p.get("error_type")
-        outcome = p.get("outcome") or ("error" if error or p.get("ok") is False else "ok")
-        if outcome == "completed":  # the engine's name for a cell that ran without error
-            outcome = "ok"
-        failed = outcome not in OK_CELL_OUTCOMES
-        if failed:
-            self._sandbox_errors += 1
-        self._end(
-            span_id,
-            at,
-            outputs={
-                "stdout": _bounded(
-                    p.get("stdout") if p.get("stdout") is not None else p.get("output")
-                ),
-                "stderr": _bounded(p.get("stderr")),
-                "value": _bounded(p.get("value")),
-                "error": _bounded(p.get("error")),
-            },
-            attributes={
-                "fleet.outcome": outcome,
-                "fleet.error_type": p.get("error_type"),
-                "fleet.duration_ms": p.get("duration_ms"),
-                "fleet.truncated": p.get("truncated"),
-            },
-            status="ERROR" if failed else "OK",
-            message=str(p.get("error_type") or ("cell " + str(outcome)) if failed else ""),
-        )
-
-    def _on_tool_call_start(self, event: TurnEvent, at: int, p: dict[str, Any]) -> None:
-        tool = str(p.get("tool") or "tool")
-        span_id = self._new(
-            self._parent_for(event, at),
-            f"tool.{tool}",
-            "TOOL",
-            "tool",
-            at,
-            inputs={"inputs": p.get("inputs")},
-            attributes={
-                "fleet.agent_id": event.agent_id,
-                "fleet.tool": tool,
-                "fleet.source": p.get("source"),
-            },
-        )
-        self._open[("tool", f"{event.agent_id}:{p.get('call_id')}")] = span_id
-
-    def _on_tool_call_end(self, event: TurnEvent, at: int, p: dict[str, Any]) -> None:
-        span_id = self._open.pop(("tool", f"{event.agent_id}:{p.get('call_id')}"), None)
-        if span_id is None:
-            self._on_tool_call_start(event, at, p)
-            span_id = self._open.pop(("tool", f"{event.agent_id}:{p.get('call_id')}"))
-        ok = p.get("ok", True)
-        self._end(
-            span_id,
-            at,
-            outputs={"output": p.get("output"), "error_type": p.get("error_type")},
-            attributes={"fleet.duration_ms": p.get("duration_ms")},
-            status="OK" if ok else "ERROR",
-            message=str(p.get("error_type") or ""),
-        )
-
-    def _child_ids(self, event: TurnEvent, p: dict[str, Any]) -> tuple[str, str | None]:
-        child = p.get("child_agent_id") or p.get("child_id")
-        if child:
-            return str(child), event.agent_id
-        return event.agent_id, event.parent_agent_id
-
-    def _on_child_spawned(self, event: TurnEvent, at: int, p: dict[str, Any]) -> None:
-        child, parent = self._child_ids(event, p)
-        span_id = self._agent(child, parent, at)
-        span = self.spans[span_id]
-        span.inputs.update(
-            {
-                k: p.get(k)
-                for k in ("subtask", "input_paths", "allowed_tools")
-                if p.get(k) is not None
-            }
-        )
-        span.attributes.update(
-            {
-                f"fleet.{k}": p.get(k)
-                for k in ("depth", "sandbox_id", "max_iters", "max_llm_calls")
-                if p.get(k) is not None
-            }
-        )
-
-    def _on_child_finished(self, event: TurnEvent, at: int, p: dict[str, Any]) -> None:
-        child, parent = self._child_ids(event, p)
-        span_id = self._agent(child, parent, at)
-        status = str(p.get("status") or "succeeded")
-        ok = status in ("succeeded", "completed", "ok")
-        self._close_open_children(span_id, at, "the child agent ended first")
-        self._end(
-            span_id,
-            at,
-            outputs={
-                "status": status,
-                "answer": p.get("answer"),
-                "artifacts": p.get("artifacts"),
-                "error": p.get("error"),
-            },
-            attributes={"fleet.status": status},
-            status="OK" if ok else "ERROR",
-            message="" if ok else str(p.get("error") or status),
-        )
-
-    def _on_artifact(self, event: TurnEvent, at: int, p: dict[str, Any]) -> None:
-        record = {
-            k: p.get(k)
-            for k in (
-                "path",
-                "sha256",
-                "size_bytes",
-                "root_path",
-                "provenance",
-                "source_sandbox",
-                "parent_chain",
-            )
-        }
-        record["agent_id"] = p.get("agent_id") or event.agent_id
-        self._artifacts.append({k: v for k, v in record.items() if v is not None})
-
-    def _on_budget_update(self, event: TurnEvent, at: int, p: dict[str, Any]) -> None:
-        self._usage = p
-
-    def _terminal_event(self, kind: str, p: dict[str, Any]) -> None:
-        self._terminal = kind
-        self._terminal_payload = p
-
-    def _on_turn_completed(self, event: TurnEvent, at: int, p: dict[str, Any]) -> None:
-        self._terminal_event("completed", p)
-
-    def _on_turn_failed(self, event: TurnEvent, at: int, p: dict[str, Any]) -> None:
-        self._terminal_event("failed", p)
-
-    def _on_turn_cancelled(self, event: TurnEvent, at: int, p: dict[str, Any]) -> None:
-        self._terminal_event("cancelled", p)
-
-    # finishing ----------------------------------------------------------------------------
-
-    def _close_open_children(self, parent: int, at: int, why: str) -> None:
-        for span in list(self.spans.values()):
-            if span.parent_id == parent and span.end_ns is None:
-                self._close_open_children(span.span_id, at, why)
-                self._end(
-                    span.span_id,
-                    at,
-                    status="ERROR",
-                    message=why,
-                    attributes={"fleet.unfinished": True},
-                )
-
-    def finish(self, result: TurnResult) -> TraceRecord:
-        """Close everything and return the redacted record (idempotent per builder)."""
-        with self._lock:
-            end = self._clock()
-            outcome = result.status
-            why = {"cancelled": "the Turn was cancelled", "failed": "the Turn failed"}.get(
-                outcome, "the Turn ended first"
-            )
-            for agent_span in self._agents.values():
-                self._close_open_children(agent_span, end, why)
-                ok = outcome == "completed" or agent_span != self._agents.get(ROOT_AGENT)
-                self._end(
-                    agent_span, end, status="OK" if ok else "ERROR", message="" if ok else why
-                )
-            self._close_open_children(self.root, end, why)
-            self.finished = True
-            usage = result.usage.model_dump(mode="json")
-            root = self.spans[self.root]
-            route = result.route or root.attributes.get("fleet.route")
-            error = result.error.model_dump(mode="json") if result.error else None
-            self._end(
-                self.root,
-                end,
-                outputs={
-                    "turn_id": result.turn_id,
-                    "status": outcome,
-                    "answer": result.answer,
-                    "route": route,
-                    "usage": usage,
-                    "artifacts": [a.model_dump(mode="json") for a in result.artifacts]
-                    or self._artifacts
-                    or None,
-                    "error": error,
-                },
-                attributes={
-                    "fleet.route": route,
-                    "fleet.outcome": outcome,
-                    "fleet.usage": usage,
-                    "fleet.sandbox_errors_observed": self._sandbox_errors,
-                    "fleet.budget": self._usage,
-                    "fleet.duration_seconds": round((end - root.start_ns) / 1e9, 3),
-                },
-                status="OK" if outcome == "completed" else "ERROR",
-                message="" if outcome == "completed" else (error or {}).get("message", why),
-            )
-            if usage.get("input_tokens") is not None or usage.get("output_tokens") is not None:
-                inp, out = usage.get("input_tokens") or 0, usage.get("output_tokens") or 0
-                root.attributes["mlflow.chat.tokenUsage"] = {
-                    "input_tokens": inp,
-                    "output_tokens": out,
-                    "total_tokens": inp + out,
-                }
-            return self._record(result, route, end)
-
-    def _record(self, result: TurnResult, route: Any, end: int) -> TraceRecord:
-        red = self.redactor
-        spans = []
-        for span in self.spans.values():
-            spans.append(
-                SpanRecord(
-                    span_id=span.span_id,
-                    parent_id=span.parent_id,
-                    name=red.text(span.name, 200),
-                    span_type=span.span_type,
-                    kind=span.kind,
-                    start_ns=span.start_ns,
-                    end_ns=span.end_ns or end,
-                    inputs=red.value(span.inputs),
-                    outputs=red.value(span.outputs),
-                    attributes=red.value(span.attributes),
-                    status=span.status,
-                    status_message=red.text(span.status_message, 2_000),
-                )
-            )
-        root = self.spans[self.root]
-        start = self.start_info
-        tags = {
-            "fleet.execution_mode": start.mode,
-            "fleet.configuration_digest": start.configuration_digest,
-            "fleet.route": str(route or ""),
-            "fleet.outcome": result.status,
-            "fleet.turn_id": start.turn_id,
-        }
-        if start.idempotency_key:
-            tags["fleet.idempotency_key"] = start.idempotency_key
-        replay = root.attributes.get("fleet.replay_sha256")
-        if replay:
-            tags["fleet.replay_sha256"] = str(replay)
-        metadata = {
-            "mlflow.trace.session": start.session_id,
-            "fleet.session_id": start.session_id,
-            "fleet.turn_id": start.turn_id,
-        }
-        return TraceRecord(
-            trace_id=self.trace_id,
-            spans=spans,
-            request_time_ms=root.start_ns // 1_000_000,
-            duration_ms=max(0, (end - root.start_ns) // 1_000_000),
-            state="OK" if result.status == "completed" else "ERROR",
-            request_preview=red.text(start.task, PREVIEW_CHARS),
-            response_preview=red.text(
-                result.answer or (result.error.message if result.error else ""), PREVIEW_CHARS
-            ),
-            client_request_id=start.turn_id,
-            metadata={k: red.text(v, 500) for k, v in metadata.items()},
-            tags={k: red.text(v, 500) for k, v in tags.items()},
-        )
-
-
-class MlflowTurnTrace:
-    """A ``TurnTrace`` buffered by a ``TraceBuilder`` and written by an ``MlflowBackend``."""
-
-    def __init__(self, builder: TraceBuilder, backend: MlflowBackend, scope: Scope) -> None:
+    def __init__(self, builder: TraceBuilder) -> None:
         self._builder = builder
-        self._backend = backend
-        self._scope = scope
-        self._written: str | None = None
+        self._record: TraceRecord | None = None
         self._done = False
 
     @property
@@ -833,26 +175,23 @@ class MlflowTurnTrace:
     def annotate(self, **attributes: Any) -> None:
         self._builder.annotate(**attributes)
 
-    def finish(self, result: TurnResult) -> str | None:
+    def finish(self, result: TurnResult) -> TraceRecord | None:
         if self._done:
-            return self._written
+            return self._record
         self._done = True
         try:
-            record = self._builder.finish(result)
-            self._backend.write_trace(record, self._scope)
+            self._record = self._builder.finish(result)
         except Exception as exc:
             log.warning(
-                "the trace of Turn %s was not written: %s",
+                "the trace of Turn %s was not recorded: %s",
                 result.turn_id,
                 self._builder.redactor.error(exc),
             )
-            return None
-        self._written = record.trace_id
-        return self._written
+        return self._record
 
 
 class MlflowTracer:
-    """Writes one trace per Turn to an MLflow destination (mlflow is imported on first write)."""
+    """Traces Turns for an MLflow destination; mlflow is imported on the first export or read."""
 
     enabled = True
 
@@ -863,23 +202,32 @@ class MlflowTracer:
         scope: Scope = "runtime",
         redactor: Redactor = NO_SECRETS,
     ) -> None:
-        from fleet_core.observability.mlflow_backend import MlflowBackend
-
         self.destination = destination
         self.scope: Scope = scope
         self.redactor = redactor
-        self.backend = MlflowBackend(destination, redactor=redactor)
+        self._backend: MlflowBackend | None = None
 
-    def start(self, start: TurnTraceStart) -> MlflowTurnTrace:
-        return MlflowTurnTrace(
-            TraceBuilder(start, redactor=self.redactor), self.backend, self.scope
-        )
+    @property
+    def backend(self) -> MlflowBackend:
+        """The destination's MLflow I/O (created on first use; creating it imports no mlflow)."""
+        if self._backend is None:
+            from fleet_core.observability.mlflow_backend import MlflowBackend
+
+            self._backend = MlflowBackend(self.destination, redactor=self.redactor)
+        return self._backend
+
+    def start(self, start: TurnTraceStart) -> BufferedTurnTrace:
+        return BufferedTurnTrace(TraceBuilder(start, redactor=self.redactor))
+
+    def export(self, record: TraceRecord, scope: Scope | None = None) -> None:
+        self.backend.write_trace(record, scope or self.scope)
 
     def load_trace(self, trace_id: str) -> TraceView:
         return self.backend.load_trace(trace_id)
 
     def close(self) -> None:
-        self.backend.close()
+        if self._backend is not None:
+            self._backend.close()
 
 
 def create_tracer(
@@ -911,19 +259,6 @@ def configured_tracer(
         return NoopTracer(f"Tracing is disabled: {exc.message}")
 
 
-def _ns(at: datetime) -> int:
-    return int(at.timestamp() * 1_000_000_000)
-
-
-def _bounded(value: Any) -> Any:
-    if value is None:
-        return None
-    text = value if isinstance(value, str) else str(value)
-    if len(text) > MAX_OUTPUT_CHARS:
-        return text[:MAX_OUTPUT_CHARS] + f"... [truncated {len(text) - MAX_OUTPUT_CHARS} chars]"
-    return text
-
-
 def load_trace(config: EffectiveConfig, trace_id: str) -> TraceView:
     """Read a stored trace from the configured destination (``TracingUnavailable`` when off)."""
     tracer = create_tracer(config)
@@ -936,9 +271,6 @@ def load_trace(config: EffectiveConfig, trace_id: str) -> TraceView:
 def tee_emit(emit: Callable[..., None], trace: TurnTrace | NoopTurnTrace) -> Callable[..., None]:
     """Wrap ``TurnControl.emit`` so every event also reaches the trace (before the lossy,
     coalescing event channel): ``control.emit = tee_emit(channel.emit, trace)``."""
-    recorder = getattr(trace, "record", None)
-    if recorder is None:
-        return emit
 
     def both(
         kind: str,
@@ -948,6 +280,6 @@ def tee_emit(emit: Callable[..., None], trace: TurnTrace | NoopTurnTrace) -> Cal
         parent_agent_id: str | None = None,
     ) -> None:
         emit(kind, payload, agent_id=agent_id, parent_agent_id=parent_agent_id)
-        recorder(kind, payload, agent_id=agent_id, parent_agent_id=parent_agent_id)
+        trace.record(kind, payload, agent_id=agent_id, parent_agent_id=parent_agent_id)
 
     return both

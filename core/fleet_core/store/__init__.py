@@ -70,6 +70,19 @@ class TurnOutcome:
     error: TurnError | None = None
     artifacts: Sequence[ProvenanceRecord] = ()
     replay: tuple[str, bytes] | None = None
+    trace_export: TraceExport | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TraceExport:
+    """A finished trace waiting for export: its encoded record and the experiment scope."""
+
+    trace_id: str
+    scope: str
+    record: bytes
+    session_id: str = ""
+    turn_id: str = ""
+    attempts: int = 0
 
 
 class Store:
@@ -293,7 +306,25 @@ class Store:
                         created_at=stamp,
                     )
                 )
+            if outcome.trace_export is not None:
+                self._queue_trace(conn, session_id, turn_id, outcome.trace_export, stamp)
             self._touch_session(conn, session_id, outcome, stamp)
+
+    def _queue_trace(
+        self, conn: Connection, session_id: str, turn_id: str, export: TraceExport, stamp: datetime
+    ) -> None:
+        conn.execute(
+            insert(schema.trace_exports).values(
+                trace_id=export.trace_id,
+                session_id=session_id,
+                turn_id=turn_id,
+                scope=export.scope,
+                record=export.record,
+                attempts=0,
+                created_at=stamp,
+                updated_at=stamp,
+            )
+        )
 
     def _touch_session(
         self, conn: Connection, session_id: str, outcome: TurnOutcome, stamp: datetime
@@ -366,6 +397,16 @@ class Store:
         if row is None:
             raise TurnNotFound(f"No turn '{turn_id}'")
         return _turn_summary(row)
+
+    def turn_session(self, turn_id: str) -> str:
+        """The id of the Session a Turn belongs to (running or finished)."""
+        with self.engine.connect() as conn:
+            found = conn.execute(
+                select(schema.turns.c.session_id).where(schema.turns.c.turn_id == turn_id)
+            ).scalar_one_or_none()
+        if found is None:
+            raise TurnNotFound(f"No turn '{turn_id}'")
+        return str(found)
 
     def turn_result(self, turn_id: str) -> dict[str, Any]:
         with self.engine.connect() as conn:
@@ -529,6 +570,62 @@ class Store:
         with self.engine.connect() as conn:
             return [dict(row) for row in conn.execute(query).mappings()]
 
+    # trace export queue ---------------------------------------------------------------------
+
+    def pending_traces(
+        self, limit: int = 20, *, max_attempts: int | None = None
+    ) -> list[TraceExport]:
+        """The oldest traces still waiting for export (``max_attempts``: skip ones that failed
+        that often; a later pass, or ``fleet-lsp trace``, tries them again)."""
+        t = schema.trace_exports
+        query = select(t).order_by(t.c.created_at, t.c.trace_id).limit(limit)
+        if max_attempts is not None:
+            query = query.where(t.c.attempts < max_attempts)
+        with self.engine.connect() as conn:
+            rows = conn.execute(query).mappings().all()
+        return [_trace_export(row) for row in rows]
+
+    def pending_trace(self, trace_id: str) -> TraceExport | None:
+        row = self._row_where(schema.trace_exports.c.trace_id, trace_id)
+        return _trace_export(row) if row is not None else None
+
+    def count_pending_traces(self) -> int:
+        with self.engine.connect() as conn:
+            count = conn.execute(select(func.count()).select_from(schema.trace_exports)).scalar()
+        return int(count or 0)
+
+    def trace_exported(self, trace_id: str) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(
+                delete(schema.trace_exports).where(schema.trace_exports.c.trace_id == trace_id)
+            )
+
+    def trace_export_failed(self, trace_id: str, error: str) -> None:
+        t = schema.trace_exports
+        with self.engine.begin() as conn:
+            conn.execute(
+                update(t)
+                .where(t.c.trace_id == trace_id)
+                .values(attempts=t.c.attempts + 1, last_error=error[:2_000], updated_at=now())
+            )
+
+    def prune_pending_traces(self, keep: int) -> int:
+        """Drop the oldest queued traces beyond ``keep``; returns how many were dropped."""
+        t = schema.trace_exports
+        with self.engine.begin() as conn:
+            stale = (
+                conn.execute(
+                    select(t.c.trace_id)
+                    .order_by(t.c.created_at.desc(), t.c.trace_id.desc())
+                    .offset(keep)
+                )
+                .scalars()
+                .all()
+            )
+            if stale:
+                conn.execute(delete(t).where(t.c.trace_id.in_(stale)))
+        return len(stale)
+
 
 def _session_info(row: RowMapping) -> SessionInfo:
     dataset = DatasetContext.model_validate(row["dataset"]) if row["dataset"] else None
@@ -575,3 +672,14 @@ def _utc(value: datetime) -> datetime:
 
 def _reason(exc: OperationalError) -> str:
     return str(exc.orig).strip().splitlines()[0] if exc.orig else "unknown database error"
+
+
+def _trace_export(row: RowMapping) -> TraceExport:
+    return TraceExport(
+        trace_id=row["trace_id"],
+        scope=row["scope"],
+        record=bytes(row["record"]),
+        session_id=row["session_id"],
+        turn_id=row["turn_id"],
+        attempts=row["attempts"],
+    )

@@ -149,3 +149,20 @@ optimization_candidates = Table(
     _ts("created_at"),
     _ts("updated_at"),
 )
+
+# The durable trace export queue: a finished Turn's encoded trace record is inserted in the
+# Turn's own commit and deleted once MLflow has it (fleet_core.observability.export).
+trace_exports = Table(
+    "fleet_trace_exports",
+    metadata,
+    Column("trace_id", String(64), primary_key=True),
+    Column("session_id", String(64), nullable=False),
+    Column("turn_id", String(64), nullable=False),
+    Column("scope", String(16), nullable=False),
+    Column("record", Blob, nullable=False),
+    Column("attempts", Integer, nullable=False, default=0),
+    Column("last_error", Text, nullable=True),
+    _ts("created_at"),
+    _ts("updated_at"),
+    Index("ix_fleet_trace_exports_created", "created_at"),
+)
