@@ -122,11 +122,39 @@ async def test_output_is_bounded(make_sandbox: MakeSandbox) -> None:
     limits = TEST_LIMITS.model_copy(update={"max_output_chars": 1_000})
     sandbox = await make_sandbox(limits=limits)
     result = await sandbox.execute(
-        "import sys\nprint('x' * 300_000)\nsys.stderr.write('e' * 5000)\n'v' * 5000"
+        "import sys\nprint('x' * 300_000)\nsys.stderr.write('e' * 5000)\n['v'] * 5000"
     )
     assert len(result.stdout) <= 1_000 and result.stdout_truncated
     assert len(result.stderr) <= 1_000 and result.stderr_truncated
-    assert result.value_repr is not None and len(result.value_repr) < 1_100
+    assert result.value_type == "repr" and result.value is not None
+    assert len(result.value) < 1_100 and result.value.endswith("... [truncated]")
+
+
+TRICKY = "a 'quoted' \"line\"\nnext\tline \\ back — ünïcødé 🚀 \u2028 end"
+
+
+async def test_str_value_comes_back_raw(sandbox: Sandbox) -> None:
+    result = await sandbox.execute("text", variables={"text": TRICKY})
+    assert result.value_type == "str" and result.value == TRICKY  # the characters, not a repr
+    assert result.value_repr == repr(TRICKY)
+    assert (await sandbox.execute("''")).value == ""
+    subclass = await sandbox.execute("class S(str):\n    def __str__(self): return 'lie'\nS('x')")
+    assert subclass.value_type == "str" and subclass.value == "x"
+    number = await sandbox.execute("42")
+    assert number.value_type == "repr" and number.value == "42"
+    assert (await sandbox.execute("None")).value is None
+
+
+async def test_str_value_over_the_limit_is_a_clear_cell_error(make_sandbox: MakeSandbox) -> None:
+    limits = TEST_LIMITS.model_copy(update={"max_value_chars": 5_000})
+    sandbox = await make_sandbox(limits=limits)
+    assert (await sandbox.execute("'v' * 5_000")).value == "v" * 5_000
+    result = await sandbox.execute("print('before')\nbig = 'v' * 5_001\nbig")
+    assert result.value is None and result.stdout == "before\n"
+    assert result.error is not None and result.error.type == "ValueTooLarge"
+    assert "5001 characters; at most 5000" in result.error.message
+    assert "artifacts/" in result.error.message
+    assert (await sandbox.execute("len(big)")).value == "5001"  # the REPL state is kept
 
 
 async def test_fd_level_output_is_captured_not_protocol(sandbox: Sandbox, backend: str) -> None:

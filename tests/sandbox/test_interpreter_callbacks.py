@@ -81,7 +81,8 @@ def test_interpreter_callbacks_cover_start_execute_tools_and_shutdown(tmp_path: 
     interpreter.tools.update({"echo": echo, "shout": shout})
     try:
         interpreter.start()
-        assert interpreter.execute("print(echo(41) + 1)\nshout('hi')") == "42\n'HI'"
+        # printed output, then the str value as it is (not its repr)
+        assert interpreter.execute("print(echo(41) + 1)\nshout('hi')") == "42\nHI"
         with pytest.raises(dspy.CodeExecutionError):
             interpreter.execute("echo(1)\nraise ValueError('boom')")
     finally:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import enum
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, Self, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from fleet_core.config import SandboxSettings
 from fleet_core.workspace import FileInfo
@@ -49,6 +49,8 @@ class SandboxLimits(_Frozen):
     cell_timeout_seconds: float = Field(300.0, gt=0)
     interrupt_grace_seconds: float = Field(2.0, gt=0)
     max_output_chars: int = Field(100_000, ge=1_000)
+    max_value_chars: int = Field(1_000_000, ge=1_000)
+    """The longest ``str`` a cell's trailing expression may return raw (longer: a cell error)."""
     max_frame_bytes: int = Field(64 << 20, ge=1 << 20)
     max_tool_calls_per_cell: int = Field(1_000, ge=0)
     max_concurrent_tool_calls: int = Field(16, ge=1)
@@ -92,19 +94,42 @@ class ExecutionError(_Frozen):
     lineno: int | None = None
 
 
+ValueType = Literal["str", "repr"]
+"""How a cell's trailing-expression value came back: the ``str`` itself, raw, or the ``repr`` of
+any other value (bounded by ``max_output_chars``)."""
+
+
 class ExecutionResult(_Frozen):
-    """The outcome of one cell. ``final`` is the SUBMIT payload, if SUBMIT was called."""
+    """The outcome of one cell. ``final`` is the SUBMIT payload, if SUBMIT was called.
+
+    ``value``/``value_type``: the cell's trailing expression, when it was not None: a ``str`` comes
+    back raw (``value_type == "str"``), anything else as its bounded repr (``"repr"``).
+    """
 
     exec_id: str
     stdout: str = ""
     stderr: str = ""
     stdout_truncated: bool = False
     stderr_truncated: bool = False
-    value_repr: str | None = None
+    value: str | None = None
+    value_type: ValueType | None = None
     error: ExecutionError | None = None
     final: dict[str, Any] | None = None
     duration_s: float = 0.0
     tool_calls: int = 0
+
+    @model_validator(mode="after")
+    def _value_is_typed(self) -> Self:
+        if (self.value is None) != (self.value_type is None):
+            raise ValueError("value and value_type are set together")
+        return self
+
+    @property
+    def value_repr(self) -> str | None:
+        """The value as Python shows it: ``repr`` of a raw ``str``, else the repr sent as is."""
+        if self.value_type == "str":
+            return repr(self.value)
+        return self.value
 
     @property
     def ok(self) -> bool:

@@ -4,8 +4,12 @@
 program; the sandbox is async, so calls cross into its event loop through an anyio
 ``BlockingPortal`` (the runtime's, or a private one). dspy is imported lazily.
 
+What ``execute`` returns, like dspy's own interpreters: ``FinalOutput`` after ``SUBMIT``; a
+cell's trailing ``str`` *raw* (the sandbox sends the string itself, never its repr), so dspy.Flex's
+JSON result comes back verbatim; ``None`` when nothing was printed or returned.
+
 Differences from dspy's own interpreters (on purpose):
-- printed output is kept when the cell ends with an expression (both are shown);
+- printed output is kept when the cell ends with an expression (both are shown, as text);
 - output printed before an exception is kept in the ``CodeExecutionError`` message;
 - host tools accept positional arguments (mapped to keywords through the tool's signature);
 - tool calls run in a copy of the caller's contextvars, so ``dspy.context`` and tracing spans
@@ -52,11 +56,14 @@ F = TypeVar("F", bound=Callable[..., Any])
 EXECUTION_INSTRUCTIONS = (
     "Code runs in CPython inside an isolated sandbox (no network, no host files) as a persistent "
     "REPL: variables, imports and functions persist between steps. The working directory is the "
-    "workspace: read inputs from files/ (read-only) and write outputs to artifacts/. numpy and "
-    "pandas are installed. Host tools and SUBMIT are global functions and take positional or "
-    "keyword arguments; arguments and results must be JSON-compatible. Printed output and the "
-    "value of a final expression are both shown."
+    "workspace (/workspace): inputs are under files/ (read-only); write outputs under artifacts/ "
+    "(e.g. artifacts/report.csv). Large inputs stay in files: read them with code instead of "
+    "asking for their content. Host tools and SUBMIT are global functions: call them with "
+    "keyword arguments (positional ones are mapped too); arguments and results must be "
+    "JSON-compatible. Printed output and the value of a final expression are both shown; long "
+    "output is cut, and a step that runs too long is interrupted (its variables are kept)."
 )
+"""The one description of the sandbox the model sees (the engine appends only its own helpers)."""
 
 
 def _with_dspy_callbacks(method: F) -> F:
@@ -108,13 +115,14 @@ class SandboxInterpreter:
         self.tools: dict[str, Callable[..., Any]] = dict(tools or {})
         self.callbacks: list[Any] = list(callbacks or [])  # dspy BaseCallback instances
         self.output_fields = output_fields
-        self._tools_registered = False
         self._sandbox = sandbox
         self._portal = portal
         self._portal_cm: AbstractContextManager[BlockingPortal] | None = None
         self._owns_sandbox = owns_sandbox
-        self._cell_timeout = cell_timeout
-        self._policy = policy
+        self.cell_timeout = cell_timeout
+        """The next cell's timeout (None: the sandbox's limit); the Turn sets it per cell."""
+        self.policy = policy
+        """Called before every tool call of a cell with the tool's name; raise to refuse it."""
         self._on_shutdown = on_shutdown
         self._lock = threading.Lock()
         self._started = False
@@ -168,8 +176,8 @@ class SandboxInterpreter:
             variables=variables,
             tools=bridge,
             output_fields=_field_specs(self.output_fields),
-            timeout=self._cell_timeout,
-            policy=self._policy,
+            timeout=self.cell_timeout,
+            policy=self.policy,
         )
         try:
             return self._call(run)
@@ -300,6 +308,8 @@ def _field_specs(fields: list[dict[str, Any]] | None) -> list[dict[str, str]] | 
 
 
 def _to_dspy_output(result: ExecutionResult) -> Any:
+    """What ``execute`` returns: ``FinalOutput``, the raw ``str`` value of a cell that printed
+    nothing (verbatim, e.g. dspy.Flex's JSON), or the shown text (output, then the value)."""
     errors = _dspy_errors()
     if result.final is not None:
         return errors.FinalOutput(result.final)
@@ -307,10 +317,14 @@ def _to_dspy_output(result: ExecutionResult) -> Any:
         if result.error.type == "SyntaxError":
             raise SyntaxError(result.error.traceback.strip() or result.error.message)
         raise errors.CodeExecutionError(_error_text(result))
-    return _output_text(result) or None
+    printed = _printed_text(result)
+    if result.value_type == "str" and not printed:
+        return result.value
+    value = result.value
+    return "\n".join(p for p in (printed, value) if p) or None
 
 
-def _output_text(result: ExecutionResult) -> str:
+def _printed_text(result: ExecutionResult) -> str:
     parts = [result.stdout.rstrip("\n")]
     if result.stdout_truncated:
         parts.append("[stdout truncated]")
@@ -318,15 +332,13 @@ def _output_text(result: ExecutionResult) -> str:
         parts.append(result.stderr.rstrip("\n"))
     if result.stderr_truncated:
         parts.append("[stderr truncated]")
-    if result.value_repr is not None:
-        parts.append(result.value_repr)
     return "\n".join(p for p in parts if p)
 
 
 def _error_text(result: ExecutionResult) -> str:
     assert result.error is not None
     text = f"{result.error.type}: {result.error.message}"
-    output = _output_text(result.model_copy(update={"value_repr": None}))
+    output = _printed_text(result)
     if output:
         text += f"\n\nOutput before the error:\n{output}"
     if result.error.traceback:
@@ -338,7 +350,7 @@ def _timeout_text(exc: ExecutionTimeoutError) -> str:
     text = f"TimeoutError: {exc}"
     partial = exc.partial
     if isinstance(partial, ExecutionResult):
-        output = _output_text(partial.model_copy(update={"value_repr": None}))
+        output = _printed_text(partial)
         if output:
             text += f"\n\nOutput before the timeout:\n{output}"
     return text

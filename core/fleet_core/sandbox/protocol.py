@@ -3,7 +3,8 @@
 The worker's frames share a process with generated code, so none is trusted. A frame counts only
 if it names the running cell's id *and* nonce; a cell accepts exactly one ``result``; a
 ``tool_call`` must name a tool registered for this cell, use a fresh call id, and pass the
-per-cell budget. Anything else is dropped and counted, and can only affect its own cell.
+per-cell budget; a ``result`` must be well typed (its ``value`` a string tagged by ``value_type``,
+within the cell's bounds). Anything else is dropped and counted, and can only affect its own cell.
 """
 
 from __future__ import annotations
@@ -18,7 +19,14 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from fleet_core.sandbox.base import ExecutionError, ExecutionResult, ToolBridge, ToolPolicy
+from fleet_core.sandbox.base import (
+    ExecutionError,
+    ExecutionResult,
+    SandboxLimits,
+    ToolBridge,
+    ToolPolicy,
+)
+from fleet_core.sandbox.worker import TRUNCATED_MARK
 
 ENCODING = "utf-8"
 
@@ -83,7 +91,7 @@ class CellGate:
 
     tools: ToolBridge
     policy: ToolPolicy | None
-    max_tool_calls: int
+    limits: SandboxLimits
     exec_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     nonce: str = field(default_factory=lambda: secrets.token_hex(16))
     done: asyncio.Future[ExecutionResult] = field(
@@ -108,7 +116,7 @@ class CellGate:
 
     def accept_result(self, frame: dict[str, Any]) -> bool:
         """Resolve the cell from a ``result`` frame; a malformed one counts as rejected."""
-        result = parse_result(frame, self.exec_id, self.tool_calls)
+        result = parse_result(frame, self.exec_id, self.tool_calls, self.limits)
         if result is None:
             self.rejected_frames += 1
             return False
@@ -130,8 +138,9 @@ class CellGate:
         ):
             return "tool arguments must be a list and a dict"
         self.tool_calls += 1
-        if self.tool_calls > self.max_tool_calls:
-            return f"tool-call budget of {self.max_tool_calls} per cell is exhausted"
+        budget = self.limits.max_tool_calls_per_cell
+        if self.tool_calls > budget:
+            return f"tool-call budget of {budget} per cell is exhausted"
         if self.policy is not None:
             try:
                 self.policy(tool)
@@ -140,18 +149,22 @@ class CellGate:
         return None
 
 
-def parse_result(frame: dict[str, Any], exec_id: str, tool_calls: int) -> ExecutionResult | None:
+def parse_result(
+    frame: dict[str, Any], exec_id: str, tool_calls: int, limits: SandboxLimits
+) -> ExecutionResult | None:
     """An :class:`ExecutionResult` from a worker ``result`` frame, or None if malformed."""
     error = frame.get("error")
     final = frame.get("final")
     try:
+        value, value_type = _typed_value(frame, limits)
         return ExecutionResult(
             exec_id=exec_id,
             stdout=_text(frame.get("stdout")),
             stderr=_text(frame.get("stderr")),
             stdout_truncated=bool(frame.get("stdout_truncated")),
             stderr_truncated=bool(frame.get("stderr_truncated")),
-            value_repr=frame.get("value") if isinstance(frame.get("value"), str) else None,
+            value=value,
+            value_type=value_type,
             error=ExecutionError.model_validate(error) if error is not None else None,
             final=final if isinstance(final, dict) else None,
             duration_s=float(frame.get("duration") or 0.0),
@@ -167,3 +180,24 @@ def _text(value: Any) -> str:
     if not isinstance(value, str):
         raise TypeError("expected text")
     return value
+
+
+def _typed_value(frame: dict[str, Any], limits: SandboxLimits) -> tuple[str | None, Any]:
+    """The result's ``value`` and ``value_type``, checked: both absent, or a string tagged
+    ``"str"`` (at most ``max_value_chars``) or ``"repr"`` (at most ``max_output_chars`` plus the
+    truncation mark). Raises ``ValueError`` otherwise (the frame is malformed)."""
+    value, value_type = frame.get("value"), frame.get("value_type")
+    if value is None and value_type is None:
+        return None, None
+    if not isinstance(value, str):
+        raise ValueError("value must be a string")
+    bounds = {
+        "str": limits.max_value_chars,
+        "repr": limits.max_output_chars + len(TRUNCATED_MARK),
+    }
+    bound = bounds.get(value_type) if isinstance(value_type, str) else None
+    if bound is None:
+        raise ValueError("value_type must be 'str' or 'repr'")
+    if len(value) > bound:
+        raise ValueError(f"a {value_type} value longer than {bound} characters")
+    return value, value_type

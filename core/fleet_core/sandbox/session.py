@@ -172,7 +172,7 @@ class CellSession:
         async with self._lock:
             self._require_ready()
             limit = timeout or self._spec.limits.cell_timeout_seconds
-            cell = CellGate(tools, policy, self._spec.limits.max_tool_calls_per_cell)
+            cell = CellGate(tools, policy, self._spec.limits)
             frame = exec_frame(
                 cell, code, variables, output_fields, self._spec, self._cpu_seconds()
             )
@@ -361,6 +361,7 @@ def exec_frame(
         "tools": sorted(cell.tools),
         "output_fields": output_fields,
         "max_output_chars": spec.limits.max_output_chars,
+        "max_value_chars": spec.limits.max_value_chars,
         "cpu_seconds": cpu_seconds,
     }
     try:

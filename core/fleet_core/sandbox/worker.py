@@ -10,14 +10,18 @@ never reach the protocol stream. Every frame is one JSON object on one line.
 
 host -> worker
   {"type": "exec", "id", "nonce", "code", "variables", "tools": [names], "output_fields",
-   "max_output_chars", "cpu_seconds"}
+   "max_output_chars", "max_value_chars", "cpu_seconds"}
   {"type": "tool_result", "id", "call", "ok": true, "value"} | {..., "ok": false, "error"}
   {"type": "shutdown"}
 worker -> host
   {"type": "ready", "pid", "python", "packages", "cwd"}
   {"type": "tool_call", "id", "nonce", "call", "tool", "args", "kwargs"}   (several may be open)
   {"type": "result", "id", "nonce", "stdout", "stderr", "stdout_truncated", "stderr_truncated",
-   "value", "error", "final", "duration"}
+   "value", "value_type", "error", "final", "duration"}
+
+The trailing expression's value, when not None: a ``str`` is sent raw (``value_type`` "str", at
+most ``max_value_chars`` characters, else the cell fails with ``ValueTooLarge``), anything else as
+its repr (``value_type`` "repr", cut to ``max_output_chars`` plus a "... [truncated]" marker).
 
 Started as ``python -I -B worker.py [--rlimits JSON]``: the rlimits are applied first, before the
 ready frame and any cell; if they cannot be, the worker exits 71 without running anything. On
@@ -61,6 +65,8 @@ PROBED_PACKAGES = (
     "mpmath",
 )
 MAX_SUBMIT_BYTES = 2_000_000
+DEFAULT_MAX_VALUE_CHARS = 1_000_000
+TRUNCATED_MARK = "... [truncated]"
 PROTOCOL_LOST_EXIT = 70  # the protocol fds were closed under us: the host cannot know the outcome
 RLIMITS_FAILED_EXIT = 71  # the host's rlimits could not be applied: refuse to run any code
 CELL_FILENAME = "<cell-{}>"
@@ -76,6 +82,10 @@ class _Submit(BaseException):
 
 class CpuTimeExceeded(Exception):
     """The cell used more CPU time than its budget (RLIMIT_CPU soft limit, SIGXCPU)."""
+
+
+class ValueTooLarge(ValueError):
+    """The cell's trailing ``str`` is longer than the host takes back raw."""
 
 
 class BoundedText(io.TextIOBase):
@@ -336,6 +346,9 @@ class Worker:
             sys.stdout, sys.stderr = saved
             self.tools.end_cell(exec_id)
         final, error = self._final_payload(error)
+        typed: Frame = {"value": None, "value_type": None}
+        if error is None and final is None:
+            typed, error = _typed_value(value, limit, frame.get("max_value_chars"))
         return {
             "type": "result",
             "id": exec_id,
@@ -344,7 +357,7 @@ class Worker:
             "stderr": err.getvalue(),
             "stdout_truncated": out.truncated,
             "stderr_truncated": err.truncated,
-            "value": _bounded_repr(value, limit) if value is not None else None,
+            **typed,
             "error": error,
             "final": final,
             "duration": time.perf_counter() - started,
@@ -465,13 +478,31 @@ def _describe(exc: BaseException) -> Frame:
     return error
 
 
+def _typed_value(value: Any, limit: int, max_value: Any) -> tuple[Frame, Frame | None]:
+    """The result frame's ``value``/``value_type`` for a cell's trailing expression, and the
+    cell's error when a ``str`` is too long to come back raw."""
+    if value is None:
+        return {"value": None, "value_type": None}, None
+    if not isinstance(value, str):
+        return {"value": _bounded_repr(value, limit), "value_type": "repr"}, None
+    value = str.__str__(value)  # the characters themselves, whatever a subclass's __str__ says
+    most = int(max_value or DEFAULT_MAX_VALUE_CHARS)
+    if len(value) <= most:
+        return {"value": value, "value_type": "str"}, None
+    message = (
+        f"the cell's value is a str of {len(value)} characters; at most {most} come back. "
+        "Print a slice of it, or write it to a file under artifacts/."
+    )
+    return {"value": None, "value_type": None}, _describe(ValueTooLarge(message))
+
+
 def _bounded_repr(value: Any, limit: int) -> str:
     try:
         text = repr(value)
     except Exception as exc:  # a broken __repr__ is the user's; report it as the value
         text = f"<repr failed: {type(exc).__name__}: {exc}>"
     if len(text) > limit:
-        return text[:limit] + "... [truncated]"
+        return text[:limit] + TRUNCATED_MARK
     return text
 
 
