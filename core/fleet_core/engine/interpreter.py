@@ -1,27 +1,36 @@
-"""The Turn's view of a sandbox interpreter: gated by the TurnControl, evented, interruptible.
+"""The Turn's one wrapper around a sandbox cell: gated by the TurnControl, evented, interruptible.
 
-``TurnInterpreter`` wraps any DSPy ``CodeInterpreter`` (our sandbox adapter): it checks the Turn's
-deadline/cancel/budget before and after every cell, emits ``code_cell``/``cell_output``, counts
-sandbox errors, interrupts the running cell when the Turn stops, and runs host tools in a copy of
-the calling thread's context (so ``dspy.context`` settings reach tool calls made from the sandbox).
+Layers, from the model's code down (each does one thing):
+
+- ``TurnInterpreter`` (here): the DSPy ``CodeInterpreter`` an RLM/Flex of a Turn gets. Per cell it
+  applies the Turn's control (check before and after, the cell timeout bounded by the deadline, a
+  tool-call policy that stops on cancel/deadline/budget, interrupt when the Turn stops), emits
+  ``code_cell``/``cell_output`` with the cell's ``phase`` and counts sandbox errors. It runs the
+  host's own setup cells (``bootstrap``) and knows them by how they were submitted, never by their
+  code text.
+- ``SandboxInterpreter`` (``fleet_core.sandbox.interpreter``): adapts a ``Sandbox`` to DSPy
+  (portal, tool bridging, result/error translation, dspy callbacks).
+- ``CellSession.execute`` (``fleet_core.sandbox.session``): runs the cell in the sandbox.
 """
 
 from __future__ import annotations
 
-import contextvars
-import functools
 import itertools
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Collection, Mapping
+from typing import Any, Literal
 
 from dspy.primitives.code_interpreter import CodeExecutionError, FinalOutput
-from dspy.primitives.facade import SHIM_SETUP
+from dspy.primitives.facade import HOST_TOKEN_VAR
 
 from fleet_core.engine.control import TurnControl
 from fleet_core.engine.stream import clip
+from fleet_core.sandbox.interpreter import EXECUTION_INSTRUCTIONS, SandboxInterpreter
 
 CODE_CHARS = 20_000
+OUTPUT_CHARS = 4_000
+Phase = Literal["bootstrap", "task"]
+
 SKILL_HELPERS = '''
 def run_skill_script(name, path, args=None, timeout=60):
     """Run a Skill's script: skills/<name>/<path> under scripts/ (.py with this Python, .sh with
@@ -53,56 +62,61 @@ def run_skill_script(name, path, args=None, timeout=60):
     }
 '''
 SKILL_HELPERS_SHOWN = "(fleet skill helpers)"
-_FLEX_DRIVER = "__dspy_flex_json.dumps("
-OUTPUT_CHARS = 4_000
+FACADE_SHOWN = "(dspy facade)"
 
-
-def _in_context(ctx: contextvars.Context, fn: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(fn)
-    def call(*args: Any, **kwargs: Any) -> Any:
-        return ctx.copy().run(fn, *args, **kwargs)
-
-    return call
+TURN_EXECUTION_INSTRUCTIONS = (
+    EXECUTION_INSTRUCTIONS
+    + " Skills are under skills/: list_skills(), use_skill(name) for a Skill's instructions and "
+    "resources, read_skill_reference(name, path) for its references/ and assets/ files, and "
+    "run_skill_script(name, path, args) to run one of its scripts/ (returns exit_code, stdout, "
+    "stderr). The sandbox's Python version and installed packages are listed in memory_summary."
+)
+"""What a Turn's agents are told about their sandbox: the sandbox's one description plus the
+helpers the Turn adds (``FleetTask``/``ChildTask`` do not repeat any of it)."""
 
 
 class TurnInterpreter:
-    """A ``CodeInterpreter`` proxy for one agent of one Turn."""
+    """The ``CodeInterpreter`` of one agent of one Turn (see the module docstring).
+
+    ``host_inputs`` are the serialized inputs the host hands DSPy (e.g. the selected dataset's
+    payload): DSPy submits each one's setup cell with that payload as a variable, which is how
+    such a cell is known to be the host's. The dspy facade is known by the host token DSPy
+    submits it with; it is deferred to the first real cell, so the sandbox start overlaps the
+    agent's first model call. The Skill helpers are this class's own bootstrap cell.
+    """
 
     def __init__(
         self,
-        inner: Any,
+        inner: SandboxInterpreter,
         control: TurnControl,
         *,
         agent_id: str,
         parent_agent_id: str | None,
-        interrupt: Callable[[], None] | None = None,
+        interrupt: Callable[[], None],
+        host_inputs: Collection[str] = (),
     ) -> None:
         self._inner = inner
         self._control = control
         self._lineage = {"agent_id": agent_id, "parent_agent_id": parent_agent_id}
-        self._interrupt = interrupt or getattr(inner, "interrupt", None)
+        self._interrupt = interrupt
+        self._host_inputs = frozenset(host_inputs)
         self._cells = itertools.count(1)
         self._deferred: list[tuple[str, dict[str, Any] | None]] = []
         self._helpers = False
-        self.tools: dict[str, Callable[..., Any]] = {}
+        inner.policy = self._tool_policy
 
-    # attributes RLM/Flex set on the interpreter are forwarded to the real one
+    # the attributes RLM/Flex use are the adapter's own
     @property
-    def output_fields(self) -> Any:
-        return getattr(self._inner, "output_fields", None)
+    def tools(self) -> dict[str, Callable[..., Any]]:
+        return self._inner.tools
+
+    @property
+    def output_fields(self) -> list[dict[str, Any]] | None:
+        return self._inner.output_fields
 
     @output_fields.setter
-    def output_fields(self, value: Any) -> None:
+    def output_fields(self, value: list[dict[str, Any]] | None) -> None:
         self._inner.output_fields = value
-
-    @property
-    def _tools_registered(self) -> Any:
-        return getattr(self._inner, "_tools_registered", False)
-
-    @_tools_registered.setter
-    def _tools_registered(self, value: Any) -> None:
-        if hasattr(self._inner, "_tools_registered"):
-            self._inner._tools_registered = value
 
     def start(self) -> None:
         """Checked only: the sandbox boots in the background and is awaited by the first cell."""
@@ -111,91 +125,98 @@ class TurnInterpreter:
     def shutdown(self) -> None:
         self._inner.shutdown()
 
-    def _stop_cell(self) -> None:
-        if self._interrupt is not None:
-            self._interrupt()
-
     def execute(self, code: str, variables: dict[str, Any] | None = None) -> Any:
-        if code == SHIM_SETUP:
-            # The dspy facade bootstrap is deferred to the first real cell, so the sandbox start
-            # overlaps the agent's first model call instead of preceding it.
+        if _is_facade_install(variables):
             self._deferred.append((code, variables))
             return None
-        while self._deferred:
-            self._run(*self._deferred.pop(0))
-        if not self._helpers:  # the sandbox-side Skill helpers, once per namespace
-            self._helpers = True
-            self._run(SKILL_HELPERS, None, shown=SKILL_HELPERS_SHOWN)
-        return self._run(_print_flex_result(code), variables)
+        self.run_bootstrap_cells()
+        host_setup = self._is_host_input_setup(variables)
+        return self.run_cell(code, variables, bootstrap=host_setup)
 
-    def _run(self, code: str, variables: dict[str, Any] | None, *, shown: str | None = None) -> Any:
+    def run_bootstrap_cells(self) -> None:
+        """The deferred dspy facade, then the Skill helpers (once per namespace)."""
+        while self._deferred:
+            code, variables = self._deferred.pop(0)
+            self.run_cell(code, variables, bootstrap=True, shown=FACADE_SHOWN)
+        if not self._helpers:
+            self._helpers = True
+            self.run_cell(SKILL_HELPERS, None, bootstrap=True, shown=SKILL_HELPERS_SHOWN)
+
+    def _is_host_input_setup(self, variables: Mapping[str, Any] | None) -> bool:
+        values = (variables or {}).values()
+        return any(isinstance(v, str) and v in self._host_inputs for v in values)
+
+    def _tool_policy(self, _tool: str) -> None:
+        self._control.check()
+
+    def _cell_timeout(self) -> float:
+        timeout = self._inner.sandbox.spec.limits.cell_timeout_seconds
+        remaining = self._control.remaining_seconds()
+        if remaining is not None:
+            timeout = min(timeout, max(remaining, 0.5))
+        return timeout
+
+    def run_cell(
+        self,
+        code: str,
+        variables: dict[str, Any] | None,
+        *,
+        bootstrap: bool = False,
+        shown: str | None = None,
+    ) -> Any:
+        """Run one cell under the Turn's control. ``bootstrap`` marks a cell the host submitted
+        itself (``phase: "bootstrap"`` in its events; its errors are not the model's)."""
         control = self._control
         control.check()
         cell = next(self._cells)
-        bootstrap = (
-            shown is not None
-            or code == SHIM_SETUP
-            or code.lstrip().startswith("import hashlib as _fleet")
-        )
-        phase = "bootstrap" if bootstrap else "task"
-        if code == SHIM_SETUP:
-            shown = "(dspy facade)"
-        emit = control.emit
-        emit(
-            "code_cell",
-            {"cell": cell, "phase": phase, "code": shown or clip(code, CODE_CHARS)},
-            **self._lineage,
-        )
-        ctx = contextvars.copy_context()
-        self._inner.tools.clear()
-        self._inner.tools.update({k: _in_context(ctx, fn) for k, fn in self.tools.items()})
-        started = time.perf_counter()
+        phase: Phase = "bootstrap" if bootstrap else "task"
+        shown = shown or clip(code, CODE_CHARS)
+        control.emit("code_cell", {"cell": cell, "phase": phase, "code": shown}, **self._lineage)
         payload: dict[str, Any] = {"cell": cell, "phase": phase}
-        result: Any = None
+        started = time.perf_counter()
         try:
-            with control.on_stop(self._stop_cell):
+            self._inner.cell_timeout = self._cell_timeout()
+            with control.on_stop(self._interrupt):
                 result = self._inner.execute(code, variables)
-        except (CodeExecutionError, SyntaxError) as exc:
-            if not bootstrap:
-                control.note_sandbox_error()
-            payload |= {
-                "ok": False,
-                "error_type": type(exc).__name__,
-                "error": clip(str(exc), OUTPUT_CHARS),
-            }
-            if control.terminal is not None:
-                payload["outcome"] = control.terminal
-                raise control.error() from exc
-            payload["outcome"] = "error"
-            raise
         except Exception as exc:
-            payload |= {
-                "ok": False,
-                "error_type": type(exc).__name__,
-                "error": clip(str(exc), OUTPUT_CHARS),
-            }
-            payload["outcome"] = control.terminal or "sandbox_error"
+            payload |= self._failure(exc, counted=not bootstrap)
             if control.terminal is not None:
                 raise control.error() from exc
             raise
+        else:
+            payload |= _success(result)
         finally:
             payload["duration_ms"] = round((time.perf_counter() - started) * 1000, 2)
-            if "ok" not in payload:
-                payload["ok"] = True
-                payload["outcome"] = "submitted" if isinstance(result, FinalOutput) else "completed"
-                shown = result.output if isinstance(result, FinalOutput) else result
-                payload["output"] = clip(
-                    shown if isinstance(shown, str) else repr(shown), OUTPUT_CHARS
-                )
-            emit("cell_output", payload, **self._lineage)
+            control.emit("cell_output", payload, **self._lineage)
         control.check()
         return result
 
+    def _failure(self, exc: Exception, *, counted: bool) -> dict[str, Any]:
+        """The failed cell's event fields; a model cell's code error counts as a sandbox error."""
+        control = self._control
+        code_error = isinstance(exc, CodeExecutionError | SyntaxError)
+        if code_error and counted:
+            control.note_sandbox_error()
+        fallback = "error" if code_error else "sandbox_error"
+        return {
+            "ok": False,
+            "error_type": type(exc).__name__,
+            "error": clip(str(exc), OUTPUT_CHARS),
+            "outcome": control.terminal or fallback,
+        }
 
-def _print_flex_result(code: str) -> str:
-    """Flex's driver cell ends with an expression whose *string value* must come back verbatim;
-    our sandbox returns the value's repr, so print it instead (stdout is returned as is)."""
-    head, _, last = code.rstrip().rpartition("\n")
-    if _FLEX_DRIVER not in last or not last.startswith(_FLEX_DRIVER):
-        return code
-    return f"{head}\nprint({last}, end='')"
+
+def _success(result: Any) -> dict[str, Any]:
+    submitted = isinstance(result, FinalOutput)
+    shown = result.output if submitted else result
+    return {
+        "ok": True,
+        "outcome": "submitted" if submitted else "completed",
+        "output": clip(shown if isinstance(shown, str) else repr(shown), OUTPUT_CHARS),
+    }
+
+
+def _is_facade_install(variables: Mapping[str, Any] | None) -> bool:
+    """DSPy installs its sandbox facade with the host-process token as a variable; a model's code
+    is submitted with the signature's inputs only."""
+    return HOST_TOKEN_VAR in (variables or {})

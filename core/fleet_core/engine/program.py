@@ -24,12 +24,13 @@ from fleet_core.engine.callbacks import EventCallback
 from fleet_core.engine.context import TurnInputs
 from fleet_core.engine.control import ChildCapacityError, TurnControl, TurnStopped
 from fleet_core.engine.dataset import DatasetHandle
-from fleet_core.engine.interpreter import TurnInterpreter
+from fleet_core.engine.interpreter import TURN_EXECUTION_INSTRUCTIONS, TurnInterpreter
 from fleet_core.engine.lm import LmProvider
 from fleet_core.engine.metering import MeteredLM
 from fleet_core.engine.signatures import ROUTES, ChildTask, DirectAnswer, FleetTask, TurnTriage
 from fleet_core.errors import FleetError, InvalidInput
 from fleet_core.models import ProvenanceRecord
+from fleet_core.sandbox.interpreter import SandboxInterpreter
 from fleet_core.skills import Skill, use_skill_text
 
 MAX_SUBTASK_CHARS = 20_000
@@ -47,8 +48,8 @@ class AgentSpace(Protocol):
     parent_agent_id: str | None
     depth: int
 
-    def new_interpreter(self) -> tuple[Any, Callable[[], None]]:
-        """A fresh DSPy CodeInterpreter over this workspace and a non-blocking interrupt."""
+    def new_interpreter(self) -> tuple[SandboxInterpreter, Callable[[], None]]:
+        """The DSPy adapter over a fresh sandbox on this workspace and a non-blocking interrupt."""
 
     def open_child(self, agent_id: str, input_paths: Sequence[str] | None) -> AgentSpace:
         """A child workspace with copied inputs (all ``files/`` when ``input_paths`` is None)."""
@@ -243,7 +244,9 @@ class TurnProgram:
             tools[:0] = [self._spawn_agent_tool(space), self._spawn_agents_tool(space)]
         return tools
 
-    def _factory(self, space: AgentSpace) -> Callable[[], Any]:
+    def _factory(self, space: AgentSpace, host_inputs: Sequence[str] = ()) -> Callable[[], Any]:
+        """DSPy's interpreter factory for ``space``: every interpreter is one ``TurnInterpreter``.
+        ``host_inputs``: the serialized inputs whose setup cells DSPy runs for the host."""
         control = self.control
 
         def make() -> TurnInterpreter:
@@ -254,16 +257,10 @@ class TurnProgram:
                 agent_id=space.agent_id,
                 parent_agent_id=space.parent_agent_id,
                 interrupt=interrupt,
+                host_inputs=host_inputs,
             )
 
-        make.execution_instructions = (  # type: ignore[attr-defined]
-            "Python 3 in an isolated sandbox; the current directory is the workspace "
-            "(files/ read-only inputs, artifacts/ outputs, skills/). No network. "
-            "numpy and pandas may be available (see memory_summary). Skills: list_skills(), "
-            "use_skill(name) for instructions and resources, read_skill_reference(name, path) for "
-            "references/ and assets/ files, run_skill_script(name, path, args) to run one of its "
-            "scripts/ (returns exit_code, stdout, stderr)."
-        )
+        make.execution_instructions = TURN_EXECUTION_INSTRUCTIONS  # type: ignore[attr-defined]
         return make
 
     def _code_route(self, inputs: TurnInputs, route: str) -> tuple[str, str]:
@@ -278,14 +275,17 @@ class TurnProgram:
             "task": inputs.task,
         }
         tools = self._tools_for(space)
-        factory = self._factory(space)
         if route == "flex":
+            factory = self._factory(space)
             context: Any = DatasetHandle(inputs.dataset).rlm_preview() if inputs.dataset else ""
             flex = dspy.Flex(FleetTask, tools=tools, interpreter_factory=factory)
             with dspy.context(interpreter_factory=factory):
                 prediction = flex(**kwargs, context=context)
         else:
-            context = DatasetHandle(inputs.dataset) if inputs.dataset else ""
+            handle = DatasetHandle(inputs.dataset) if inputs.dataset else None
+            payloads = [handle.to_sandbox().decode()] if handle is not None else []
+            factory = self._factory(space, payloads)
+            context = handle if handle is not None else ""
             rlm = dspy.RLM(
                 FleetTask,
                 max_iters=self.max_iters,

@@ -1,4 +1,9 @@
-"""Every DSPy signature of the Turn program, in one module (field names are stable for GEPA)."""
+"""Every DSPy signature of the Turn program, in one module (field names are stable for GEPA).
+
+The sandbox itself (REPL, workspace layout, host tools, Skill helpers, limits) is described once,
+in ``fleet_core.engine.interpreter.TURN_EXECUTION_INSTRUCTIONS``, which RLM puts in the prompt's
+execution environment; the instructions here say only what the task adds.
+"""
 
 from typing import Any
 
@@ -10,9 +15,6 @@ ROUTES = ("direct", "flex", "rlm")
 class FleetTask(dspy.Signature):  # type: ignore[misc]
     """Complete the user's task by writing Python that runs in the Session's sandbox.
 
-    The workspace is the current directory (/workspace): user inputs are under files/ (read-only),
-    write results under artifacts/ (e.g. artifacts/report.csv), Skills are under skills/.
-    Large inputs stay in files: read them with code instead of asking for their content.
     When `context` is a dataset handle, use context.path, context.preview(), context.lines(),
     context.chunks() and context.search(query) instead of reading it whole.
     Delegate independent subtasks together with spawn_agents(subtasks=[...], input_paths=[...]),
@@ -26,7 +28,6 @@ class FleetTask(dspy.Signature):  # type: ignore[misc]
     - Reuse variables from earlier cells; re-run only after a failed check or a disagreement.
     - Copy figures from sandbox output, never from memory; notes and memory are unverified hints.
     - Import explicitly; one target computation and one check per code block.
-    - Call host tools with keyword arguments, e.g. spawn_agent(subtask="...").
     """
 
     workspace_manifest: str = dspy.InputField(
@@ -74,10 +75,9 @@ class TurnTriage(dspy.Signature):  # type: ignore[misc]
 class ChildTask(dspy.Signature):  # type: ignore[misc]
     """Complete a delegated subtask by writing Python in your own sandbox.
 
-    Your inputs were copied into files/ (and artifacts/ when the parent passed some); write
-    outputs under artifacts/ and they are promoted to the parent with provenance.
+    Your inputs were copied into files/ (and artifacts/ when the parent passed some); what you
+    write under artifacts/ is promoted to the parent with provenance.
     Finish with SUBMIT(findings=...): a short, factual summary for the parent agent.
-    Call host tools with keyword arguments.
     """
 
     subtask: str = dspy.InputField(desc="The delegated subtask")

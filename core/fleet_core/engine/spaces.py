@@ -86,13 +86,6 @@ class SandboxRuntime:
         with contextlib.suppress(RuntimeError):  # loop closed: nothing left to interrupt
             self.loop.call_soon_threadsafe(start)
 
-    def cell_timeout(self) -> float:
-        timeout = self.settings.cell_timeout_seconds
-        remaining = self.control.remaining_seconds()
-        if remaining is not None:
-            timeout = min(timeout, max(remaining, 0.5))
-        return timeout
-
 
 class SandboxAgentSpace:
     """One agent's workspace and the sandboxes running its code."""
@@ -123,7 +116,9 @@ class SandboxAgentSpace:
             return ()
         return (*self.parent.ancestors, self.agent_id)
 
-    def new_interpreter(self) -> tuple[Any, Callable[[], None]]:
+    def new_interpreter(self) -> tuple[SandboxInterpreter, Callable[[], None]]:
+        """The DSPy adapter over a fresh sandbox on this workspace (its start already scheduled)
+        and a non-blocking interrupt; the Turn's control is applied by ``TurnInterpreter``."""
         runtime = self.runtime
         spec = SandboxSpec(
             session_id=runtime.session_id,
@@ -136,17 +131,8 @@ class SandboxAgentSpace:
         sandbox = create_sandbox(spec, runtime.settings)
         with self._lock:
             self._sandboxes.append(sandbox)
-        control = runtime.control
-
-        def policy(_tool: str) -> None:
-            control.check()
-
         interpreter = SandboxInterpreter(
-            _Prestarted(sandbox, runtime.portal),
-            portal=runtime.portal,
-            owns_sandbox=True,
-            cell_timeout=runtime.cell_timeout(),
-            policy=policy,
+            _Prestarted(sandbox, runtime.portal), portal=runtime.portal, owns_sandbox=True
         )
         return interpreter, lambda: runtime.interrupt_soon(sandbox)
 
