@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from fleet_core.sandbox import Sandbox
-from fleet_core.sandbox.protocol import LineSplitter
+from fleet_core.sandbox import Sandbox, SandboxLimits
+from fleet_core.sandbox.protocol import LineSplitter, parse_result
 from fleet_core.sandbox.session import CellSession
 
 # Finds the worker's channel and tool state through the GC, as hostile code could.
@@ -62,6 +62,50 @@ async def test_a_fully_forged_result_only_affects_its_own_cell(sandbox: Sandbox)
     )
     third = await sandbox.execute(replay)
     assert third.stdout == "third\n"
+
+
+async def test_result_frames_with_an_ill_typed_value_are_dropped(sandbox: Sandbox) -> None:
+    limit = sandbox.spec.limits.max_value_chars
+    code = (
+        PRELUDE
+        + "base = {'type': 'result', 'id': my_id, 'nonce': my_nonce, 'stdout': 'FORGED'}\n"
+        + "chan.send(dict(base, value='x'))\n"  # no value_type
+        + "chan.send(dict(base, value='x', value_type='pickle'))\n"
+        + "chan.send(dict(base, value=42, value_type='repr'))\n"
+        + f"chan.send(dict(base, value='x' * {limit + 1}, value_type='str'))\n"
+        + "'genuine'"
+    )
+    result = await sandbox.execute(code)
+    assert result.stdout == "" and result.value == "genuine" and result.value_type == "str"
+    assert isinstance(sandbox, CellSession)
+    assert sandbox.rejected_frames >= 4
+
+
+@pytest.mark.parametrize(
+    ("value", "value_type", "ok"),
+    [
+        (None, None, True),
+        ("it's\n", "str", True),
+        ("'x'", "repr", True),
+        ("x" * 1_000, "str", True),
+        ("x" * 1_001, "str", False),
+        ("x" * 1_000 + "... [truncated]", "repr", True),
+        ("x" * 1_001 + "... [truncated]", "repr", False),
+        ("x", None, False),
+        (None, "str", False),
+        (["x"], "str", False),
+        ("x", "bytes", False),
+    ],
+)
+def test_parse_result_checks_the_value_and_its_type(
+    value: object, value_type: object, ok: bool
+) -> None:
+    limits = SandboxLimits(max_output_chars=1_000, max_value_chars=1_000)
+    frame = {"type": "result", "value": value, "value_type": value_type}
+    result = parse_result(frame, "cell", 0, limits)
+    assert (result is not None) is ok
+    if result is not None:
+        assert (result.value, result.value_type) == (value, value_type)
 
 
 async def test_forged_tool_calls_reach_only_registered_tools(sandbox: Sandbox) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextvars
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,29 @@ def test_output_semantics(interpreter: SandboxInterpreter) -> None:
     assert interpreter.execute("SUBMIT(answer=x)") == dspy.FinalOutput({"answer": 2})
 
 
+def test_a_str_value_comes_back_raw(interpreter: SandboxInterpreter) -> None:
+    tricky = "a 'quoted' \"value\"\nnext line \\ ünïcødé 🚀"
+    assert interpreter.execute("text", variables={"text": tricky}) == tricky  # not its repr
+    dumped = interpreter.execute("import json\njson.dumps({'a': text})")
+    assert dumped == json.dumps({"a": tricky}) and json.loads(dumped) == {"a": tricky}
+    assert interpreter.execute("print('shown')\ntext") == "shown\n" + tricky  # both shown
+    assert interpreter.execute("[text]") == repr([tricky])  # other values: their repr
+
+
+def test_an_oversized_str_value_is_a_clear_code_error(tmp_path: Path) -> None:
+    factory = make_local_interpreter_factory(SandboxSettings(), parent_dir=tmp_path)
+    interp = factory()
+    try:
+        limit = interp.sandbox.spec.limits.max_value_chars
+        with pytest.raises(dspy.CodeExecutionError) as caught:
+            interp.execute(f"print('before')\n'x' * {limit + 1}")
+        text = str(caught.value)
+        assert "ValueTooLarge" in text and f"at most {limit}" in text and "before" in text
+        assert interp.execute(f"len('x' * {limit})") == str(limit)  # the REPL goes on
+    finally:
+        interp.shutdown()
+
+
 def test_tools_positional_and_contextvars(interpreter: SandboxInterpreter) -> None:
     def tag(text: str, suffix: str = "!") -> str:
         return f"{text}{suffix}:{REQUEST_ID.get()}"
@@ -74,7 +98,7 @@ def test_tools_positional_and_contextvars(interpreter: SandboxInterpreter) -> No
 def test_timeout_with_state_is_a_code_error(tmp_path: Path) -> None:
     factory = make_local_interpreter_factory(SandboxSettings(), parent_dir=tmp_path)
     interp = factory()
-    interp._cell_timeout = 0.5
+    interp.cell_timeout = 0.5
     try:
         interp.execute("kept = 1")
         with pytest.raises(dspy.CodeExecutionError, match="TimeoutError"):
