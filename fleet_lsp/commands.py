@@ -139,6 +139,8 @@ def _test_provider() -> Any:
 
 
 def _run(fn: Callable[[FleetRuntime], Awaitable[Any]]) -> Any:
+    """Run ``fn`` on a runtime for this command. Traces Turns queue stay queued (a CLI process
+    never waits for MLflow): a server or ``fleet-lsp trace`` exports them."""
     import asyncio
 
     from fleet_core.errors import FleetError
@@ -147,7 +149,9 @@ def _run(fn: Callable[[FleetRuntime], Awaitable[Any]]) -> Any:
         from fleet_core.config import load_config
         from fleet_core.runtime import FleetRuntime
 
-        runtime = await FleetRuntime.open(load_config(), lm_provider=_test_provider())
+        runtime = await FleetRuntime.open(
+            load_config(), lm_provider=_test_provider(), trace_export="deferred"
+        )
         try:
             return await fn(runtime)
         finally:
@@ -175,17 +179,19 @@ def sessions(
         typer.echo(json.dumps(found, indent=2))
         return
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     table = Table("session", "mode", "turns", "updated", "dataset")
     for s in found:
-        table.add_row(
+        cells = (
             s["sessionId"],
             s["mode"],
             str(s["turnCount"]),
             s["updatedAt"],
             (s.get("dataset") or {}).get("path", ""),
         )
+        table.add_row(*(escape(str(cell)) for cell in cells))
     Console().print(table if found else "No sessions yet. Start one with: fleet-lsp demo")
 
 
@@ -256,7 +262,8 @@ def _print_result(result: dict[str, Any]) -> None:
     from rich.markup import escape
 
     console = Console()
-    console.print(f"\n[bold]{result['status']}[/bold] · route {result.get('route') or 'n/a'}")
+    status, route = escape(str(result["status"])), escape(str(result.get("route") or "n/a"))
+    console.print(f"\n[bold]{status}[/bold] · route {route}")
     # The answer keeps the model's own layout (tables, aligned columns): no markup, no reflow.
     console.print(result.get("answer") or "(no answer)", markup=False, highlight=False)
     for artifact in result.get("artifacts", []):
@@ -270,7 +277,7 @@ def _print_result(result: dict[str, Any]) -> None:
             f"[red]{escape(str(error.get('kind')))}: {escape(str(error.get('message')))}[/red]"
         )
     tid = result.get("traceId") or result.get("turnId")
-    console.print(f"trace: fleet-lsp trace show {tid}")
+    console.print(f"trace: fleet-lsp trace show {tid}", markup=False)
 
 
 @artifacts_app.command("get")
@@ -310,6 +317,7 @@ def trace_show(
 
         service = TraceService()
         try:
+            await runtime.flush_traces()  # what earlier CLI Turns queued
             return (await service.get(runtime, trace_id=trace_id)).markdown
         finally:
             service.close()
@@ -361,14 +369,15 @@ def config_show(
         )
         return
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     console = Console()
-    console.print(f"config file: {config.config_file or '(none; defaults)'}")
-    console.print(f"state dir:   {config.state_dir}")
+    console.print(f"config file: {config.config_file or '(none; defaults)'}", markup=False)
+    console.print(f"state dir:   {config.state_dir}", markup=False)
     table = Table("setting", "value", "source")
     for key, value, source in items:
-        table.add_row(key, "" if value is None else str(value), source)
+        table.add_row(escape(key), escape("" if value is None else str(value)), source)
     console.print(table)
     secret_table = Table("secret", "status")
     for name, is_set in secrets.items():
