@@ -14,7 +14,8 @@ CORE = REPO / "core" / "fleet_core"
 
 # library -> the only places in fleet_core allowed to import it (paths relative to fleet_core/)
 ROOMS = {
-    "dspy": ("engine/", "sandbox/interpreter.py"),  # the DSPy CodeInterpreter adapter, lazily
+    # engine/; the DSPy CodeInterpreter adapter (lazily); the judge programs (evaluation/judge.py)
+    "dspy": ("engine/", "sandbox/interpreter.py", "evaluation/"),
     "litellm": ("engine/",),
     "mlflow": ("observability/",),
     "sqlalchemy": ("store/",),

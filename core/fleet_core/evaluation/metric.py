@@ -16,7 +16,7 @@ Unlike the predecessor's code, submit rejections are *not* penalized: the README
 sandbox errors only.
 
 This module does not import dspy: the judge is any ``Judge`` callable. The DSPy judge program and
-the GEPA wrapper (``dspy.Prediction(score, feedback)``) live in ``fleet_core.engine.judge``.
+the GEPA wrapper (``dspy.Prediction(score, feedback)``) live in ``fleet_core.evaluation.judge``.
 """
 
 from __future__ import annotations

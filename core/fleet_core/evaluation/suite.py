@@ -4,7 +4,7 @@ Every scorer returns a :class:`SuiteScore` (a value in 0..1 and a rationale) or 
 not applicable to the Turn. ``None`` is never averaged: a run's mean covers the applicable cases.
 
 - ``relevance`` (judge): does the answer address the task? Asked of a :class:`RelevanceJudge`
-  (``DspyRelevanceJudge`` in ``fleet_core.engine.judge``); an empty answer scores 0 without a
+  (``DspyRelevanceJudge`` in ``fleet_core.evaluation.judge``); an empty answer scores 0 without a
   call. Applicable whenever a relevance judge is given.
 - ``retrieval_groundedness`` (judge): applicable only when the trace has retrieval spans (MLflow
   span type ``RETRIEVER``; this engine emits none today, so it is ``None`` for every fleet Turn).

@@ -1,8 +1,9 @@
 """The judge model as a DSPy program, and ``fleet_metric`` as a GEPA metric.
 
-Lives in ``fleet_core.engine`` because only the engine imports dspy; ``fleet_core.evaluation``
-depends on the ``Judge`` protocol only. The judge runs under ``dspy.context(lm=judge_lm)`` (never
-``dspy.configure``), so it is safe from any thread.
+The one module of ``fleet_core.evaluation`` that imports dspy (the invariants allow dspy in
+``evaluation/`` for it); the metric and the suite depend on the ``Judge`` protocols only, and
+nothing imports this module until an evaluation runs. The judge runs under
+``dspy.context(lm=judge_lm)`` (never ``dspy.configure``), so it is safe from any thread.
 """
 
 from __future__ import annotations
