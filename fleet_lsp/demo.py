@@ -34,14 +34,10 @@ def model_problem() -> str | None:
     if os.environ.get("FLEET_TEST_SCRIPT"):
         return None
     from fleet_core.config import load_config
-    from fleet_core.engine.lm import ConfiguredLmProvider
-    from fleet_core.errors import ModelUnavailable
+    from fleet_core.runtime import FleetRuntime
 
-    try:
-        ConfiguredLmProvider.from_config(load_config()).check("root", "sub")
-    except ModelUnavailable as exc:
-        return exc.message
-    return None
+    checks = FleetRuntime.check_models(load_config(), ("root", "sub"), probe=False)
+    return next((check.problem for check in checks if not check.configured), None)
 
 
 def _plain(value: Any) -> Any:

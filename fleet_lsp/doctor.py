@@ -4,13 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
-import json
 import os
-import tempfile
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
@@ -58,7 +53,8 @@ def check_database(config: EffectiveConfig) -> Check:
         runtime = await FleetRuntime.open(config)
         try:
             count = len(await runtime.list_sessions())
-            return f"{runtime.store.backend}, {count} sessions, state in {config.state_dir}"
+            backend = runtime.describe_storage().backend
+            return f"{backend}, {count} sessions, state in {config.state_dir}"
         finally:
             await runtime.close()
 
@@ -88,10 +84,10 @@ def check_sandbox(config: EffectiveConfig) -> Check:
                 "set FLEET_DAYTONA_API_KEY, or FLEET_SANDBOX_BACKEND=local",
             )
         return Check("sandbox", "ok", "backend daytona (API key set)")
-    try:
-        from fleet_core.sandbox.isolation import describe_local_isolation
+    from fleet_core.runtime import FleetRuntime
 
-        found = describe_local_isolation(allow_unisolated=settings.allow_unisolated)
+    try:
+        found = FleetRuntime.describe_sandbox(config)
     except Exception as exc:
         return Check(
             "sandbox",
@@ -99,7 +95,7 @@ def check_sandbox(config: EffectiveConfig) -> Check:
             f"cannot inspect the local sandbox: {exc}",
             "reinstall fleet-core (uv sync)",
         )
-    probe = _probe_sandbox(config)
+    probe = asyncio.run(FleetRuntime.probe_sandbox(config))
     if found["backend"] == "refused":
         return Check(
             "sandbox",
@@ -140,31 +136,6 @@ def check_sandbox(config: EffectiveConfig) -> Check:
     return Check("sandbox", "ok", detail)
 
 
-def _probe_sandbox(config: EffectiveConfig) -> str:
-    """Run ``print(6*7)`` in a throwaway sandbox; '' when it worked, else the reason."""
-    from fleet_core.sandbox import create_sandbox
-    from fleet_core.sandbox.base import SandboxSpec
-
-    async def go() -> str:
-        with tempfile.TemporaryDirectory(prefix="fleet-doctor-") as tmp:
-            root = Path(tmp)
-            for name in ("files", "artifacts", "memory", "skills"):
-                (root / name).mkdir()
-            spec = SandboxSpec(session_id="doctor", agent_id="root", workspace=root)
-            sandbox = create_sandbox(spec, config.settings.sandbox)
-            try:
-                await sandbox.start()
-                result = await sandbox.execute("print(6*7)", timeout=30)
-                return "" if "42" in result.stdout else f"unexpected output {result.stdout[:200]!r}"
-            finally:
-                await sandbox.destroy()
-
-    try:
-        return asyncio.run(go())
-    except Exception as exc:
-        return f"{type(exc).__name__}: {exc}"
-
-
 def check_mlflow(config: EffectiveConfig) -> Check:
     ml = config.settings.mlflow
     installed = importlib.util.find_spec("mlflow") is not None
@@ -193,7 +164,9 @@ def check_mlflow(config: EffectiveConfig) -> Check:
                 f"local store {store} is not writable: {exc.strerror}",
                 f"make {store} writable or set FLEET_STATE_DIR",
             )
-        problem = _open_store(config)
+        from fleet_core.runtime import FleetRuntime
+
+        problem = FleetRuntime.check_tracing_store(config)
         if problem:
             return Check(
                 "mlflow",
@@ -212,7 +185,9 @@ def check_mlflow(config: EffectiveConfig) -> Check:
                 "destination server without a tracking URI",
                 "set FLEET_MLFLOW_TRACKING_URI=http://host:5000",
             )
-        problem = _http_probe(uri.rstrip("/") + "/health", None)
+        from fleet_core.net import http_probe
+
+        problem = http_probe(uri.rstrip("/") + "/health")
         if problem:
             return Check(
                 "mlflow",
@@ -231,76 +206,20 @@ def check_mlflow(config: EffectiveConfig) -> Check:
     return Check("mlflow", "ok", "databricks (credentials set)")
 
 
-def _open_store(config: EffectiveConfig) -> str:
-    """Open the local MLflow store and its experiments; '' when that works, else the reason."""
-    from fleet_core.errors import FleetError
-    from fleet_core.observability.tracing import create_tracer
-
-    try:
-        tracer = create_tracer(config)
-        backend = getattr(tracer, "backend", None)
-        if backend is None:
-            return "tracing is off"
-        try:
-            for scope in ("runtime", "evaluation"):
-                backend.experiment_id(scope)
-        finally:
-            tracer.close()
-    except FleetError as exc:
-        return exc.message
-    except Exception as exc:
-        return f"{type(exc).__name__}: {exc}"
-    return ""
-
-
 def check_models(config: EffectiveConfig) -> list[Check]:
-    from fleet_core.engine.lm import CONFIGURE_HINT, ROLES, resolve_spec
-    from fleet_core.errors import ModelUnavailable
+    """Every model role: configured, and its endpoint answering (root and sub must be; the
+    optional roles only warn when unset)."""
+    from fleet_core.runtime import FleetRuntime
 
     checks = []
-    probed: dict[tuple[str, str], str] = {}
-    for role in ROLES:
-        try:
-            spec, key = resolve_spec(config.settings.llm, config.secrets, role)
-        except ModelUnavailable as exc:
-            status: Status = "fail" if role in ("root", "sub") else "warn"
-            checks.append(
-                Check(f"model ({role})", status, exc.message.split(":")[0], CONFIGURE_HINT)
-            )
-            continue
-        endpoint = (spec.api_base, key)
-        if endpoint not in probed:
-            probed[endpoint] = _http_probe(spec.api_base + "/models", key)
-        problem = probed[endpoint]
-        if problem:
-            checks.append(
-                Check(
-                    f"model ({role})",
-                    "fail",
-                    f"{spec.model} at {spec.api_base}: {problem}",
-                    "check FLEET_LM_API_BASE, FLEET_LM_API_KEY and that the endpoint is up",
-                )
-            )
+    for found in FleetRuntime.check_models(config):
+        name = f"model ({found.role})"
+        if not found.configured:
+            status: Status = "fail" if found.role in ("root", "sub") else "warn"
+            checks.append(Check(name, status, found.problem.split(":")[0], found.fix))
+        elif found.problem:
+            detail = f"{found.model} at {found.api_base}: {found.problem}"
+            checks.append(Check(name, "fail", detail, found.fix))
         else:
-            checks.append(Check(f"model ({role})", "ok", f"{spec.model} at {spec.api_base}"))
+            checks.append(Check(name, "ok", f"{found.model} at {found.api_base}"))
     return checks
-
-
-def _http_probe(url: str, key: str | None) -> str:
-    """'' when ``url`` answers 2xx within 5 s, else a short reason (the key is never shown)."""
-    request = urllib.request.Request(url)  # noqa: S310 - http(s) checked by the config
-    if key:
-        request.add_header("Authorization", f"Bearer {key}")
-    try:
-        with urllib.request.urlopen(request, timeout=5) as response:  # noqa: S310
-            if 200 <= response.status < 300:
-                json.loads(response.read(1_000_000) or b"{}")
-                return ""
-            return f"HTTP {response.status}"
-    except urllib.error.HTTPError as exc:
-        return f"HTTP {exc.code}" + (" (check the API key)" if exc.code in (401, 403) else "")
-    except (urllib.error.URLError, TimeoutError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        return f"unreachable ({reason})"
-    except ValueError:
-        return "answered, but not with JSON (is this an OpenAI-compatible /v1 endpoint?)"

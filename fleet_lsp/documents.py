@@ -14,15 +14,14 @@ provenance) plus any TurnEvents this server process saw.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import mimetypes
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import quote, unquote
 
-from fleet_core.errors import FleetError, InvalidInput, TurnNotFound
+from fleet_core.errors import InvalidInput, TurnNotFound
 from fleet_core.workspace import is_probably_text, validate_relative_path, validate_session_id
 from fleet_lsp.protocol import URI_SCHEME, ArtifactReadResult
 
@@ -52,10 +51,6 @@ _LANGUAGES = {
     ".ts": "typescript",
     ".sh": "shellscript",
 }
-
-
-class TraceNotFound(FleetError):
-    kind = "TraceNotFound"
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,55 +172,22 @@ class TraceDocument:
     markdown: str
 
 
-class TraceSource(Protocol):
-    """Where trace documents come from."""
-
-    async def get(
-        self, runtime: FleetRuntime, *, trace_id: str | None = None, turn_id: str | None = None
-    ) -> TraceDocument: ...
-
-    async def list(
-        self, runtime: FleetRuntime, session_id: str, limit: int
-    ) -> list[TraceDocument]: ...
-
-
 EventLookup = Mapping[str, Sequence["TurnEvent"]]
 
 
 class StoreTraceSource:
-    """Renders traces from the store's Turn rows and the events this process observed."""
+    """Renders a Turn's trace document from its stored outcome and the events this process
+    observed (the fallback when its MLflow trace cannot be read)."""
 
     def __init__(self, events: EventLookup | None = None) -> None:
         self._events: EventLookup = events if events is not None else {}
 
-    async def find_turn(
-        self, runtime: FleetRuntime, *, trace_id: str | None, turn_id: str | None
-    ) -> TurnSummary:
-        store = runtime.store
-        if turn_id:
-            return await asyncio.to_thread(store.get_turn, turn_id)
-        assert trace_id is not None
-        try:  # a Turn without a recorded trace uses its turn id as trace id
-            return await asyncio.to_thread(store.get_turn, trace_id)
-        except TurnNotFound:
-            pass
-        for session in await runtime.list_sessions():
-            for turn in await runtime.history(session.session_id, limit=1000):
-                if turn.trace_id == trace_id:
-                    return turn
-        raise TraceNotFound(f"No trace '{trace_id}'; list a Session's traces with fleet/trace/list")
-
-    async def get(
-        self, runtime: FleetRuntime, *, trace_id: str | None = None, turn_id: str | None = None
-    ) -> TraceDocument:
-        if not trace_id and not turn_id:
-            raise InvalidInput("Give a traceId or a turnId")
+    async def get(self, runtime: FleetRuntime, turn: TurnSummary) -> TraceDocument:
+        session_id = await runtime.turn_session(turn.turn_id)
         try:
-            turn = await self.find_turn(runtime, trace_id=trace_id, turn_id=turn_id)
-        except TurnNotFound:
-            raise TraceNotFound(f"No Turn '{turn_id}' and so no trace for it") from None
-        session_id = await asyncio.to_thread(_turn_session, runtime, turn.turn_id)
-        result = await asyncio.to_thread(runtime.store.turn_result, turn.turn_id)
+            result = await runtime.turn_result(turn.turn_id)
+        except TurnNotFound:  # still running: no stored result yet
+            result = {}
         artifacts = await runtime.list_artifacts(session_id)
         tid = turn.trace_id or turn.turn_id
         markdown = render_trace(
@@ -244,27 +206,6 @@ class StoreTraceSource:
             events=self._events.get(turn.turn_id, ()),
         )
         return TraceDocument(tid, turn.turn_id, session_id, trace_uri(session_id, tid), markdown)
-
-    async def list(self, runtime: FleetRuntime, session_id: str, limit: int) -> list[TraceDocument]:
-        docs = []
-        for turn in await runtime.history(session_id, limit=limit):
-            tid = turn.trace_id or turn.turn_id
-            docs.append(
-                TraceDocument(tid, turn.turn_id, session_id, trace_uri(session_id, tid), "")
-            )
-        return docs
-
-
-def _turn_session(runtime: FleetRuntime, turn_id: str) -> str:
-    """The Session a Turn belongs to (from its stored result, else by scanning histories)."""
-    result = runtime.store.turn_result(turn_id)
-    found = result.get("sessionId") or result.get("session_id")
-    if isinstance(found, str):
-        return found
-    for session in runtime.store.list_sessions(limit=10_000):
-        if any(t.turn_id == turn_id for t in runtime.store.history(session.session_id, 10_000)):
-            return session.session_id
-    raise TurnNotFound(f"No turn '{turn_id}'")
 
 
 def _pick(data: Mapping[str, Any], *names: str) -> Any:

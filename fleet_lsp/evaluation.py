@@ -1,11 +1,12 @@
 """``fleet-lsp eval label | dataset | run``: the command-line side of ``fleet_core.evaluation``.
 
-- ``label``: ``LabelService`` through :class:`fleet_lsp.traces.TraceService` (MLflow
-  expectations on the trace and the store's row; partial updates keep earlier fields).
+- ``label``: ``FleetRuntime.label_trace`` through :class:`fleet_lsp.traces.TraceService`
+  (MLflow expectations on the trace and the store's row; partial updates keep earlier fields).
 - ``dataset``: ``build_dataset(seed)`` written with ``write_dataset``.
-- ``run``: every case as a fresh Session and Turn with the configured models (the judge role
-  scores answers), ``fleet_metric`` plus the trace-based suite, one MLflow run in the evaluation
-  experiment; a rich progress bar while it runs and a summary table at the end.
+- ``run``: ``FleetRuntime.run_evaluation``: every case as a fresh Session and Turn with the
+  configured models (the judge role scores answers), ``fleet_metric`` plus the trace-based
+  suite, one MLflow run in the evaluation experiment; a rich progress bar while it runs and a
+  summary table at the end.
 
 Errors are one line on stderr; exit codes as in :mod:`fleet_lsp.commands` (2: something to fix
 first, e.g. no model configured; 1: a failure).
@@ -19,12 +20,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
+from rich.markup import escape
 
 if TYPE_CHECKING:
+    from fleet_core.config import EffectiveConfig
     from fleet_core.evaluation.datasets import EvalCase
     from fleet_core.evaluation.labels import LabelResult
     from fleet_core.evaluation.runner import CaseOutcome, EvalReport
-    from fleet_core.runtime import FleetRuntime
+    from fleet_core.runtime import FleetRuntime, TracingStatus
 
 
 # label -----------------------------------------------------------------------------------------
@@ -140,17 +143,18 @@ def dataset_command(*, seed: int, out: str | None, per_kind: int, long_context: 
 
     table = Table("case", "category", "files", "gold values", "route", title=f"seed {seed}")
     for case in cases:
-        table.add_row(
+        cells = (
             case.case_id,
             case.category,
             str(len(case.files)),
             ", ".join(case.labels.expected_values),
             case.labels.route or "any",
         )
+        table.add_row(*(escape(cell) for cell in cells))
     console = Console()
     console.print(table)
-    console.print(f"wrote {len(cases)} cases to {target}")
-    console.print(f"run them: fleet-lsp eval run --dataset {target}")
+    console.print(f"wrote {len(cases)} cases to {target}", markup=False)
+    console.print(f"run them: fleet-lsp eval run --dataset {target}", markup=False)
 
 
 # run -------------------------------------------------------------------------------------------
@@ -188,53 +192,6 @@ def _load_cases(
     return cases
 
 
-def labelled_cases(store: Any) -> tuple[list[EvalCase], list[str]]:
-    """Cases from the store's labelled traces (not rejected) whose Turn has a verified replay:
-    the Turn's task and the ``files/`` it saw, scored against its labels. Also what was skipped."""
-    from fleet_core.evaluation.datasets import EvalCase
-    from fleet_core.evaluation.labels import TraceLabels
-    from fleet_core.observability.errors import ReplayError
-    from fleet_core.observability.replay import decode_replay
-
-    cases: list[EvalCase] = []
-    skipped: list[str] = []
-    for row in store.list_trace_labels(limit=10_000):
-        trace_id, turn_id = str(row["trace_id"]), row.get("turn_id")
-        labels = TraceLabels.model_validate(row["labels"])
-        if labels.review_status == "rejected":
-            continue
-        stored = store.get_replay(turn_id) if turn_id else None
-        if stored is None:
-            skipped.append(f"{trace_id}: the Turn was not replay-captured")
-            continue
-        try:
-            snapshot = decode_replay(stored[1], stored[0], turn_id=turn_id)
-        except ReplayError as exc:
-            skipped.append(f"{trace_id}: {exc.message}")
-            continue
-        files = {p: snapshot.file(p) for p in sorted(snapshot.file_bytes) if p.startswith("files/")}
-        cases.append(
-            EvalCase(
-                case_id=f"trace-{trace_id.removeprefix('tr-')[:12]}",
-                task=snapshot.task,
-                files=files,
-                labels=labels,
-                category="labelled",
-            )
-        )
-    return cases, skipped
-
-
-def _models(config: Any) -> Any:
-    """Scripted models (test hook) or the configured ones; ``ModelUnavailable`` says what to set."""
-    from fleet_core.engine.lm import ConfiguredLmProvider
-    from fleet_lsp.commands import _test_provider
-
-    provider = _test_provider() or ConfiguredLmProvider.from_config(config)
-    provider.check("root", "sub", "judge")
-    return provider
-
-
 def run_command(
     *,
     dataset: str | None,
@@ -249,8 +206,8 @@ def run_command(
     from rich.console import Console
 
     from fleet_core.config import load_config
-    from fleet_core.errors import FleetError, InvalidInput, ModelUnavailable
-    from fleet_lsp.commands import fail
+    from fleet_core.errors import FleetError, InvalidInput
+    from fleet_lsp.commands import _test_provider, fail
 
     err = Console(stderr=True)
     try:
@@ -258,54 +215,46 @@ def run_command(
         if labelled and dataset is not None:
             raise InvalidInput("Give either --dataset or --labelled, not both")
         selected = None if labelled else _load_cases(dataset, seed, cases, limit)
-        provider = _models(config)
-    except ModelUnavailable as exc:
+        provider = _test_provider()  # scripted models (test hook), else the configured ones
+    except FleetError as exc:
+        raise fail(exc) from None
+    if provider is None and (problem := _model_problem(config)):
         err.print("[bold red]No model is configured for evaluation.[/bold red]")
-        err.print(exc.message)
+        err.print(escape(problem))
         err.print(
             "eval run uses the root and sub roles for Turns and the judge role "
             "(FLEET_LM_JUDGE_MODEL, default: the same model) to score answers; "
             "fleet-lsp doctor checks the endpoints."
         )
         return 2
-    except FleetError as exc:
-        raise fail(exc) from None
-    from fleet_core.observability.tracing import create_tracer
-
     try:
-        tracer = create_tracer(config, scope="evaluation")
+        report, tracing = asyncio.run(_run_cases(config, provider, selected, err, (cases, limit)))
     except FleetError as exc:
         raise fail(exc) from None
-    backend = tracer.backend if tracer.enabled else None  # type: ignore[union-attr]
-    if backend is None:
-        err.print(
-            '[yellow]Tracing is off ([mlflow] destination = "off"): the cases run and are '
-            "scored, but no MLflow evaluation run is recorded.[/yellow]"
-        )
-    try:
-        report = asyncio.run(
-            _run_cases(config, provider, tracer, backend, selected, err, (cases, limit))
-        )
-    except FleetError as exc:
-        raise fail(exc) from None
-    finally:
-        tracer.close()
     if as_json:
         typer.echo(json.dumps(report_wire(report), indent=2, default=str))
     else:
-        _print_report(report, config, tracer)
+        _print_report(report, config, tracing)
     return 0
 
 
+def _model_problem(config: EffectiveConfig) -> str | None:
+    """What to set when the root, sub or judge role has no model (no network: not probed)."""
+    from fleet_core.runtime import FleetRuntime
+
+    for check in FleetRuntime.check_models(config, ("root", "sub", "judge"), probe=False):
+        if not check.configured:
+            return check.problem
+    return None
+
+
 async def _run_cases(
-    config: Any,
+    config: EffectiveConfig,
     provider: Any,
-    tracer: Any,
-    backend: Any,
     cases: list[EvalCase] | None,
     err: Any,
     selection: tuple[Sequence[str] | None, int | None] = (None, None),
-) -> EvalReport:
+) -> tuple[EvalReport, TracingStatus]:
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -315,57 +264,55 @@ async def _run_cases(
         TimeElapsedColumn,
     )
 
-    from fleet_core.engine.judge import DspyJudge
-    from fleet_core.evaluation.runner import run_eval
     from fleet_core.runtime import FleetRuntime
 
-    runtime = await FleetRuntime.open(config, lm_provider=provider, tracer=tracer)
-    if cases is None:  # --labelled: the store's reviewed traces
-        try:
-            cases = await _select_labelled(runtime, err, *selection)
-        except BaseException:
-            await runtime.close()
-            raise
-    judge = DspyJudge(provider.lm("judge"))
-    progress = Progress(
-        SpinnerColumn(),
-        TextColumn("[bold]eval[/bold] {task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err,
-        transient=False,
-    )
+    runtime = await FleetRuntime.open_evaluation(config, lm_provider=provider)
     try:
+        tracing = runtime.tracing_status()
+        if not tracing.enabled:
+            err.print(
+                "[yellow]The cases run and are scored, but no MLflow evaluation run is "
+                f"recorded: {escape(tracing.reason or 'tracing is off')}[/yellow]"
+            )
+        if cases is None:  # --labelled: the store's reviewed traces
+            cases = await _select_labelled(runtime, err, *selection)
+        progress = Progress(
+            SpinnerColumn(),
+            TextColumn("[bold]eval[/bold] {task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=err,
+            transient=False,
+        )
         with progress:
-            bar = progress.add_task(f"{cases[0].case_id}", total=len(cases))
+            bar = progress.add_task(escape(cases[0].case_id), total=len(cases))
             ids = [c.case_id for c in cases]
 
             def on_case(outcome: CaseOutcome) -> None:
                 done = ids.index(outcome.case_id) + 1
                 upcoming = ids[done] if done < len(ids) else "done"
-                progress.update(bar, advance=1, description=upcoming)
+                progress.update(bar, advance=1, description=escape(upcoming))
                 mark = "[green]✓[/green]" if outcome.metric.score > 0 else "[red]✗[/red]"
                 progress.console.print(
-                    f"{mark} {outcome.case_id}: {outcome.result.status}, "
+                    f"{mark} {escape(outcome.case_id)}: {escape(outcome.result.status)}, "
                     f"fleet_metric {outcome.metric.score:.3f}"
                 )
 
-            return await run_eval(runtime, cases, judge=judge, backend=backend, on_case=on_case)
+            report = await runtime.run_evaluation(cases, on_case=on_case)
+        return report, tracing
     finally:
         await runtime.close()
 
 
 async def _select_labelled(
-    runtime: Any, err: Any, wanted: Sequence[str] | None, limit: int | None
+    runtime: FleetRuntime, err: Any, wanted: Sequence[str] | None, limit: int | None
 ) -> list[EvalCase]:
-    import anyio.to_thread
-
     from fleet_core.errors import InvalidInput
 
-    found, skipped = await anyio.to_thread.run_sync(labelled_cases, runtime.store)
+    found, skipped = await runtime.labelled_cases()
     for reason in skipped:
-        err.print(f"[yellow]skipped[/yellow] {reason}")
+        err.print(f"[yellow]skipped[/yellow] {escape(reason)}")
     if wanted:
         found = [c for c in found if c.case_id in set(wanted)]
     found = found[:limit] if limit else found
@@ -401,7 +348,7 @@ def _suite_cell(outcome: CaseOutcome, key: str) -> str:
     return "error" if key in outcome.suite_errors else "n/a"
 
 
-def _print_report(report: EvalReport, config: Any, tracer: Any) -> None:
+def _print_report(report: EvalReport, config: EffectiveConfig, tracing: TracingStatus) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -418,14 +365,17 @@ def _print_report(report: EvalReport, config: Any, tracer: Any) -> None:
             for line in outcome.metric.feedback.splitlines()
             if line.startswith("FAIL")
         ]
-        table.add_row(
+        cells = (
             outcome.case_id,
             outcome.result.status,
             outcome.result.route or "—",
             f"{outcome.metric.score:.3f}",
             ", ".join(failed) or "—",
         )
-        suite.add_row(outcome.case_id, *(_suite_cell(outcome, key) for key, _ in SUITE_COLUMNS))
+        table.add_row(*(escape(cell) for cell in cells))
+        suite.add_row(
+            escape(outcome.case_id), *(_suite_cell(outcome, key) for key, _ in SUITE_COLUMNS)
+        )
     console.print(table)
     console.print(suite)
     metrics = Table("metric", "mean", title="summary")
@@ -438,9 +388,12 @@ def _print_report(report: EvalReport, config: Any, tracer: Any) -> None:
     console.print(metrics)
     for outcome in report.outcomes:
         for key, note in outcome.suite_errors.items():
-            console.print(f"[yellow]suite error[/yellow] {outcome.case_id} {key}: {note}")
+            console.print(
+                f"[yellow]suite error[/yellow] {escape(outcome.case_id)} {escape(key)}: "
+                f"{escape(note)}"
+            )
     if report.run_id:
-        experiment = tracer.destination.experiment("evaluation")
-        console.print(f"MLflow run {report.run_id} in experiment '{experiment}'")
+        experiment = escape(tracing.experiment or "")
+        console.print(f"MLflow run {escape(str(report.run_id))} in experiment '{experiment}'")
         if config.settings.mlflow.destination == "local":
             console.print("see it: fleet-lsp mlflow ui")

@@ -24,11 +24,11 @@ if TYPE_CHECKING:
 def ui_command_line(config: EffectiveConfig, host: str, port: int) -> list[str]:
     """The MLflow server command for the local store (``ConfigError`` for other destinations)."""
     from fleet_core.errors import ConfigError
-    from fleet_core.observability.destination import local_paths
+    from fleet_core.runtime import FleetRuntime
 
     if config.settings.mlflow.destination != "local":
         raise ConfigError("the local MLflow store is not in use (mlflow.destination is not local)")
-    uri, artifacts = local_paths(config.state_dir)
+    uri, artifacts = FleetRuntime.local_tracing_store(config)
     return [
         sys.executable,
         "-m",
@@ -51,6 +51,7 @@ def ui_command(host: str, port: int) -> int:
     from fleet_core.config import load_config
     from fleet_core.errors import FleetError
     from fleet_core.net import is_loopback_host
+    from fleet_core.offline import offline_environ
     from fleet_lsp.commands import NON_LOOPBACK_ENV, _truthy, fail
 
     try:
@@ -92,7 +93,8 @@ def ui_command(host: str, port: int) -> int:
         f"MLflow UI for {Path(config.state_dir) / 'mlflow'} at http://{shown}:{port}", err=True
     )
     typer.echo("(Ctrl-C stops it)", err=True)
-    process = subprocess.Popen(command)
+    # The MLflow server imports LiteLLM: its cost map is the bundled one, not a download.
+    process = subprocess.Popen(command, env=offline_environ())
     try:
         return process.wait()
     except KeyboardInterrupt:

@@ -221,18 +221,12 @@ class FleetServer(LanguageServer):
         config = await asyncio.to_thread(self.load_config)
         from fleet_core.runtime import FleetRuntime
 
-        provider: Any
+        provider: Any = None  # the configured models; runtime.reconfigure follows changes
         script = os.environ.get(TEST_SCRIPT_ENV)
         if script:  # documented test hook (fleet_lsp.testing): scripted models
             from fleet_lsp.testing import scripted_provider
 
             provider = await asyncio.to_thread(scripted_provider, script)
-        else:  # models follow workspace/didChangeConfiguration (see fleet_lsp.lm)
-            from fleet_lsp.lm import FollowingLmProvider
-
-            provider = FollowingLmProvider(
-                lambda: self._runtime.config if self._runtime is not None else config
-            )
         runtime = await FleetRuntime.open(config, lm_provider=provider)
         self._runtime = runtime
         return runtime
@@ -243,29 +237,28 @@ class FleetServer(LanguageServer):
         return load_config(overrides=self.client.settings or None)
 
     async def apply_settings(self, settings: dict[str, Any]) -> None:
-        """New client settings: validate, then swap the runtime's configuration."""
+        """New client settings: validate, then ``runtime.reconfigure`` (the next Turns use them;
+        a state directory change needs a restart and is refused with a warning)."""
         previous = self.client.settings
         self.client.settings = settings
         try:
             config = await asyncio.to_thread(self.load_config)
         except FleetError as exc:
             self.client.settings = previous
-            self.window_show_message(
-                types.ShowMessageParams(
-                    type=types.MessageType.Error, message=f"Fleet settings ignored: {exc}"
-                )
-            )
+            self._show(types.MessageType.Error, f"Fleet settings ignored: {exc}")
             return
-        if self._runtime is not None:
-            if config.state_dir != self._runtime.config.state_dir:
-                self.window_show_message(
-                    types.ShowMessageParams(
-                        type=types.MessageType.Warning,
-                        message="Fleet: the state directory changed; restart the server to use it",
-                    )
-                )
-                return
-            self._runtime.config = config
+        if self._runtime is None:
+            return  # the runtime opens with self.load_config(), so with these settings
+        try:
+            notes = await self._runtime.reconfigure(config)
+        except FleetError as exc:
+            self._show(types.MessageType.Warning, f"Fleet: {exc.message}")
+            return
+        for note in notes:
+            self._show(types.MessageType.Warning, f"Fleet: {note}")
+
+    def _show(self, kind: types.MessageType, message: str) -> None:
+        self.window_show_message(types.ShowMessageParams(type=kind, message=message))
 
     @property
     def trace_source(self) -> TraceService:

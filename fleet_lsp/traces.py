@@ -1,22 +1,21 @@
 """Trace documents, lists and labels for the language server and the CLI, from MLflow.
 
-A Turn's trace document is rendered from the **stored** MLflow trace
-(``render_trace_markdown(tracer.load_trace(trace_id))``), so it is the same in every process and
-after a restart. Only when tracing is off or the destination cannot be read does it fall back to
-the store's Turn outcome (:class:`fleet_lsp.documents.StoreTraceSource`), with a note at the top
-saying why. Labels go through ``fleet_core.evaluation.labels.LabelService``: MLflow expectations
-on the trace and the store's ``fleet_trace_labels`` row.
+A Turn's trace document is rendered from the **stored** MLflow trace (``runtime.load_trace``,
+``runtime.trace_markdown``), so it is the same in every process and after a restart. Only when
+tracing is off or the destination cannot be read does it fall back to the store's Turn outcome
+(:class:`fleet_lsp.documents.StoreTraceSource`), with a note at the top saying why. Labels go
+through ``FleetRuntime.label_trace``: MLflow expectations on the trace and the store's
+``fleet_trace_labels`` row.
 
 Ids: a trace id (``tr-...``) or, where a Turn had no MLflow trace, its Turn id. ``fleet/trace/get``
 and ``fleet-lsp trace show`` accept either; labels need a real MLflow trace.
 
-Everything blocking (the store, MLflow) runs in worker threads; mlflow is imported on the first
-trace read, never at server start.
+Everything goes through the ``FleetRuntime`` facade, which runs the store and MLflow in worker
+threads; mlflow is imported on the first trace read, never at server start.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -71,47 +70,13 @@ def label_result_wire(result: LabelResult) -> dict[str, Any]:
 
 
 class TraceService:
-    """Trace documents (MLflow first), lists and labels over one runtime's configuration."""
+    """Trace documents (MLflow first), lists and labels, all through the runtime's facade."""
 
     def __init__(self, events: Mapping[str, Sequence[TurnEvent]] | None = None) -> None:
         self.fallback = StoreTraceSource(events)
 
-    # the tracer -------------------------------------------------------------------------------
-
-    def tracer(self, runtime: FleetRuntime) -> Any:
-        """The runtime's tracer when it records to MLflow; ``TracingUnavailable`` otherwise
-        (tracing off, or an invalid ``[mlflow]`` destination: the message says which)."""
-        from fleet_core.observability.errors import TracingUnavailable
-
-        tracer = runtime.tracer
-        if not getattr(tracer, "enabled", False) or getattr(tracer, "backend", None) is None:
-            reason = (
-                getattr(tracer, "reason", None) or 'Tracing is off ([mlflow] destination = "off")'
-            )
-            hint = "; set FLEET_MLFLOW_DESTINATION=local to record traces"
-            raise TracingUnavailable(reason + (hint if reason.startswith("Tracing is off") else ""))
-        return tracer
-
     def close(self) -> None:
         """Nothing to release: the runtime owns its tracer."""
-
-    # finding Turns ----------------------------------------------------------------------------
-
-    async def find_turn(
-        self, runtime: FleetRuntime, *, trace_id: str | None, turn_id: str | None
-    ) -> TurnSummary | None:
-        """The stored Turn behind a trace id or Turn id (``None``: not in this store)."""
-        store = runtime.store
-        if turn_id:
-            return await asyncio.to_thread(store.get_turn, turn_id)
-        assert trace_id is not None
-        found = await asyncio.to_thread(store.find_turn_by_trace, trace_id)
-        if found is not None:
-            return found
-        try:  # a Turn without an MLflow trace is addressed by its Turn id
-            return await asyncio.to_thread(store.get_turn, trace_id)
-        except TurnNotFound:
-            return None
 
     # documents --------------------------------------------------------------------------------
 
@@ -121,16 +86,19 @@ class TraceService:
         """The trace document of a Turn: from MLflow, or the store's outcome with a note."""
         from fleet_core.observability.errors import TraceNotFound, TracingUnavailable
 
-        if not trace_id and not turn_id:
+        if turn_id:
+            try:
+                turn: TurnSummary | None = await runtime.get_turn(turn_id)
+            except TurnNotFound:
+                raise TraceNotFound(
+                    f"No Turn '{turn_id}' and so no trace for it; list a Session's traces with "
+                    "fleet/trace/list (fleet-lsp sessions)",
+                    turn_id=turn_id,
+                ) from None
+        elif trace_id:
+            turn = await runtime.find_turn_by_trace(trace_id)
+        else:
             raise InvalidInput("Give a traceId or a turnId")
-        try:
-            turn = await self.find_turn(runtime, trace_id=trace_id, turn_id=turn_id)
-        except TurnNotFound:
-            raise TraceNotFound(
-                f"No Turn '{turn_id}' and so no trace for it; list a Session's traces with "
-                "fleet/trace/list (fleet-lsp sessions)",
-                turn_id=turn_id,
-            ) from None
         mlflow_id = turn.trace_id if turn is not None else trace_id
         note: str | None
         if mlflow_id is None:
@@ -140,8 +108,7 @@ class TraceService:
             )
         else:
             try:
-                tracer = self.tracer(runtime)
-                view = await asyncio.to_thread(tracer.load_trace, mlflow_id)
+                view = await runtime.load_trace(mlflow_id)
             except TraceNotFound as exc:
                 if turn is None:
                     raise TraceNotFound(
@@ -162,22 +129,17 @@ class TraceService:
                     "stored Turn outcome only."
                 )
             else:
-                from fleet_core.observability.traceview import render_trace_markdown
-
-                session_id = view.session_id or (
-                    await asyncio.to_thread(_session_of, runtime, turn) if turn else None
-                )
-                markdown = await asyncio.to_thread(render_trace_markdown, view)
+                session_id = view.session_id or (await _session_of(runtime, turn))
                 return TraceDoc(
                     trace_id=mlflow_id,
                     turn_id=view.turn_id or (turn.turn_id if turn else ""),
                     session_id=session_id or "",
                     uri=trace_uri(session_id, mlflow_id) if session_id else "",
-                    markdown=markdown,
+                    markdown=await runtime.trace_markdown(view),
                     source="mlflow",
                 )
         assert turn is not None
-        doc = await self.fallback.get(runtime, turn_id=turn.turn_id)
+        doc = await self.fallback.get(runtime, turn)
         quoted = f"> **Note:** {note}\n\n"
         return TraceDoc(
             trace_id=doc.trace_id,
@@ -208,28 +170,9 @@ class TraceService:
 
     # labels -----------------------------------------------------------------------------------
 
-    async def resolve_trace_id(self, runtime: FleetRuntime, trace_id: str) -> str:
-        """The MLflow trace id for a trace id or a Turn id (clear error when there is none)."""
-        from fleet_core.observability.errors import TraceNotFound
-
-        turn = await self.find_turn(runtime, trace_id=trace_id, turn_id=None)
-        if turn is None or turn.trace_id == trace_id:
-            return trace_id
-        if turn.trace_id is None:
-            raise TraceNotFound(
-                f"Turn '{turn.turn_id}' has no MLflow trace (tracing was off when it ran), so "
-                "it cannot be labelled; labels are stored on traces",
-                turn_id=turn.turn_id,
-            )
-        return turn.trace_id
-
     async def label(self, runtime: FleetRuntime, trace_id: str, update: LabelUpdate) -> LabelResult:
-        """Apply a partial label update in MLflow and the store (``LabelService``)."""
-        from fleet_core.evaluation.labels import LabelService
-
-        resolved = await self.resolve_trace_id(runtime, trace_id)
-        tracer = self.tracer(runtime)
-        return await LabelService(runtime.store, tracer.backend).label(resolved, update)
+        """Apply a partial label update (a trace id or a Turn id) in MLflow and the store."""
+        return await runtime.label_trace(trace_id, update)
 
 
 def label_update(
@@ -289,9 +232,10 @@ def label_update(
     return LabelUpdate(**{k: v for k, v in fields.items() if v is not None})
 
 
-def _session_of(runtime: FleetRuntime, turn: TurnSummary) -> str | None:
+async def _session_of(runtime: FleetRuntime, turn: TurnSummary | None) -> str | None:
+    if turn is None:
+        return None
     try:
-        found = runtime.store.turn_result(turn.turn_id).get("sessionId")
+        return await runtime.turn_session(turn.turn_id)
     except FleetError:
         return None
-    return found if isinstance(found, str) else None

@@ -35,7 +35,7 @@ def register(server: FleetServer) -> None:
                 "textDocumentContent": ls.client.text_document_content,
             },
             "stateDir": str(config.state_dir),
-            "database": runtime.store.backend,
+            "database": runtime.describe_storage().backend,
             "configDigest": config.digest(),
             "settings": {key: {"value": v, "source": s} for key, v, s in config.items()},
             "secrets": config.secret_status(),

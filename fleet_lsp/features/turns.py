@@ -22,6 +22,7 @@ from fleet_lsp.protocol import TurnCancelParams, TurnRunParams
 
 if TYPE_CHECKING:
     from fleet_core.events import TurnEvent
+    from fleet_core.runtime import FleetRuntime
     from fleet_lsp.server import FleetServer
 
 log = logging.getLogger(__name__)
@@ -40,22 +41,15 @@ def register(server: FleetServer) -> None:
             running.cancel("fleet/turn/cancel")
             return
         runtime = await ls.runtime()
-        cancel_turn = getattr(runtime, "cancel_turn", None)
-        if cancel_turn is not None and await _maybe_await(cancel_turn(p.turn_id)):
+        if await runtime.cancel_turn(p.turn_id):
             return
         try:  # a finished Turn: cancelling it is a no-op
-            await asyncio.to_thread(runtime.store.get_turn, p.turn_id)
+            await runtime.get_turn(p.turn_id)
         except TurnNotFound:
             raise TurnNotFound(
                 f"No Turn '{p.turn_id}' is running here; see fleet/session/history for its state",
                 turn_id=p.turn_id,
             ) from None
-
-
-async def _maybe_await(value: Any) -> Any:
-    if asyncio.iscoroutine(value) or isinstance(value, asyncio.Future):
-        return await value
-    return value
 
 
 async def run_turn(ls: FleetServer, p: TurnRunParams) -> dict[str, Any]:
@@ -152,8 +146,8 @@ def _cancel(running: Any, route: str) -> None:
     running.cancel(route)
 
 
-async def _turn_seq(runtime: Any, turn_id: str) -> int | None:
-    summary = await asyncio.to_thread(runtime.store.get_turn, turn_id)
+async def _turn_seq(runtime: FleetRuntime, turn_id: str) -> int | None:
+    summary = await runtime.get_turn(turn_id)
     return int(summary.seq)
 
 
@@ -171,7 +165,7 @@ async def _cancelled_result(ls: FleetServer, running: Any) -> dict[str, Any]:
     if running.turn_id:
         runtime = await ls.runtime()
         try:
-            stored = await asyncio.to_thread(runtime.store.turn_result, running.turn_id)
+            stored = await runtime.turn_result(running.turn_id)
         except FleetError:
             stored = {}
         if stored.get("status") == "cancelled" and "turnId" in stored:

@@ -61,3 +61,179 @@ def test_the_server_module_loads_no_heavy_library() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout.strip()
     assert found == ""
+
+
+# ---------------------------------------------------------------------------------------------
+# The faces stand only on the facade: fleet_lsp uses FleetRuntime and the shared records, never
+# the store, the engine, observability or evaluation internals (type-only imports are free).
+# ---------------------------------------------------------------------------------------------
+
+FACES = REPO / "fleet_lsp"
+ALL = frozenset({"*"})
+# fleet_core module -> the names a face may import from it at run time (ALL: any name)
+FACE_IMPORTS: dict[str, frozenset[str]] = {
+    "fleet_core": frozenset({"__version__"}),
+    "fleet_core.runtime": ALL,
+    "fleet_core.models": ALL,
+    "fleet_core.errors": ALL,
+    "fleet_core.events": ALL,
+    "fleet_core.event_payloads": ALL,
+    "fleet_core.config": ALL,
+    "fleet_core.workspace": ALL,
+    "fleet_core.net": ALL,
+    # records, their parsers and typed errors of the rooms behind the facade (no behaviour)
+    "fleet_core.observability.errors": frozenset({"TraceNotFound", "TracingUnavailable"}),
+    "fleet_core.evaluation.labels": frozenset(
+        {"LabelUpdate", "parse_expectations", "load_expectations_file"}
+    ),
+    "fleet_core.evaluation.datasets": frozenset({"build_dataset", "read_dataset", "write_dataset"}),
+}
+# the test hook (FLEET_TEST_SCRIPT) builds scripted models, the one allowed stand-in
+TEST_HOOK_IMPORTS: dict[str, dict[str, frozenset[str]]] = {
+    "testing.py": {
+        "fleet_core.engine.testing": ALL,
+        "fleet_core.engine.lm": frozenset({"StaticLmProvider"}),
+    },
+}
+# members of the runtime a face must not reach: what is behind the facade
+HIDDEN_MEMBERS = frozenset({"store", "tracer", "turns"})
+
+
+def _allowed(module: str, name: str, extra: dict[str, frozenset[str]]) -> bool:
+    rules = FACE_IMPORTS | extra
+    names = rules.get(module, frozenset())
+    return "*" in names or name in names or "*" in rules.get(f"{module}.{name}", frozenset())
+
+
+def _type_only(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _runtime_nodes(tree: ast.AST) -> list[ast.AST]:
+    """Every node except those under ``if TYPE_CHECKING:`` (annotations only)."""
+    found: list[ast.AST] = []
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        found.append(node)
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _type_only(child):
+                stack.extend(child.orelse)
+            else:
+                stack.append(child)
+    return found
+
+
+def face_violations(source: str, relative: str = "face.py") -> list[str]:
+    """What in one face module goes around the facade (empty: nothing)."""
+    extra = TEST_HOOK_IMPORTS.get(relative, {})
+    problems = []
+    for node in _runtime_nodes(ast.parse(source)):
+        line = f"{relative}:{getattr(node, 'lineno', '?')}"
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "fleet_core" and not _allowed(
+                    alias.name, "*", extra
+                ):
+                    problems.append(f"{line} imports {alias.name}")
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module.split(".")[0] != "fleet_core":
+                continue
+            for alias in node.names:
+                if not _allowed(node.module, alias.name, extra):
+                    problems.append(f"{line} imports {alias.name} from {node.module}")
+        elif isinstance(node, ast.Attribute):
+            if node.attr in HIDDEN_MEMBERS:
+                problems.append(f"{line} touches .{node.attr}")
+            private = node.attr.startswith("_") and not node.attr.startswith("__")
+            if private and "runtime" in ast.unparse(node.value).lower():
+                problems.append(f"{line} touches {ast.unparse(node)} (private to the runtime)")
+        elif isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                for part in ast.walk(target):
+                    if isinstance(part, ast.Attribute) and part.attr == "config":
+                        problems.append(f"{line} assigns {ast.unparse(part)}; use reconfigure")
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("setattr", "getattr")
+            and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant)
+            and (node.args[1].value in HIDDEN_MEMBERS or node.args[1].value == "config")
+            and (node.func.id == "setattr" or node.args[1].value != "config")
+        ):
+            problems.append(f"{line} {node.func.id}(..., {node.args[1].value!r})")
+    return problems
+
+
+FACE_FILES = sorted(FACES.rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", FACE_FILES, ids=lambda p: str(p.relative_to(FACES)))
+def test_faces_use_only_the_facade(path: Path) -> None:
+    relative = path.relative_to(FACES).as_posix()
+    assert face_violations(path.read_text(encoding="utf-8"), relative) == []
+
+
+def test_the_facade_rule_catches_planted_violations() -> None:
+    planted = """
+from typing import TYPE_CHECKING
+from fleet_core.store import Store
+from fleet_core.engine.lm import ConfiguredLmProvider
+from fleet_core.observability.tracing import create_tracer
+from fleet_core.evaluation.labels import LabelService
+from fleet_core.observability.errors import ReplayError
+import fleet_core.evaluation.runner
+
+async def handler(runtime, ls):
+    await runtime.store.get_turn("t")
+    await runtime._run(print)
+    (await ls.runtime())._own("s")
+    runtime.config = None
+    setattr(runtime, "config", None)
+    return runtime.tracer.load_trace("x"), getattr(runtime, "store")
+"""
+    found = face_violations(planted)
+    expected = [
+        "imports Store from fleet_core.store",
+        "imports ConfiguredLmProvider from fleet_core.engine.lm",
+        "imports create_tracer from fleet_core.observability.tracing",
+        "imports LabelService from fleet_core.evaluation.labels",
+        "imports ReplayError from fleet_core.observability.errors",
+        "imports fleet_core.evaluation.runner",
+        "touches .store",
+        "touches runtime._run",
+        "(private to the runtime)",
+        "assigns runtime.config",
+        "setattr(..., 'config')",
+        "touches .tracer",
+        "getattr(..., 'store')",
+    ]
+    for fragment in expected:
+        assert any(fragment in problem for problem in found), (fragment, found)
+    # the test hook's stand-in is allowed in fleet_lsp/testing.py only
+    hook = "from fleet_core.engine.testing import scripted_lm\n"
+    assert face_violations(hook, "testing.py") == []
+    assert face_violations(hook, "server.py") != []
+
+
+def test_the_facade_rule_allows_the_facade_records_and_type_only_imports() -> None:
+    clean = """
+from typing import TYPE_CHECKING
+from fleet_core.errors import FleetError
+from fleet_core import runtime as facade
+from fleet_core.observability.errors import TraceNotFound
+if TYPE_CHECKING:
+    from fleet_core.store import Store
+    from fleet_core.evaluation.runner import EvalReport
+
+async def handler(runtime, server):
+    server._runtime = runtime
+    await runtime.reconfigure(runtime.config)
+    return await runtime.get_turn("t"), runtime.config.settings
+"""
+    assert face_violations(clean) == []

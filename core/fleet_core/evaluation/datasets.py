@@ -4,7 +4,8 @@
 shipments), two-file joins (total per tier), long-context logs (count refunds, find the ALERT
 code) and a few self-contained questions. Every case is ``synthetic``, ``critical`` and its own
 source group. ``write_dataset(cases, path)`` stores them as JSON (file bytes base64) for
-``fleet-lsp eval dataset``; ``read_dataset(path)`` loads them back.
+``fleet-lsp eval dataset``; ``read_dataset(path)`` loads them back. ``labelled_cases(store)``
+turns reviewed, replay-captured Turns into cases (``fleet-lsp eval run --labelled``).
 """
 
 from __future__ import annotations
@@ -17,9 +18,12 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fleet_core.evaluation.labels import TraceLabels
+
+if TYPE_CHECKING:
+    from fleet_core.store import Store
 
 REGIONS = ("North", "South", "East", "West")
 TIERS = ("gold", "silver", "bronze")
@@ -226,3 +230,39 @@ def read_dataset(path: Path) -> list[EvalCase]:
     if data.get("schema_version") != 1:
         raise ValueError(f"{path}: unsupported dataset schema {data.get('schema_version')!r}")
     return [EvalCase.from_wire(c) for c in data["cases"]]
+
+
+def labelled_cases(store: Store) -> tuple[list[EvalCase], list[str]]:
+    """Cases from the store's labelled traces (not rejected) whose Turn has a verified replay:
+    the Turn's task and the ``files/`` it saw, scored against its labels. Also what was skipped
+    and why. Blocking (the store and replay decoding): run it in a worker thread."""
+    from fleet_core.observability.errors import ReplayError
+    from fleet_core.observability.replay import decode_replay
+
+    cases: list[EvalCase] = []
+    skipped: list[str] = []
+    for row in store.list_trace_labels(limit=10_000):
+        trace_id, turn_id = str(row["trace_id"]), row.get("turn_id")
+        labels = TraceLabels.model_validate(row["labels"])
+        if labels.review_status == "rejected":
+            continue
+        stored = store.get_replay(turn_id) if turn_id else None
+        if stored is None:
+            skipped.append(f"{trace_id}: the Turn was not replay-captured")
+            continue
+        try:
+            snapshot = decode_replay(stored[1], stored[0], turn_id=turn_id)
+        except ReplayError as exc:
+            skipped.append(f"{trace_id}: {exc.message}")
+            continue
+        files = {p: snapshot.file(p) for p in sorted(snapshot.file_bytes) if p.startswith("files/")}
+        cases.append(
+            EvalCase(
+                case_id=f"trace-{trace_id.removeprefix('tr-')[:12]}",
+                task=snapshot.task,
+                files=files,
+                labels=labels,
+                category="labelled",
+            )
+        )
+    return cases, skipped
