@@ -128,3 +128,4 @@ class TurnResult(Record):
     usage: Usage = Field(default_factory=Usage)
     error: TurnError | None = None
     replayed: bool = False
+    duration_seconds: float | None = None  # from the Turn's start to its outcome

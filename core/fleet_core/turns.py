@@ -489,7 +489,7 @@ class TurnService:
         await self._run(self.store.finish_turn, turn_id, replace(outcome, trace_export=export))
         if export is not None and self._on_trace_queued is not None:
             await self._on_trace_queued(export.trace_id)
-        channel.emit(kind, result.wire() | {"durationSeconds": round(control.elapsed(), 3)})
+        channel.emit(kind, result.wire())  # durationSeconds included
         channel.close()
         channel.flush(on_event)
         return result
@@ -507,6 +507,7 @@ class TurnService:
         control, trace_id = running.control, running.trace.trace_id
         redact = self.redactor.text
         usage = control.usage()
+        duration = round(control.elapsed(), 3)
         error = box.get("error")
         if error is None and "result" not in box:
             error = control.error() if control.terminal else RuntimeError("The Turn did not finish")
@@ -523,6 +524,7 @@ class TurnService:
                 artifacts=artifacts,
                 trace_id=trace_id,
                 usage=usage,
+                duration_seconds=duration,
             )
             outcome = TurnOutcome(
                 status="completed",
@@ -543,6 +545,7 @@ class TurnService:
             trace_id=trace_id,
             usage=usage,
             error=turn_error,
+            duration_seconds=duration,
         )
         outcome = TurnOutcome(
             status=status,
