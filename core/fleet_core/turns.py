@@ -482,7 +482,7 @@ class TurnService:
         box: dict[str, Any],
         before: dict[str, str],
     ) -> TurnResult:
-        control, trace = running.control, running.trace
+        trace = running.trace
         with trace.phase("commit"):  # preparing the outcome; its transaction follows the trace
             result, outcome, kind = await self._outcome(request, turn_id, running, box, before)
         export = await self._run(self._trace_export, trace, result)
