@@ -54,12 +54,13 @@ def _plain(value: Any) -> Any:
 
 def run_demo() -> int:
     from rich.console import Console
+    from rich.markup import escape
 
     console = Console(stderr=True)
     problem = model_problem()
     if problem:
         console.print("[bold red]No model endpoint is configured.[/bold red]")
-        console.print(problem)
+        console.print(escape(problem))  # names "[llm]": text, not a style tag
         console.print(
             "\nFor example:\n  export FLEET_LM_API_BASE=https://api.openai.com/v1\n"
             "  export FLEET_LM_MODEL=gpt-4.1-mini\n  export FLEET_LM_API_KEY=sk-...\n"
@@ -76,6 +77,7 @@ async def _demo(console: Any) -> int:
     from lsprotocol import types
     from pygls.lsp.client import LanguageClient
     from rich.console import Console
+    from rich.markup import escape
 
     from fleet_lsp.live import LiveTurnView
     from fleet_lsp.protocol import NOTIFY_ARTIFACT_CHANGE, NOTIFY_SESSION_CHANGE
@@ -133,15 +135,15 @@ async def _demo(console: Any) -> int:
 
         session = await call("fleet/session/new", {"sessionId": f"demo-{uuid.uuid4().hex[:6]}"})
         sid = session["sessionId"]
-        console.print(f"session [bold]{sid}[/bold]")
+        console.print(f"session [bold]{escape(sid)}[/bold]")
         attached = await call(
             "fleet/context/attach", {"sessionId": sid, "uri": sales_csv().as_uri()}
         )
-        console.print(f"attached {attached['path']} ({attached['sizeBytes']:,} bytes)")
+        console.print(f"attached {escape(attached['path'])} ({attached['sizeBytes']:,} bytes)")
         dataset = await call(
             "fleet/context/setDataset", {"sessionId": sid, "path": attached["path"]}
         )
-        console.print(f"dataset  {dataset['path']} sha256 {dataset['sha256'][:12]}…")
+        console.print(f"dataset  {escape(dataset['path'])} sha256 {dataset['sha256'][:12]}…")
         token = f"demo-{uuid.uuid4().hex[:8]}"
         with LiveTurnView(DEMO_TASK) as live:
             view = live
@@ -151,8 +153,10 @@ async def _demo(console: Any) -> int:
             live.done(result["status"])
         view = None
         out = Console()
-        out.print(f"\n[bold]{result['status']}[/bold] (route {result.get('route')})\n")
-        out.print(result.get("answer") or "(no answer)")
+        status, route = escape(str(result["status"])), escape(str(result.get("route")))
+        out.print(f"\n[bold]{status}[/bold] (route {route})\n")
+        # The answer is the model's text: no markup, no highlighting.
+        out.print(result.get("answer") or "(no answer)", markup=False, highlight=False)
         saved = None
         for artifact in result.get("artifacts", []):
             if artifact["path"].endswith("revenue_by_region.csv"):
@@ -160,14 +164,18 @@ async def _demo(console: Any) -> int:
                 saved = await call(
                     "fleet/artifact/save", {"uri": artifact["uri"], "target": target.as_uri()}
                 )
-                out.print(f"\nsaved {artifact['path']} to {target} ({saved['sizeBytes']:,} bytes)")
+                out.print(
+                    f"\nsaved {artifact['path']} to {target} ({saved['sizeBytes']:,} bytes)",
+                    markup=False,
+                )
         if saved is None and result["status"] == "completed":
             out.print(f"\n(the Turn did not produce {ARTIFACT})")
         trace_id = result.get("traceId") or result.get("turnId")
         trace = await call("fleet/trace/get", {"turnId": result["turnId"]})
         out.print(
             f"\ntrace: fleet-lsp trace show {trace_id}\n"
-            f"   or open {trace['uri']} in your editor (fleet/trace/get)"
+            f"   or open {trace['uri']} in your editor (fleet/trace/get)",
+            markup=False,
         )
         return 0 if result["status"] == "completed" else 1
     finally:
@@ -175,5 +183,5 @@ async def _demo(console: Any) -> int:
             await asyncio.wait_for(client.shutdown_async(None), timeout=10)
             client.exit(None)
         except Exception as exc:  # the server may already be gone
-            console.print(f"(server shutdown: {exc})")
+            console.print(f"(server shutdown: {exc})", markup=False)
         await client.stop()  # type: ignore[no-untyped-call]

@@ -12,14 +12,15 @@ Three libraries reach for the network by themselves, on first use, unless told n
 
 :func:`apply_offline_defaults` sets the libraries' own switches, as defaults a user's environment
 may override, before any of them is imported: ``fleet_core/__init__.py`` calls it, so every
-process that imports Fleet (the server, the CLI, ``mlflow ui``'s child process, tests) has them.
+process that imports Fleet (the server, the CLI, tests) has them; :func:`offline_environ` is the
+environment for child processes that import them without Fleet (``python -m mlflow ui``).
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping
 
 #: The libraries' settings that keep them off the network (``setdefault``: a user's value wins).
 OFFLINE_DEFAULTS: dict[str, str] = {
@@ -56,3 +57,13 @@ def apply_offline_defaults(environ: MutableMapping[str, str] | None = None) -> N
     logger = logging.getLogger(DSPY_METADATA_LOGGER)
     if not any(isinstance(f, DemoteToDebug) for f in logger.filters):
         logger.addFilter(DemoteToDebug())
+
+
+def offline_environ(base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """A copy of ``base`` (default: this process's environment) with :data:`OFFLINE_DEFAULTS`
+    where unset: the environment for a child process that imports the libraries itself
+    (``python -m mlflow ui``, which imports LiteLLM)."""
+    environ = dict(os.environ if base is None else base)
+    for name, value in OFFLINE_DEFAULTS.items():
+        environ.setdefault(name, value)
+    return environ

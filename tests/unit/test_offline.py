@@ -16,6 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.cli.fake_models import model_env, scripted_models
 
 REPO = Path(__file__).resolve().parents[2]
@@ -84,6 +86,10 @@ socket.getaddrinfo, socket.create_connection = getaddrinfo, create_connection
 import asyncio
 from pathlib import Path
 
+# MLflow is imported here, under the guard, so its import-time behaviour is checked too (and
+# the Turn's background export and the read below do not race to import it).
+import mlflow
+
 from fleet_core.config import load_config
 from fleet_core.models import TurnRequest
 from fleet_core.runtime import FleetRuntime
@@ -97,23 +103,22 @@ async def main():
         result = await runtime.run_turn(
             TurnRequest(session_id="offline", task="What is six times seven? Use the sandbox.")
         )
-        # Read the trace back as `fleet-lsp trace show` would: MLflow is imported and its local
-        # store opened in this guarded process too (the Turn itself only queues its trace).
-        try:
-            await asyncio.to_thread(runtime.tracer.load_trace, result.trace_id)
-        except Exception as exc:  # a trace still pending export is fine here
-            print(f"trace read: {type(exc).__name__}: {exc}", file=sys.stderr)
+        # Export the queued trace to the local MLflow store and read it back, as `fleet-lsp
+        # trace show` would: the store is opened and written in this guarded process too.
+        await runtime.flush_traces()
+        view = await asyncio.to_thread(runtime.tracer.load_trace, result.trace_id)
     finally:
         await runtime.close()
-    return result
+    return result, view
 
 
-result = asyncio.run(main())
+result, view = asyncio.run(main())
 print(json.dumps({
     "status": result.status,
     "answer": result.answer,
     "error": result.error.model_dump() if result.error else None,
     "trace_id": result.trace_id,
+    "trace_read": view.trace_id,
     "forbidden": FORBIDDEN,
     "loaded": sorted(m for m in ("dspy", "litellm", "mlflow") if m in sys.modules),
 }))
@@ -164,6 +169,46 @@ def test_a_turn_reaches_only_the_configured_endpoints(tmp_path: Path) -> None:
     assert report["status"] == "completed", report
     assert "42" in report["answer"]
     assert calls == 3  # triage, the cell, SUBMIT: the model really was the configured endpoint
-    assert report["trace_id"], "MLflow local tracing was on"
-    assert "mlflow" in report["loaded"], report["stderr"][-2000:]
+    assert report["trace_read"] == report["trace_id"], "MLflow local tracing was on"
     assert report["forbidden"] == [], report["forbidden"]
+
+
+# ---------------------------------------------------------------------------------------------
+# the switches themselves
+# ---------------------------------------------------------------------------------------------
+
+
+def test_offline_defaults_are_defaults_a_user_can_override() -> None:
+    from fleet_core.offline import OFFLINE_DEFAULTS, apply_offline_defaults, offline_environ
+
+    environ: dict[str, str] = {"MLFLOW_DISABLE_TELEMETRY": "false"}
+    apply_offline_defaults(environ)
+    assert environ == {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "MLFLOW_DISABLE_TELEMETRY": "false"}
+    assert offline_environ({"PATH": "/bin"}) == {"PATH": "/bin", **OFFLINE_DEFAULTS}
+    # importing fleet_core applied them to this process
+    assert all(name in os.environ for name in OFFLINE_DEFAULTS)
+
+
+def test_a_failed_dspy_metadata_refresh_is_logged_at_debug_only(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A user who opts back in to the refresh (LITELLM_LOCAL_MODEL_COST_MAP=False) on a machine
+    that cannot reach it does not see DSPy's warning at the default level."""
+    import logging
+
+    from dspy.clients import model_metadata
+
+    import fleet_core  # noqa: F401  (installs the filter)
+
+    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "False")
+    monkeypatch.setenv("LITELLM_MODEL_COST_MAP_URL", "http://127.0.0.1:9/closed-port.json")
+    monkeypatch.setattr(model_metadata, "_data", None)
+    with caplog.at_level(logging.WARNING):
+        assert model_metadata._load()  # the bundled snapshot
+    assert model_metadata.source_info()["fallback_reason"] == "URLError"
+    assert not [r for r in caplog.records if "metadata" in r.getMessage()]
+    monkeypatch.setattr(model_metadata, "_data", None)
+    with caplog.at_level(logging.DEBUG, logger="dspy.clients.model_metadata"):
+        model_metadata._load()
+    shown = [r for r in caplog.records if "Model metadata refresh failed" in r.getMessage()]
+    assert [r.levelname for r in shown] == ["DEBUG"]
