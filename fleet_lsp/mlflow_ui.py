@@ -52,7 +52,6 @@ def ui_command(host: str, port: int) -> int:
     from fleet_core.errors import FleetError
     from fleet_core.net import is_loopback_host
     from fleet_core.offline import offline_environ
-    from fleet_core.offline import offline_environ
     from fleet_lsp.commands import NON_LOOPBACK_ENV, _truthy, fail
 
     try:
