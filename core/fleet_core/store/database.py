@@ -11,7 +11,7 @@ from filelock import FileLock
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
-from sqlalchemy.pool import NullPool
+from sqlalchemy.pool import QueuePool
 
 from fleet_core.errors import ConfigError
 
@@ -42,7 +42,15 @@ def create_db_engine(url: str) -> Engine:
     if parsed.get_backend_name() == "sqlite":
         if parsed.database:
             Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(url, poolclass=NullPool, connect_args={"timeout": 30})
+        # A small pool: opening a connection (and its pragmas) costs about a millisecond, more
+        # than a typical read; pysqlite connections are shared across threads by SQLAlchemy.
+        engine = create_engine(
+            url,
+            poolclass=QueuePool,
+            pool_size=4,
+            max_overflow=8,
+            connect_args={"timeout": 30, "check_same_thread": False},
+        )
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
     return create_engine(
