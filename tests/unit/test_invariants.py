@@ -81,6 +81,7 @@ FACE_IMPORTS: dict[str, frozenset[str]] = {
     "fleet_core.config": ALL,
     "fleet_core.workspace": ALL,
     "fleet_core.net": ALL,
+    "fleet_core.offline": ALL,  # standard library only: the libraries' offline switches
     # records, their parsers and typed errors of the rooms behind the facade (no behaviour)
     "fleet_core.observability.errors": frozenset({"TraceNotFound", "TracingUnavailable"}),
     "fleet_core.evaluation.labels": frozenset(
