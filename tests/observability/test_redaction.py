@@ -245,3 +245,63 @@ async def test_canary_appears_nowhere_end_to_end(
     for record in caplog.records:
         assert CANARY not in record.getMessage() and CANARY not in (record.exc_text or "")
     assert CANARY not in caplog.text
+
+
+# ---------------------------------------------------------------------------------------------
+# issue 9: a redacted value keeps its format
+# ---------------------------------------------------------------------------------------------
+
+
+def test_a_redacted_json_answer_still_parses() -> None:
+    """The answer that came back as ``{"passwd": [redacted]}``: the key-name rule (``passwd``)
+    replaced the quoted value with a bare ``[redacted]``; it now keeps the quotes."""
+    import json
+
+    red = Redactor.from_values(())
+    answer = '{"passwd": "BLOCKED:FileNotFoundError"}'
+    out = red.text(answer)
+    assert json.loads(out) == {"passwd": REDACTED}
+    nested = {
+        "user": "ann",
+        "password": "hunter2hunter2",
+        "db": {"api_key": "s3cr3t-value", "port": 5432, "token": 12345678},
+        "escaped": {"secret": 'a "quoted" hunter2hunter2 \\\\ value'},
+        "token_count": 3,
+        "password_hint": None,
+    }
+    for text in (json.dumps(nested), json.dumps(nested, indent=2), json.dumps([nested])):
+        out = red.text(text)
+        parsed = json.loads(out)  # still JSON
+        for secret in ("hunter2hunter2", "s3cr3t-value", "12345678", "quoted"):
+            assert secret not in out
+        first = parsed[0] if isinstance(parsed, list) else parsed
+        assert first["user"] == "ann" and first["db"]["port"] == 5432
+        assert first["password"] == first["db"]["api_key"] == first["db"]["token"] == REDACTED
+        assert first["token_count"] == 3 and first["password_hint"] is None
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("{'password': 'hunter2hunter2'}", "{'password': '[redacted]'}"),  # Python repr
+        ('password: "hunter2hunter2"\nuser: ann', 'password: "[redacted]"\nuser: ann'),  # YAML
+        ("PASSWORD='hunter2hunter2'", "PASSWORD='[redacted]'"),  # .env / shell
+        ("api_key=hunter2hunter2&user=ann", "api_key=[redacted]&user=ann"),  # query string
+        ('{"password": ""}', '{"password": ""}'),  # nothing to hide
+    ],
+)
+def test_a_redacted_value_keeps_its_quoting(text: str, expected: str) -> None:
+    assert Redactor.from_values(()).text(text) == expected
+
+
+def test_redacted_yaml_and_dotenv_still_parse() -> None:
+    import io
+
+    import yaml
+    from dotenv import dotenv_values
+
+    red = Redactor.from_values(())
+    parsed = yaml.safe_load(red.text('user: ann\npassword: "hunter2hunter2"\nport: 5432\n'))
+    assert parsed == {"user": "ann", "password": REDACTED, "port": 5432}
+    env = dotenv_values(stream=io.StringIO(red.text('API_KEY="sk-x-hunter2"\nUSER=ann\n')))
+    assert env == {"API_KEY": REDACTED, "USER": "ann"}

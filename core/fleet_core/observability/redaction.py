@@ -4,7 +4,8 @@ Applied to spans, events, log lines, replays and error messages. It removes:
 
 - ``Bearer <token>`` / ``Basic <token>`` authorization values;
 - ``<key> = <value>`` / ``"<key>": "<value>"`` where the key names a credential (password, secret,
-  token, api_key, apikey, credential, authorization, access_key, private_key);
+  token, api_key, apikey, credential, authorization, access_key, private_key), in the value's own
+  quoting: a JSON answer stays valid JSON (``"passwd": "[redacted]"``);
 - ``sk-...``-style provider keys (``sk-``, ``sk-proj-``, ``sk-ant-``, ``pk-``/``rk-`` live keys),
   Databricks ``dapi...`` tokens, GitHub ``ghp_``/``github_pat_`` tokens, AWS access key ids, and
   JWTs;
@@ -21,7 +22,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,20 +34,36 @@ _CREDENTIAL_WORDS = (
     r"authorization|access[_-]?key|private[_-]?key|database_url"
 )
 _KEY_RE = re.compile(rf"({_CREDENTIAL_WORDS})", re.IGNORECASE)
-_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
+_JSON_LITERALS = frozenset({"null", "true", "false"})
+
+
+def _assignment(match: re.Match[str]) -> str:
+    """A credential's value replaced in the value's own quoting, so the text keeps its format:
+    ``"passwd": "x"`` stays a JSON string (``"passwd": "[redacted]"``), ``'x'`` a Python or YAML
+    string, ``KEY=x`` an env/INI assignment. A bare value of a JSON member (a number) becomes a
+    JSON string; empty strings and JSON's ``null``/``true``/``false`` carry no secret and stay."""
+    key, value = match.group("key"), match.group("value")
+    if value[0] in "\"'":
+        return match.group(0) if len(value) == 2 else f"{key}{value[0]}{REDACTED}{value[0]}"
+    if key.startswith('"') and key.rstrip().endswith(":"):  # a JSON member
+        return match.group(0) if value in _JSON_LITERALS else f'{key}"{REDACTED}"'
+    return key + REDACTED
+
+
+_PATTERNS: tuple[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]], ...] = (
     # Authorization headers.
     (
         re.compile(r"\b(Bearer|Basic|Token)\s+[A-Za-z0-9._~+/=\-]{6,}", re.IGNORECASE),
         r"\1 " + REDACTED,
     ),
-    # key=value, key: value, "key": "value" (value quoted or bare).
+    # key=value, key: value, "key": "value" (value quoted or bare): see _assignment.
     (
         re.compile(
             rf"""(?P<key>["']?[\w.\-]*(?:{_CREDENTIAL_WORDS})[\w.\-]*["']?\s*[:=]\s*)"""
-            r"""(?P<value>"[^"]*"|'[^']*'|[^\s,;&}\]\)"']+)""",
+            r"""(?P<value>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|[^\s,;&}\]\)"']+)""",
             re.IGNORECASE,
         ),
-        r"\g<key>" + REDACTED,
+        _assignment,
     ),
     # Passwords in URLs: scheme://user:password@host
     (
