@@ -593,13 +593,9 @@ class FleetRuntime:
         if config.settings.storage != current.settings.storage:
             self._workspaces.clear()  # new file limits for the next operation
         self.config = config
-        if self._turns is not None:  # a running Turn keeps the effective config it started with
-            from fleet_core.observability.redaction import Redactor
-
-            self._turns.config = config
-            self._turns.redactor = Redactor.from_config(config)
-            if self._lm_provider is None:  # configured models (not ones given to open)
-                self._turns.lms = self._models()
+        if self._turns is not None:  # a running Turn keeps the config and models it started with
+            models = self._models() if self._lm_provider is None else None  # not ones given to open
+            self._turns.reconfigure(config, models)
         return notes
 
     def describe_storage(self) -> StorageInfo:

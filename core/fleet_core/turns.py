@@ -34,6 +34,7 @@ import anyio.to_thread
 from anyio.from_thread import BlockingPortal
 
 from fleet_core import skills as skill_lib
+from fleet_core.config import turn_timeout_problem
 from fleet_core.engine.context import (
     TurnInputs,
     environment_line,
@@ -77,6 +78,7 @@ ENV_PACKAGES = ("numpy", "pandas", "scipy", "polars", "pyarrow", "sklearn")
 class _Running:
     turn_id: str
     control: TurnControl
+    lms: LmProvider
     trace: TurnTrace | NoopTurnTrace = field(default_factory=NoopTurnTrace)
     replay: tuple[str, bytes] | None = None
 
@@ -143,6 +145,14 @@ class TurnService:
         self._by_turn: dict[str, _Running] = {}
         self._env_line: str | None = None
 
+    def reconfigure(self, config: EffectiveConfig, lms: LmProvider | None = None) -> None:
+        """New settings (and models) for the Turns that start from now on; a running Turn keeps
+        the configuration and models it started with."""
+        self.config = config
+        self.redactor = Redactor.from_config(config)
+        if lms is not None:
+            self.lms = lms
+
     @property
     def tracer(self) -> TurnTracer:
         """The runtime's tracer (created on first use; it never imports mlflow)."""
@@ -191,8 +201,8 @@ class TurnService:
         timeout = settings.turn_timeout_seconds
         if request.timeout_seconds is not None:
             timeout = request.timeout_seconds
-            if timeout != 0 and not 10 <= timeout <= 3600:
-                raise InvalidInput("timeoutSeconds must be 0 (no deadline) or 10-3600")
+            if (problem := turn_timeout_problem(timeout)) is not None:  # the one rule (config)
+                raise InvalidInput(f"timeoutSeconds must be {problem}; got {timeout}")
         mode = request.mode or settings.execution_mode
         busy = self.busy(session_id)
         if busy is not None:
@@ -206,11 +216,11 @@ class TurnService:
                 max_live_children=settings.max_active_children,
             ),
         )
-        reservation = _Running(turn_id="", control=control)
+        reservation = _Running(turn_id="", control=control, lms=self.lms)  # models fixed here
         self._running[session_id] = reservation  # reserve before the first await below
         try:
             install_log_redaction(self.redactor)
-            self.lms.check("root", "sub")
+            reservation.lms.check("root", "sub")
             await self.sessions.own_session(session_id)
             if request.record_replay:  # bounds and secrets: refused before anything is claimed
                 await self._run(self._check_replay, session_id)
@@ -354,7 +364,7 @@ class TurnService:
                                     self._run_engine,
                                     request,
                                     turn_id,
-                                    control,
+                                    running,
                                     inputs,
                                     portal,
                                     loop,
@@ -389,7 +399,7 @@ class TurnService:
         self,
         request: TurnRequest,
         turn_id: str,
-        control: TurnControl,
+        running: _Running,
         inputs: TurnInputs,
         portal: BlockingPortal,
         loop: asyncio.AbstractEventLoop,
@@ -399,6 +409,7 @@ class TurnService:
         from fleet_core.engine.program import TurnProgram
         from fleet_core.engine.spaces import SandboxAgentSpace, SandboxRuntime
 
+        control = running.control
         session_id = request.session_id
         settings = config.settings
         children_dir = config.state_dir / "agents" / session_id / turn_id
@@ -413,7 +424,7 @@ class TurnService:
         )
         root = SandboxAgentSpace(sandboxes, self.sessions.workspace(session_id))
         program = TurnProgram(
-            lms=self.lms,
+            lms=running.lms,
             control=control,
             root_space=root,
             max_iters=settings.runtime.max_rlm_iterations,

@@ -28,6 +28,9 @@ from fleet_core.offline import apply_offline_defaults
 
 log = logging.getLogger(__name__)
 LABELS_ASSESSMENT = "fleet.labels"
+# mlflow's package imports are circular: two threads importing it at once (the trace exporter
+# and a reader) can see a partly initialized module. Every first import goes through this lock.
+_IMPORT_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,8 +72,9 @@ class MlflowBackend:
                 # MLflow prices LM spans with LiteLLM's cost map: the bundled one, never a
                 # download (fleet_core.offline; already applied when fleet_core was imported).
                 apply_offline_defaults()
-                from mlflow import MlflowClient
-                from mlflow.tracing.client import TracingClient
+                with _IMPORT_LOCK:
+                    from mlflow import MlflowClient
+                    from mlflow.tracing.client import TracingClient
 
                 self._client = MlflowClient(tracking_uri=self.tracking_uri)
                 self._tracing = TracingClient(self.tracking_uri)
