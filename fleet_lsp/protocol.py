@@ -162,12 +162,20 @@ class WorkspacePathParams:
     path: str = _f(min_len=1, max_len=1024)
 
 
+def _turn_timeout(_instance: Any, _attribute: Any, value: int | None) -> None:
+    """``timeoutSeconds``: the core's one rule (``fleet_core.config.TURN_TIMEOUT_RULE``)."""
+    from fleet_core.config import turn_timeout_problem  # loaded by then; keeps this module light
+
+    if value is not None and (problem := turn_timeout_problem(value)) is not None:
+        raise ParamsError(f"'timeoutSeconds' must be {problem}; got {value}")
+
+
 @attrs.frozen(kw_only=True)
 class TurnRunParams:
     session_id: str = _session_id()
     task: str = _f(min_len=1, max_len=100_000)
     mode: Mode | None = _f(None)  # noqa: RUF009
-    timeout_seconds: int | None = _f(None, min=0, max=3600)
+    timeout_seconds: int | None = attrs.field(default=None, validator=_turn_timeout)
     record_replay: bool = _f(False)
     idempotency_key: str | None = _f(None, min_len=1, max_len=128)
     work_done_token: ProgressToken | None = _f(None)  # noqa: RUF009

@@ -27,13 +27,36 @@ ROLES = ("root", "sub", "judge", "reflection")
 _SECRET_WORDS = ("password", "secret", "token", "api_key", "apikey", "credential", "database_url")
 
 
-def _deadline(value: int) -> int:
-    if value != 0 and not 10 <= value <= 3600:
-        raise ValueError("must be 0 (no deadline) or between 10 and 3600 seconds")
+#: A Turn's deadline, in whole seconds: 0 (no deadline) or 10 to 3600. The one rule, used by the
+#: configuration (``runtime.turn_timeout_seconds``), a Turn request (``TurnRequest``'s
+#: ``timeout_seconds``, checked by the Turn service) and the protocol (``fleet/turn/run``'s
+#: ``timeoutSeconds``), so a value one accepts the others accept.
+TURN_TIMEOUT_MIN_SECONDS = 10
+TURN_TIMEOUT_MAX_SECONDS = 3600
+TURN_TIMEOUT_RULE = (
+    f"0 (no deadline) or between {TURN_TIMEOUT_MIN_SECONDS} and {TURN_TIMEOUT_MAX_SECONDS} seconds"
+)
+
+
+def turn_timeout_problem(value: object) -> str | None:
+    """``None`` when ``value`` is a valid Turn deadline, else what it must be (for a message:
+    ``f"timeoutSeconds must be {problem}"``)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return f"a whole number of seconds: {TURN_TIMEOUT_RULE}"
+    if value != 0 and not TURN_TIMEOUT_MIN_SECONDS <= value <= TURN_TIMEOUT_MAX_SECONDS:
+        return TURN_TIMEOUT_RULE
+    return None
+
+
+def check_turn_timeout(value: int) -> int:
+    """:func:`turn_timeout_problem` as a validator: ``value``, or ``ValueError`` naming the rule."""
+    problem = turn_timeout_problem(value)
+    if problem is not None:
+        raise ValueError(f"must be {problem}")
     return value
 
 
-DeadlineSeconds = Annotated[int, AfterValidator(_deadline)]
+DeadlineSeconds = Annotated[int, AfterValidator(check_turn_timeout)]
 
 
 class _Section(BaseModel):

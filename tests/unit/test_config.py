@@ -152,3 +152,66 @@ def test_shipped_config_file_is_valid() -> None:
     config = load_config(environ={}, cwd=repo)
     assert config.config_file == repo / "config" / "fleet.toml"
     assert config.settings.runtime.max_llm_calls_per_turn == 150
+
+
+# ---------------------------------------------------------------------------------------------
+# issue 9: one timeout rule for the protocol, the configuration and a Turn request
+# ---------------------------------------------------------------------------------------------
+
+TIMEOUTS = [(-1, False), (0, True), (1, False), (9, False), (10, True), (900, True),
+            (3600, True), (3601, False)]  # fmt: skip
+
+
+@pytest.mark.parametrize(("seconds", "valid"), TIMEOUTS)
+def test_one_timeout_rule_in_the_protocol_and_the_configuration(
+    tmp_path: Path, seconds: int, valid: bool
+) -> None:
+    from fleet_core.config import TURN_TIMEOUT_RULE
+    from fleet_lsp.protocol import ParamsError, TurnRunParams, parse
+
+    raw = {"sessionId": "s", "task": "t", "timeoutSeconds": seconds}
+    environ = {"FLEET_TURN_TIMEOUT_SECONDS": str(seconds)}
+    if valid:
+        assert parse(TurnRunParams, raw).timeout_seconds == seconds
+        assert load_config(environ=environ, cwd=tmp_path).settings.runtime.turn_timeout_seconds == (
+            seconds
+        )
+        return
+    with pytest.raises(ParamsError) as wire:
+        parse(TurnRunParams, raw)
+    assert str(wire.value) == f"'timeoutSeconds' must be {TURN_TIMEOUT_RULE}; got {seconds}"
+    with pytest.raises(ConfigError) as config:
+        load_config(environ=environ, cwd=tmp_path)
+    assert "'runtime.turn_timeout_seconds'" in str(config.value)
+    assert TURN_TIMEOUT_RULE in str(config.value)
+
+
+async def test_one_timeout_rule_for_a_turn_request(tmp_path: Path) -> None:
+    """The Turn service applies the same rule to ``TurnRequest.timeout_seconds``: every value the
+    protocol accepts runs, every value it rejects is refused with the same rule."""
+    from fleet_core.config import TURN_TIMEOUT_RULE
+    from fleet_core.engine.lm import StaticLmProvider
+    from fleet_core.engine.testing import fields, scripted_lm
+    from fleet_core.errors import InvalidInput
+    from fleet_core.models import TurnRequest
+    from fleet_core.runtime import FleetRuntime
+
+    reply = fields(reasoning="ok", route="direct", answer="done")
+    lms = StaticLmProvider(scripted_lm(rules={"": reply}))
+    env = {"FLEET_STATE_DIR": str(tmp_path / "state"), "FLEET_MLFLOW_DESTINATION": "off"}
+    runtime = await FleetRuntime.open(load_config(environ=env, cwd=tmp_path), lm_provider=lms)
+    try:
+        await runtime.new_session("timeouts")
+        for seconds, valid in TIMEOUTS:
+            request = TurnRequest(session_id="timeouts", task="Say done.", timeout_seconds=seconds)
+            if valid:
+                result = await runtime.run_turn(request)
+                assert result.status == "completed", (seconds, result.error)
+                continue
+            with pytest.raises(InvalidInput) as refused:
+                await runtime.run_turn(request)
+            assert refused.value.message == (
+                f"timeoutSeconds must be {TURN_TIMEOUT_RULE}; got {seconds}"
+            )
+    finally:
+        await runtime.close()
