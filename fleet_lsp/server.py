@@ -210,6 +210,11 @@ class FleetServer(LanguageServer):
             self._runtime_task = asyncio.ensure_future(self._open_runtime())
             self._runtime_task.add_done_callback(_log_open_failure)
 
+    @property
+    def runtime_opened(self) -> FleetRuntime | None:
+        """The runtime if it is open already (never opens it)."""
+        return self._runtime
+
     async def runtime(self) -> FleetRuntime:
         if self._runtime is not None:
             return self._runtime
@@ -391,6 +396,8 @@ def create_server() -> FleetServer:
     async def shutdown(ls: FleetServer, *args: Any) -> None:
         for running in list(ls.turns_by_session.values()):
             running.cancel("shutdown")
+        if ls.runtime_opened is not None:  # queued traces left over stay for the next process
+            await ls.runtime_opened.stop_exporting()
 
     register_all(server)
     server.register_commands()

@@ -39,6 +39,19 @@ class SessionOwned(FleetError):
 class TurnBusy(FleetError):
     kind = "TurnBusy"
 
+    @classmethod
+    def running(cls, session_id: str, turn_id: str | None, action: str | None = None) -> TurnBusy:
+        """The one message for a Session that already runs a Turn (``action``: what was
+        refused, e.g. "delete the Session"; default: starting another Turn)."""
+        turn = turn_id or "(starting)"
+        then = f"before you {action}" if action else "or wait for it"
+        return cls(
+            f"Session '{session_id}' is already running Turn {turn}; cancel it "
+            f"(fleet/turn/cancel) {then}",
+            session_id=session_id,
+            turn_id=turn_id,
+        )
+
 
 class TurnNotFound(FleetError):
     kind = "TurnNotFound"

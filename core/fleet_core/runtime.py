@@ -177,6 +177,12 @@ class FleetRuntime:
             self.exporter.start()
             self.exporter.notify()
 
+    async def stop_exporting(self, grace_seconds: float = 3.0) -> None:
+        """Stop the background exporter (server shutdown); an export in progress may finish
+        within ``grace_seconds``, and what is left stays queued for the next process."""
+        if self._exporter is not None:
+            await self._run(self._exporter.stop, grace_seconds)
+
     async def flush_traces(self) -> ExportStats:
         """Export every queued trace now (``fleet-lsp trace``, evaluation); failures stay
         queued. With tracing off, queued traces wait for a configuration that has it on."""

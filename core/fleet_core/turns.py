@@ -171,13 +171,7 @@ class TurnService:
         running = self._running.get(session_id)
         if running is None:
             return None
-        turn = running.turn_id or "(starting)"
-        return TurnBusy(
-            f"Session '{session_id}' is already running Turn {turn}; "
-            "wait for it or cancel it with fleet/turn/cancel",
-            session_id=session_id,
-            turn_id=running.turn_id or None,
-        )
+        return TurnBusy.running(session_id, running.turn_id or None)
 
     def _redact_payload(self, payload: dict[str, Any]) -> dict[str, Any]:
         redacted: dict[str, Any] = self.redactor.value(payload, EVENT_LIMITS)

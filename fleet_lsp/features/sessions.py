@@ -73,9 +73,4 @@ def register(server: FleetServer) -> None:
 def _not_running(ls: FleetServer, session_id: str, verb: str) -> None:
     running = ls.turns_by_session.get(session_id)
     if running is not None:
-        raise TurnBusy(
-            f"Session '{session_id}' is running a Turn; cancel it (fleet/turn/cancel) "
-            f"before you {verb} the Session",
-            session_id=session_id,
-            turn_id=running.turn_id,
-        )
+        raise TurnBusy.running(session_id, running.turn_id, f"{verb} the Session")

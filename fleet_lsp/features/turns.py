@@ -57,14 +57,10 @@ async def run_turn(ls: FleetServer, p: TurnRunParams) -> dict[str, Any]:
     from fleet_lsp.server import RunningTurn
 
     runtime = await ls.runtime()
-    busy = ls.turns_by_session.get(p.session_id)
+    busy = ls.turns_by_session.get(p.session_id)  # this server's request for it, if any
     if busy is not None:
-        raise TurnBusy(
-            f"Session '{p.session_id}' is already running Turn {busy.turn_id or '(starting)'}; "
-            "wait for it or cancel it with fleet/turn/cancel",
-            session_id=p.session_id,
-            turn_id=busy.turn_id,
-        )
+        raise TurnBusy.running(p.session_id, busy.turn_id)
+    runtime.check_not_busy(p.session_id)  # a Turn started here by another route
     from pydantic import ValidationError
 
     from fleet_core.models import TurnRequest
