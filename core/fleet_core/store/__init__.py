@@ -372,12 +372,6 @@ class Store:
         if rows:
             conn.execute(insert(schema.artifacts), rows)
 
-    def record_artifacts(
-        self, session_id: str, turn_id: str | None, records: Sequence[ProvenanceRecord]
-    ) -> None:
-        with self.engine.begin() as conn:
-            self._insert_artifacts(conn, session_id, turn_id, records, now())
-
     def artifact_provenance(self, session_id: str) -> dict[str, list[ProvenanceRecord]]:
         """Every provenance record of the Session, grouped by workspace path, oldest first."""
         query = (
