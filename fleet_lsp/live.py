@@ -1,15 +1,36 @@
-"""A rich live view of a running Turn: the agent tree, each agent's current step."""
+"""A rich live view of a running Turn: the agent tree, each agent's current step.
+
+The view is itself the ``Live`` renderable: every refresh (8 a second) renders it afresh, so the
+elapsed time ticks while a cell runs. Every text that comes from a user, a model, a file or an
+error is put in ``rich.text.Text`` objects, never parsed as markup.
+"""
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from fleet_core.event_payloads import (
+    BudgetUpdatePayload,
+    ChildFinishedPayload,
+    ChildSpawnedPayload,
+    CodeCellPayload,
+    ToolCallStartPayload,
+    TriageDecisionPayload,
+)
 
 if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.text import Text
+    from rich.tree import Tree
+
     from fleet_core.events import TurnEvent
 
 ROOT = "root"
+TERMINAL = ("turn_completed", "turn_failed", "turn_cancelled")
 
 
 @dataclass
@@ -19,111 +40,145 @@ class _Agent:
     step: str = "starting"
     cells: int = 0
     status: str = "running"
+    subtask: str = ""
 
 
 class LiveTurnView:
-    """Feed it TurnEvents (or progress values); it redraws at most 8 times a second."""
+    """Feed it TurnEvents (or progress values); ``Live`` redraws it 8 times a second."""
 
-    def __init__(self, task: str) -> None:
+    def __init__(
+        self,
+        task: str,
+        *,
+        console: Console | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         from rich.console import Console
         from rich.live import Live
 
-        self.task = task.strip().splitlines()[0][:80] if task.strip() else ""
+        self.task = _first_line(task, 80)
         self.agents: dict[str, _Agent] = {ROOT: _Agent(ROOT, None)}
         self.route = ""
         self.calls = ""
-        self.started = time.monotonic()
         self.status = "running"
-        self._live = Live(self._render(), console=Console(stderr=True), refresh_per_second=8)
+        self._clock = clock
+        self.started = clock()
+        self.finished: float | None = None
+        self._lock = threading.Lock()  # events arrive on the loop; Live renders in its thread
+        self.console = console or Console(stderr=True)
+        self._live = Live(self, console=self.console, refresh_per_second=8)
 
     def __enter__(self) -> LiveTurnView:
         self._live.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._live.update(self._render())
         self._live.__exit__(None, None, None)
 
+    def __rich__(self) -> Tree:
+        return self.render()
+
+    # inputs -----------------------------------------------------------------------------------
+
     def on_event(self, event: TurnEvent) -> None:
-        p = event.payload
+        with self._lock:
+            self._apply(event)
+
+    def _apply(self, event: TurnEvent) -> None:
         agent = self.agents.get(event.agent_id)
         if agent is None:
-            agent = self.agents[event.agent_id] = _Agent(
-                event.agent_id, event.parent_agent_id or ROOT
-            )
-        kind = event.kind
-        if kind == "triage_decision":
-            self.route = str(p.get("route", ""))
-        elif kind == "code_cell" and p.get("phase") != "bootstrap":
-            agent.cells += 1
-            agent.step = f"cell {agent.cells}"
-        elif kind == "tool_call_start":
-            agent.step = f"tool {p.get('tool') or p.get('name') or '?'}"
-        elif kind == "lm_start":
+            parent = event.parent_agent_id or ROOT
+            agent = self.agents[event.agent_id] = _Agent(event.agent_id, parent)
+        data = event.data
+        if isinstance(data, TriageDecisionPayload):
+            self.route = data.route
+        elif isinstance(data, CodeCellPayload):
+            if data.phase != "bootstrap":
+                agent.cells += 1
+                agent.step = f"cell {agent.cells}"
+        elif isinstance(data, ToolCallStartPayload):
+            agent.step = f"tool {data.tool}"
+        elif event.kind == "lm_start":
             agent.step = "calling the model"
-        elif kind == "budget_update":
-            used = p.get("model_calls", p.get("used"))
-            limit = p.get("max_llm_calls", p.get("limit"))
-            if used is not None:
-                self.calls = f"{used}/{limit}" if limit is not None else str(used)
-        elif kind == "child_spawned":
-            child = str(p.get("agent_id") or p.get("child_id") or event.agent_id)
-            self.agents.setdefault(
-                child,
-                _Agent(
-                    child,
-                    event.agent_id if child != event.agent_id else (event.parent_agent_id or ROOT),
-                ),
-            )
-        elif kind == "child_finished":
-            child = str(p.get("agent_id") or p.get("child_id") or event.agent_id)
-            if child in self.agents:
-                self.agents[child].status = str(p.get("status") or "done")
-        elif kind in ("turn_completed", "turn_failed", "turn_cancelled"):
-            self.status = kind.removeprefix("turn_")
-        self._live.update(self._render())
+        elif isinstance(data, BudgetUpdatePayload):
+            self.calls = f"{data.used}/{data.max}"
+        elif isinstance(data, ChildSpawnedPayload):
+            agent.subtask = _first_line(data.subtask, 60)
+        elif isinstance(data, ChildFinishedPayload):
+            agent.status = data.status
+        elif event.kind in TERMINAL:
+            self._finish(event.kind.removeprefix("turn_"))
 
     def update_progress(self, token_agent: str, parent: str | None, message: str) -> None:
-        agent = self.agents.setdefault(token_agent, _Agent(token_agent, parent))
-        agent.step = message
-        self._live.update(self._render())
+        with self._lock:
+            agent = self.agents.setdefault(token_agent, _Agent(token_agent, parent))
+            agent.step = message
 
     def finish_agent(self, agent_id: str, status: str) -> None:
-        if agent_id in self.agents:
-            self.agents[agent_id].status = status
-            self._live.update(self._render())
+        with self._lock:
+            if agent_id in self.agents:
+                self.agents[agent_id].status = status
 
     def done(self, status: str) -> None:
-        self.status = status
-        for agent in self.agents.values():
-            if agent.status == "running":
-                agent.status = status
-        self._live.update(self._render())
+        with self._lock:
+            self._finish(status)
+            for agent in self.agents.values():
+                if agent.status == "running":
+                    agent.status = status
 
-    def _render(self) -> Any:
+    def _finish(self, status: str) -> None:
+        self.status = status
+        if self.finished is None:
+            self.finished = self._clock()
+
+    # rendering --------------------------------------------------------------------------------
+
+    def elapsed(self) -> float:
+        """Seconds since the view started; frozen once the Turn ended."""
+        end = self.finished if self.finished is not None else self._clock()
+        return max(0.0, end - self.started)
+
+    def render(self) -> Tree:
+        """The tree as of now (called at every refresh)."""
         from rich.tree import Tree
 
-        elapsed = time.monotonic() - self.started
-        head = f"[bold]{self.task}[/bold]  ·  {self.status}  ·  {elapsed:.0f}s"
-        if self.route:
-            head += f"  ·  route {self.route}"
-        if self.calls:
-            head += f"  ·  {self.calls} model calls"
-        tree = Tree(head)
-        nodes: dict[str, Any] = {}
-
-        def label(a: _Agent) -> str:
-            return f"{a.agent_id}: {a.step} [dim]({a.status})[/dim]"
-
-        nodes[ROOT] = tree.add(label(self.agents[ROOT]))
-        pending = [a for a in self.agents.values() if a.agent_id != ROOT]
-        for _ in range(len(pending) + 1):
-            rest = []
-            for a in pending:
-                parent = nodes.get(a.parent or ROOT)
-                if parent is None:
-                    rest.append(a)
-                else:
-                    nodes[a.agent_id] = parent.add(label(a))
-            pending = rest
+        with self._lock:
+            tree = Tree(self._head())
+            nodes = {ROOT: tree.add(_label(self.agents[ROOT]))}
+            pending = [a for a in self.agents.values() if a.agent_id != ROOT]
+            for _ in range(len(pending) + 1):
+                rest = []
+                for a in pending:
+                    parent = nodes.get(a.parent or ROOT)
+                    if parent is None:
+                        rest.append(a)
+                    else:
+                        nodes[a.agent_id] = parent.add(_label(a))
+                pending = rest
         return tree
+
+    def _head(self) -> Text:
+        from rich.text import Text
+
+        head = Text.assemble((self.task, "bold"), f"  ·  {self.status}  ·  {self.elapsed():.0f}s")
+        if self.route:
+            head.append(f"  ·  route {self.route}")
+        if self.calls:
+            head.append(f"  ·  {self.calls} model calls")
+        return head
+
+
+def _label(agent: _Agent) -> Text:
+    from rich.text import Text
+
+    label = Text(agent.agent_id)
+    if agent.subtask:
+        label.append(f" ({agent.subtask})", style="italic")
+    label.append(f": {agent.step} ")
+    label.append(f"({agent.status})", style="dim")
+    return label
+
+
+def _first_line(text: str, limit: int) -> str:
+    stripped = text.strip()
+    return stripped.splitlines()[0][:limit] if stripped else ""

@@ -25,6 +25,18 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from fleet_core.event_payloads import (
+    AnyPayload,
+    ArtifactPayload,
+    BudgetUpdatePayload,
+    ChildFinishedPayload,
+    ChildSpawnedPayload,
+    CodeCellPayload,
+    ModuleStartPayload,
+    StatusPayload,
+    ToolCallStartPayload,
+    TriageDecisionPayload,
+)
 from fleet_lsp.documents import artifact_uri
 from fleet_lsp.protocol import NOTIFY_ARTIFACT_CHANGE, NOTIFY_TURN_EVENT
 
@@ -168,16 +180,10 @@ class TurnProgress:
                 log.exception("progress: cannot handle %s", event.kind)
 
     async def _handle(self, event: TurnEvent) -> None:
-        kind, payload = event.kind, event.payload
+        kind, data = event.kind, event.data
         if kind == "turn_started":
             self.turn_id = event.turn_id
-            seq = payload.get("seq")
-            if not isinstance(seq, int) and self._seq_lookup is not None:
-                try:
-                    seq = await asyncio.wait_for(self._seq_lookup(event.turn_id), timeout=2)
-                except Exception:
-                    seq = None
-            self.turn_seq = seq if isinstance(seq, int) else None
+            await self._lookup_seq(event.turn_id)
             if self.root is not None and not self.root.begun:
                 self._begin_root()
             return
@@ -186,59 +192,63 @@ class TurnProgress:
         if kind in ("turn_completed", "turn_failed", "turn_cancelled"):
             return  # finish() ends the tokens with the result's status
         if kind in ("child_spawned", "child_finished"):
-            child = _child_id(event)
-            if child is None:
-                return
-            if kind == "child_spawned":
-                self._running_children.add(child)
-                if child == event.agent_id:
-                    parent = event.parent_agent_id or ROOT
-                else:
-                    found = _pick(payload, "parent_agent_id", "parentAgentId")
-                    parent = str(found) if found else event.agent_id
-                await self._open_child(child, parent, payload)
-            else:
-                self._running_children.discard(child)
-                tok = self.agents.get(child)
-                if tok is not None:
-                    status = _pick(payload, "status") or "completed"
-                    for grandchild in tok.children:
-                        if grandchild in self.agents:
-                            self._end(self.agents[grandchild], str(status))
-                    self._end(tok, str(status))
-            self._report_root()
+            await self._on_child(event, data)
             return
-        if kind == "artifact":
-            path = _pick(payload, "path")
-            if isinstance(path, str):
-                self.artifact_changed(path)
+        if isinstance(data, ArtifactPayload):
+            self.artifact_changed(data.path)
         if event.agent_id != ROOT:
             tok = self.agents.get(event.agent_id)
             if tok is None:
-                await self._open_child(event.agent_id, event.parent_agent_id or ROOT, {})
+                await self._open_child(event.agent_id, event.parent_agent_id or ROOT, None)
                 tok = self.agents.get(event.agent_id)
             if tok is not None and not tok.ended:
-                message = _describe(event)
+                message = _describe(kind, data)
                 if message:
                     self._report(tok, {"message": f"{event.agent_id}: {message}"})
             return
-        self._track_root(event)
+        self._track_root(kind, data)
         self._report_root()
 
-    def _track_root(self, event: TurnEvent) -> None:
-        p = event.payload
-        if event.kind == "triage_decision":
-            self._route = str(_pick(p, "route") or "?")
-        elif event.kind == "code_cell" and p.get("phase") != "bootstrap":
+    async def _lookup_seq(self, turn_id: str) -> None:
+        """The Turn's number in its Session, for the title (``turn_started`` does not carry it)."""
+        if self._seq_lookup is None:
+            return
+        try:
+            seq = await asyncio.wait_for(self._seq_lookup(turn_id), timeout=2)
+        except Exception:
+            seq = None
+        self.turn_seq = seq if isinstance(seq, int) else None
+
+    async def _on_child(self, event: TurnEvent, data: AnyPayload | None) -> None:
+        """``child_spawned``/``child_finished``: the event's agent is the child."""
+        child = event.agent_id
+        if child == ROOT:
+            return
+        if event.kind == "child_spawned":
+            self._running_children.add(child)
+            spawned = data if isinstance(data, ChildSpawnedPayload) else None
+            await self._open_child(child, event.parent_agent_id or ROOT, spawned)
+        else:
+            self._running_children.discard(child)
+            tok = self.agents.get(child)
+            if tok is not None:
+                status = data.status if isinstance(data, ChildFinishedPayload) else "completed"
+                for grandchild in tok.children:
+                    if grandchild in self.agents:
+                        self._end(self.agents[grandchild], status)
+                self._end(tok, status)
+        self._report_root()
+
+    def _track_root(self, kind: str, data: AnyPayload | None) -> None:
+        if isinstance(data, TriageDecisionPayload):
+            self._route = data.route
+        elif isinstance(data, CodeCellPayload) and data.phase != "bootstrap":
             self._cells += 1
             self._step = f"cell {self._cells}"
-        elif event.kind == "budget_update":
-            used = _pick(p, "model_calls", "modelCalls", "used", "calls")
-            limit = _pick(p, "max_llm_calls", "maxLlmCalls", "limit", "max")
-            if used is not None:
-                self._calls = f"{used}/{limit}" if limit is not None else str(used)
+        elif isinstance(data, BudgetUpdatePayload):
+            self._calls = f"{data.used}/{data.max}"
         else:
-            described = _describe(event)
+            described = _describe(kind, data)
             if described:
                 self._step = described
 
@@ -302,7 +312,9 @@ class TurnProgress:
         )
         self.root.begun = True
 
-    async def _open_child(self, agent_id: str, parent: str, payload: dict[str, Any]) -> None:
+    async def _open_child(
+        self, agent_id: str, parent: str, spawned: ChildSpawnedPayload | None
+    ) -> None:
         if agent_id in self.agents or agent_id == ROOT or self.root is None:
             return
         if not self._supports_create:
@@ -314,13 +326,11 @@ class TurnProgress:
         self.agents[agent_id] = tok
         if parent in self.agents:
             self.agents[parent].children.append(agent_id)
-        name = _pick(payload, "name", "task") or agent_id
-        name = str(name).splitlines()[0][:60] if name else agent_id
         self._send(
             tok,
             {
                 "kind": "begin",
-                "title": f"↳ {name}",
+                "title": f"↳ {_child_title(agent_id, spawned)}",
                 "cancellable": False,
                 "turnId": self.turn_id,
                 "agentId": agent_id,
@@ -376,41 +386,31 @@ class TurnProgress:
             self.sent.append((tok.token, value))
 
 
-def _pick(data: dict[str, Any], *names: str) -> Any:
-    for name in names:
-        if data.get(name) is not None:
-            return data[name]
-    return None
+def _child_title(agent_id: str, spawned: ChildSpawnedPayload | None) -> str:
+    """A child token's title: the first line of its subtask (at most 60 characters)."""
+    subtask = spawned.subtask.strip() if spawned is not None else ""
+    if not subtask:
+        return agent_id
+    head = subtask.splitlines()[0]
+    return head if len(head) <= 60 else head[:59] + "…"
 
 
-def _child_id(event: TurnEvent) -> str | None:
-    found = _pick(event.payload, "agent_id", "agentId", "child_id", "childId", "child")
-    if found is not None:
-        return str(found)
-    return event.agent_id if event.agent_id != ROOT else None
-
-
-def _describe(event: TurnEvent) -> str | None:
-    p = event.payload
-    match event.kind:
-        case "module_start":
-            module = _pick(p, "module", "name")
-            return f"{module}" if module else None
-        case "lm_start":
-            return "calling the model"
-        case "code_cell":
-            return "running a cell"
-        case "cell_output":
-            return None
-        case "tool_call_start":
-            return f"tool {_pick(p, 'tool', 'name') or '?'}"
-        case "status":
-            message = _pick(p, "message", "status")
-            return str(message) if message else None
-        case "artifact":
-            return f"artifact {_pick(p, 'path') or ''}".strip()
-        case "triage_decision":
-            return f"route {_pick(p, 'route') or '?'}"
+def _describe(kind: str, data: AnyPayload | None) -> str | None:
+    """A short step description for a report (``None``: the event changes no step)."""
+    if kind == "lm_start":
+        return "calling the model"
+    if kind == "code_cell":
+        return "running a cell"
+    if isinstance(data, ModuleStartPayload):
+        return data.module or None
+    if isinstance(data, ToolCallStartPayload):
+        return f"tool {data.tool}"
+    if isinstance(data, StatusPayload):
+        return data.message or data.status
+    if isinstance(data, ArtifactPayload):
+        return f"artifact {data.path}"
+    if isinstance(data, TriageDecisionPayload):
+        return f"route {data.route}"
     return None
 
 
@@ -425,4 +425,5 @@ def _event_wire(event: TurnEvent) -> dict[str, Any]:
         "kind": wire["kind"],
         "payload": wire.get("payload", {}),
         "at": wire.get("at"),
+        "version": wire["version"],
     }

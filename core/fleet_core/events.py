@@ -1,35 +1,20 @@
-"""Typed, versioned events a Turn emits; front ends turn them into progress and documents."""
+"""Typed, versioned events a Turn emits; front ends turn them into progress and documents.
+
+``TurnEvent.payload`` is the wire form (the dict the emitter built); ``TurnEvent.data`` is the same
+payload as its kind's model (``fleet_core.event_payloads``), which is what consumers read.
+"""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import Field
 
+from fleet_core.event_payloads import EVENT_VERSION, AnyPayload, EventKind, parse_payload
 from fleet_core.models import Record
 
-EVENT_VERSION = 1
-EventKind = Literal[
-    "turn_started",
-    "triage_decision",
-    "module_start",
-    "module_end",
-    "lm_start",
-    "lm_end",
-    "code_cell",
-    "cell_output",
-    "tool_call_start",
-    "tool_call_end",
-    "child_spawned",
-    "child_finished",
-    "artifact",
-    "budget_update",
-    "status",
-    "turn_completed",
-    "turn_failed",
-    "turn_cancelled",
-]
+__all__ = ["EVENT_VERSION", "ROOT_AGENT", "EventKind", "TurnEvent"]
 ROOT_AGENT = "root"
 
 
@@ -43,3 +28,8 @@ class TurnEvent(Record):
     kind: EventKind
     payload: dict[str, Any] = Field(default_factory=dict)
     at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+
+    @property
+    def data(self) -> AnyPayload | None:
+        """The payload as its kind's model (``None`` if a required field is missing)."""
+        return parse_payload(self.kind, self.payload)

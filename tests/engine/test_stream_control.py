@@ -15,15 +15,17 @@ from fleet_core.engine.control import (
 )
 from fleet_core.engine.stream import EventChannel
 
+LM_START = {"call_id": "lm1", "model": "openai/scripted", "category": "generation"}
+
 
 def test_progress_events_are_coalesced_and_the_queue_is_bounded() -> None:
     channel = EventChannel("t", "s", max_pending=10)
-    channel.emit("turn_started")
+    channel.emit("turn_started", {"task": "t", "mode": "hybrid"})
     for used in range(1, 500):
-        channel.emit("budget_update", {"used": used})
+        channel.emit("budget_update", {"used": used, "max": 500, "category": "generation"})
     for i in range(50):
-        channel.emit("code_cell", {"cell": i})
-    channel.emit("turn_completed")
+        channel.emit("code_cell", {"cell": i, "phase": "task", "code": "pass"})
+    channel.emit("turn_completed", {"turnId": "t", "sessionId": "s", "status": "completed"})
     events = channel.drain()
     budget = [e for e in events if e.kind == "budget_update"]
     assert len(budget) == 1 and budget[0].payload["used"] == 499
@@ -37,7 +39,7 @@ def test_progress_events_are_coalesced_and_the_queue_is_bounded() -> None:
 def test_emit_from_many_threads_never_blocks() -> None:
     channel = EventChannel("t", "s", max_pending=100)
     threads = [
-        threading.Thread(target=lambda: [channel.emit("lm_start") for _ in range(1000)])
+        threading.Thread(target=lambda: [channel.emit("lm_start", LM_START) for _ in range(1000)])
         for _ in range(4)
     ]
     for thread in threads:

@@ -6,6 +6,11 @@ Progress-like kinds (``budget_update``, ``status``) are coalesced: a newer one r
 one of the same kind and agent. When the queue is full, non-essential events are dropped and
 counted, so a slow consumer can never stall the Turn. With ``redact`` every payload is redacted
 (credentials, configured secrets) in the producer's thread before it is queued.
+
+``emit`` is the single point every event passes: the payload, as it will go out (redacted and
+bounded), is checked against its kind's model (``fleet_core.event_payloads``). With ``strict``
+(default: ``FLEET_STRICT_EVENTS=1``, set by the tests) a mismatch raises ``EventPayloadError`` in
+the emitter; otherwise the event goes out unchanged and the mismatch is logged once per kind.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from fleet_core.event_payloads import EventPayloadError, strict_events, validate_emitted
 from fleet_core.events import ROOT_AGENT, TurnEvent
 
 log = logging.getLogger(__name__)
@@ -60,9 +66,11 @@ class EventChannel:
         *,
         max_pending: int = MAX_PENDING,
         redact: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+        strict: bool | None = None,
     ) -> None:
         self.turn_id = turn_id
         self.redact = redact
+        self.strict = strict_events() if strict is None else strict
         self.session_id = session_id
         self.max_pending = max_pending
         self._lock = threading.Lock()
@@ -86,12 +94,16 @@ class EventChannel:
         agent_id: str = ROOT_AGENT,
         parent_agent_id: str | None = None,
     ) -> None:
-        """Queue an event (any thread); never blocks and never raises."""
+        """Queue an event (any thread); never blocks, and raises only a strict payload error."""
         try:
             payload = payload or {}
             if self.redact is not None:  # in the producer's thread, before anything leaves
                 payload = self.redact(payload)
+            payload = clip(payload)
+            validate_emitted(kind, payload, strict=self.strict)
             self._emit(kind, payload, agent_id, parent_agent_id)
+        except EventPayloadError:
+            raise  # strict mode: the emitter sent a payload its kind's model does not define
         except Exception:  # pragma: no cover - emission must never break a Turn
             log.exception("dropping a %s event", kind)
 
@@ -103,7 +115,7 @@ class EventChannel:
                 for index in range(len(self._queue) - 1, -1, -1):
                     pending = self._queue[index]
                     if pending.kind == kind and pending.agent_id == agent_id:
-                        self._queue[index] = pending.model_copy(update={"payload": clip(payload)})
+                        self._queue[index] = pending.model_copy(update={"payload": payload})
                         return
             if len(self._queue) >= self.max_pending and kind not in ESSENTIAL:
                 self._dropped += 1
@@ -116,7 +128,7 @@ class EventChannel:
                 agent_id=agent_id,
                 parent_agent_id=parent,
                 kind=kind,
-                payload=clip(payload),
+                payload=payload,
             )
             self._queue.append(event)
         self._notify()

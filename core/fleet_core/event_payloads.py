@@ -1,0 +1,417 @@
+"""One payload model per ``TurnEvent`` kind: the fields the engine emits, typed and documented.
+
+The wire form of an event's payload is the plain dict the emitter built (``TurnEvent.payload``),
+so these models describe the wire; they never rewrite it. Policy for keys a model does not define:
+
+- consumers tolerate them (``extra="allow"``; a newer server may add fields, and the published
+  schema allows additional properties: the protocol extends, it never breaks);
+- emitters may not send them: the event channel checks every payload (``check_payload``), and with
+  ``FLEET_STRICT_EVENTS=1`` (set by the test suite) an undefined key, a missing required field or a
+  wrong type raises ``EventPayloadError`` at the emitter. Without it the event is sent unchanged
+  and the problem is logged once per kind, so a payload defect never breaks a user's Turn.
+
+``parse_payload`` (``TurnEvent.data``) is what consumers read: the kind's model, with fields that
+do not validate (e.g. bounded away by redaction) dropped, or ``None`` if a required field is gone.
+
+``python -m fleet_core.event_payloads [PATH]`` prints (or writes) the JSON schema published as
+``docs/schema/turn-events.schema.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from collections.abc import Mapping
+from typing import Any, Literal, TypeAlias
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.json_schema import models_json_schema
+
+from fleet_core.models import TurnResult
+
+EVENT_VERSION = 1
+STRICT_ENV = "FLEET_STRICT_EVENTS"
+EventKind = Literal[
+    "turn_started",
+    "triage_decision",
+    "module_start",
+    "module_end",
+    "lm_start",
+    "lm_end",
+    "code_cell",
+    "cell_output",
+    "tool_call_start",
+    "tool_call_end",
+    "child_spawned",
+    "child_finished",
+    "artifact",
+    "budget_update",
+    "status",
+    "turn_completed",
+    "turn_failed",
+    "turn_cancelled",
+]
+Terminal = Literal["cancelled", "deadline", "budget"]
+
+
+class EventPayloadError(ValueError):
+    """A payload does not match its kind's model (raised only in strict mode)."""
+
+
+class EventPayload(BaseModel):
+    """Base of the snake_case payload models."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+
+class TurnStartedPayload(EventPayload):
+    """The Turn started (root agent)."""
+
+    task: str = Field(description="The task, at most 2000 characters.")
+    mode: str = Field(description="The Session's execution mode: hybrid, rlm or flex.")
+
+
+class TriageEvidence(EventPayload):
+    raw_choice: str | None = Field(None, description="The triage model's own label.")
+    backend: str | None = Field(None, description="How the route was chosen.")
+    model: str | None = None
+    effective_route: str | None = None
+    override_reason: str | None = None
+    error: str | None = None
+
+
+class TriageDecisionPayload(EventPayload):
+    """The route the Turn takes."""
+
+    mode: str
+    route: str = Field(description="direct, flex or rlm.")
+    override_reason: str | None = Field(
+        None, description="session_mode, selected_context, routing_error, or null."
+    )
+    summary: str = Field(description="One readable sentence: the route and why.")
+    evidence: TriageEvidence | None = None
+
+
+class ModuleStartPayload(EventPayload):
+    """A DSPy module started."""
+
+    call_id: str
+    module: str = Field(description="The module's class name.")
+    iteration: str | None = Field(None, description="The RLM/Flex iteration, e.g. '2/16'.")
+
+
+class ModuleEndPayload(EventPayload):
+    """A DSPy module ended."""
+
+    call_id: str
+    module: str
+    duration_ms: float
+    ok: bool
+    error_type: str | None = None
+
+
+class LmStartPayload(EventPayload):
+    """A model call started (after its budget unit was charged)."""
+
+    call_id: str
+    model: str
+    category: str = Field(description="The budget category, e.g. triage, generation, sub_query.")
+
+
+class TokenUsage(EventPayload):
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+
+
+class LmEndPayload(EventPayload):
+    """A model call ended."""
+
+    call_id: str
+    model: str
+    category: str
+    duration_ms: float
+    ok: bool
+    error_type: str | None = None
+    usage: TokenUsage | None = None
+
+
+class CodeCellPayload(EventPayload):
+    """A sandbox cell is about to run."""
+
+    cell: int = Field(description="The cell's number within its agent, from 1.")
+    phase: Literal["bootstrap", "task"]
+    code: str = Field(description="The code (bounded), or a label for a bootstrap cell.")
+
+
+class CellOutputPayload(EventPayload):
+    """A sandbox cell ended."""
+
+    cell: int
+    phase: Literal["bootstrap", "task"]
+    ok: bool
+    outcome: Literal[
+        "completed", "submitted", "error", "sandbox_error", "cancelled", "deadline", "budget"
+    ]
+    duration_ms: float
+    output: str | None = Field(None, description="The cell's output (bounded), when ok.")
+    error: str | None = Field(None, description="The error message (bounded), when not ok.")
+    error_type: str | None = None
+
+
+class ToolCallStartPayload(EventPayload):
+    """A host tool was called (DSPy tool callbacks)."""
+
+    call_id: str
+    tool: str
+    source: str = Field(description="Where the call came from: dspy.")
+    inputs: dict[str, Any] = Field(default_factory=dict, description="The inputs (bounded).")
+
+
+class ToolCallEndPayload(EventPayload):
+    """A host tool call ended."""
+
+    call_id: str
+    tool: str
+    source: str
+    duration_ms: float
+    ok: bool
+    error_type: str | None = None
+    output: Any = Field(None, description="The output (bounded), when ok.")
+
+
+class ChildSpawnedPayload(EventPayload):
+    """A child agent started; the event's ``agentId`` is the child, ``parentAgentId`` its parent."""
+
+    depth: int
+    subtask: str = Field(description="The child's subtask, at most 500 characters.")
+    input_paths: list[str] | None = Field(None, description="Copied inputs; null means files/.")
+
+
+class ArtifactReceipt(EventPayload):
+    path: str
+    sha256: str
+    agent_id: str
+    root_path: str
+
+
+class ChildFinishedPayload(EventPayload):
+    """A child agent ended; the event's ``agentId`` is the child."""
+
+    status: Literal["succeeded", "failed", "cancelled", "deadline", "budget"]
+    error: str | None = None
+    artifacts: list[ArtifactReceipt] | None = Field(
+        None, description="The artifacts promoted to the parent, when succeeded."
+    )
+
+
+class ArtifactPayload(EventPayload):
+    """An artifact was written (reserved: the engine does not emit it today)."""
+
+    path: str
+    sha256: str | None = None
+    size_bytes: int | None = None
+    root_path: str | None = None
+
+
+class BudgetUpdatePayload(EventPayload):
+    """Model-call units were charged (coalesced: only the latest pending one is delivered)."""
+
+    used: int = Field(description="Units used by the whole Turn so far.")
+    max: int = Field(description="The Turn's model-call budget.")
+    category: str
+
+
+class StatusPayload(EventPayload):
+    """The Turn is stopping, or events were dropped (coalesced like budget_update)."""
+
+    status: Literal["stopping", "events_dropped"]
+    reason: Terminal | None = Field(None, description="Why it is stopping.")
+    message: str | None = None
+    dropped: int | None = Field(None, description="How many events a slow consumer missed.")
+
+
+class TurnEndedPayload(TurnResult):
+    """turn_completed, turn_failed, turn_cancelled: the Turn's ``TurnResult`` (camelCase)."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+AnyPayload: TypeAlias = (
+    TurnStartedPayload
+    | TriageDecisionPayload
+    | ModuleStartPayload
+    | ModuleEndPayload
+    | LmStartPayload
+    | LmEndPayload
+    | CodeCellPayload
+    | CellOutputPayload
+    | ToolCallStartPayload
+    | ToolCallEndPayload
+    | ChildSpawnedPayload
+    | ChildFinishedPayload
+    | ArtifactPayload
+    | BudgetUpdatePayload
+    | StatusPayload
+    | TurnEndedPayload
+)
+PayloadModel: TypeAlias = type[EventPayload] | type[TurnEndedPayload]
+PAYLOADS: dict[str, PayloadModel] = {
+    "turn_started": TurnStartedPayload,
+    "triage_decision": TriageDecisionPayload,
+    "module_start": ModuleStartPayload,
+    "module_end": ModuleEndPayload,
+    "lm_start": LmStartPayload,
+    "lm_end": LmEndPayload,
+    "code_cell": CodeCellPayload,
+    "cell_output": CellOutputPayload,
+    "tool_call_start": ToolCallStartPayload,
+    "tool_call_end": ToolCallEndPayload,
+    "child_spawned": ChildSpawnedPayload,
+    "child_finished": ChildFinishedPayload,
+    "artifact": ArtifactPayload,
+    "budget_update": BudgetUpdatePayload,
+    "status": StatusPayload,
+    "turn_completed": TurnEndedPayload,
+    "turn_failed": TurnEndedPayload,
+    "turn_cancelled": TurnEndedPayload,
+}
+_LOGGED: set[str] = set()
+log = logging.getLogger(__name__)
+
+
+def strict_events() -> bool:
+    """Whether emitters must match the payload models exactly (``FLEET_STRICT_EVENTS=1``)."""
+    return os.environ.get(STRICT_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _extra_keys(model: BaseModel) -> list[str]:
+    """Undefined keys anywhere in a parsed payload (nested models included)."""
+    found = [str(k) for k in (model.model_extra or {})]
+    for name in type(model).model_fields:
+        value = getattr(model, name)
+        items = value if isinstance(value, list) else [value]
+        for item in items:
+            if isinstance(item, EventPayload):
+                found += [f"{name}.{key}" for key in _extra_keys(item)]
+    return found
+
+
+def check_payload(kind: str, payload: Mapping[str, Any]) -> list[str]:
+    """What is wrong with ``payload`` for ``kind``: unknown kind, invalid or undefined fields."""
+    model = PAYLOADS.get(kind)
+    if model is None:
+        return [f"unknown event kind {kind!r}"]
+    try:
+        parsed = model.model_validate(payload)
+    except ValidationError as exc:
+        return [
+            f"{'.'.join(str(p) for p in err['loc']) or '(payload)'}: {err['msg']}"
+            for err in exc.errors()
+        ]
+    return [f"{key}: not a field of {model.__name__}" for key in _extra_keys(parsed)]
+
+
+def validate_emitted(kind: str, payload: Mapping[str, Any], *, strict: bool) -> bool:
+    """Check an emitted payload; raise ``EventPayloadError`` if ``strict``, else note it once."""
+    problems = check_payload(kind, payload)
+    if not problems:
+        return True
+    message = f"{kind} payload does not match its model: " + "; ".join(problems)
+    if strict:
+        raise EventPayloadError(message)
+    if kind not in _LOGGED:
+        _LOGGED.add(kind)
+        log.warning("%s (sent unchanged)", message)
+    return False
+
+
+def parse_payload(kind: str, payload: Mapping[str, Any]) -> AnyPayload | None:
+    """The payload as its kind's model; invalid fields dropped, ``None`` if it cannot parse."""
+    model = PAYLOADS.get(kind)
+    if model is None:
+        return None
+    data = dict(payload)
+    for _ in range(len(data) + 1):
+        try:
+            return model.model_validate(data)  # type: ignore[return-value]
+        except ValidationError as exc:
+            bad = {str(err["loc"][0]) for err in exc.errors() if err["loc"]} & data.keys()
+            if not bad:
+                return None
+            for key in bad:
+                del data[key]
+    return None
+
+
+# --- the published schema -------------------------------------------------------------------
+
+
+def _event_envelope(kinds: dict[str, str]) -> dict[str, Any]:
+    one_of = [
+        {
+            "properties": {
+                "kind": {"const": kind},
+                "payload": {"$ref": f"#/$defs/{name}"},
+            }
+        }
+        for kind, name in kinds.items()
+    ]
+    return {
+        "type": "object",
+        "required": ["turnId", "sessionId", "seq", "agentId", "kind", "payload"],
+        "properties": {
+            "version": {"type": "integer", "const": EVENT_VERSION},
+            "turnId": {"type": "string"},
+            "sessionId": {"type": "string"},
+            "seq": {"type": "integer", "minimum": 1},
+            "agentId": {"type": "string", "description": "root, or a child agent's id"},
+            "parentAgentId": {"type": "string"},
+            "kind": {"enum": list(kinds)},
+            "payload": {"type": "object"},
+            "at": {"type": "string", "format": "date-time"},
+        },
+        "oneOf": one_of,
+    }
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON schema of ``fleet/turn/didEmit`` params, one payload definition per kind."""
+    models = list(dict.fromkeys(PAYLOADS.values()))
+    names, defs = models_json_schema(
+        [(m, "validation") for m in models], ref_template="#/$defs/{model}"
+    )
+    kinds = {
+        kind: names[(m, "validation")]["$ref"].rsplit("/", 1)[1] for kind, m in PAYLOADS.items()
+    }
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "fleet/turn/didEmit",
+        "description": (
+            f"A TurnEvent (version {EVENT_VERSION}) as sent in fleet/turn/didEmit; generated from "
+            "fleet_core.event_payloads (python -m fleet_core.event_payloads)."
+        ),
+        **_event_envelope(kinds),
+        "$defs": defs["$defs"],
+    }
+
+
+def schema_text() -> str:
+    """The schema as committed: two-space indented JSON with a final newline."""
+    return json.dumps(json_schema(), indent=2, ensure_ascii=False) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the schema, or write it to the path given."""
+    args = sys.argv[1:] if argv is None else argv
+    if args:
+        with open(args[0], "w", encoding="utf-8") as out:
+            out.write(schema_text())
+    else:
+        sys.stdout.write(schema_text())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
