@@ -305,3 +305,28 @@ def test_redacted_yaml_and_dotenv_still_parse() -> None:
     assert parsed == {"user": "ann", "password": REDACTED, "port": 5432}
     env = dotenv_values(stream=io.StringIO(red.text('API_KEY="sk-x-hunter2"\nUSER=ann\n')))
     assert env == {"API_KEY": REDACTED, "USER": "ann"}
+
+
+def test_chained_log_filters_each_redact_the_exception_text(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The process-wide filter (installed by a Turn, without this secret) may see a record first
+    and turn its exception into text; the handler's own filter must still redact its secret."""
+    logger = logging.getLogger("fleet.test.chained")
+    first, second = (
+        RedactingFilter(Redactor.from_values(["other-secret"])),
+        RedactingFilter(Redactor.from_values([CANARY])),
+    )
+    logger.addFilter(first)
+    caplog.handler.addFilter(second)
+    try:
+        with caplog.at_level(logging.INFO, logger="fleet.test.chained"):
+            try:
+                raise ValueError(f"bad key {CANARY} and other-secret")
+            except ValueError:
+                logger.exception("failed", stack_info=True)
+    finally:
+        logger.removeFilter(first)
+        caplog.handler.removeFilter(second)
+    assert caplog.records and "ValueError" in caplog.text
+    assert CANARY not in caplog.text and "other-secret" not in caplog.text

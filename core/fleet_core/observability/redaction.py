@@ -198,10 +198,14 @@ class RedactingFilter(logging.Filter):
         record.msg = self.redactor.text(message)
         record.args = None
         if record.exc_info and record.exc_info[1] is not None:
-            record.exc_text = self.redactor.text(
-                logging.Formatter().formatException(record.exc_info)
-            )
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
             record.exc_info = None
+        # Also when an earlier filter (another handler's, another secret set) already turned the
+        # exception into text: each filter in a chain redacts its own secrets from it.
+        if record.exc_text:
+            record.exc_text = self.redactor.text(record.exc_text)
+        if record.stack_info:
+            record.stack_info = self.redactor.text(record.stack_info)
         return True
 
 
