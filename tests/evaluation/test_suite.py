@@ -253,15 +253,19 @@ def test_skill_use_from_a_real_mlflow_trace(tracer: MlflowTracer) -> None:
     start = datetime.now(UTC)
     payloads: list[tuple[str, dict[str, Any]]] = [
         ("turn_started", {"mode": "hybrid", "task": "Sum revenue"}),
-        ("triage_decision", {"route": "rlm", "reason": "needs code"}),
-        ("code_cell", {"cell_id": "c1", "code": "print(use_skill('csv-tools'))"}),
-        ("tool_call_start",
-         {"call_id": "u1", "tool": "use_skill", "inputs": {"name": "csv-tools"}}),
-        ("tool_call_end", {"call_id": "u1", "tool": "use_skill", "ok": True, "output": "# csv"}),
-        ("cell_output", {"cell_id": "c1", "stdout": "# csv", "ok": True, "duration_ms": 1}),
-        ("code_cell", {"cell_id": "c2", "code": RUN}),
-        ("cell_output", {"cell_id": "c2", "stdout": "42", "ok": True, "duration_ms": 1}),
-        ("turn_completed", {"answer": "42", "route": "rlm"}),
+        ("triage_decision", {"mode": "hybrid", "route": "rlm", "summary": "needs code"}),
+        ("code_cell", {"cell": 1, "phase": "task", "code": "print(use_skill('csv-tools'))"}),
+        ("tool_call_start", {"call_id": "u1", "tool": "use_skill", "source": "dspy",
+                             "inputs": {"name": "csv-tools"}}),
+        ("tool_call_end", {"call_id": "u1", "tool": "use_skill", "source": "dspy", "ok": True,
+                           "output": "# csv", "duration_ms": 1}),
+        ("cell_output", {"cell": 1, "phase": "task", "ok": True, "outcome": "completed",
+                         "output": "# csv", "duration_ms": 1}),
+        ("code_cell", {"cell": 2, "phase": "task", "code": RUN}),
+        ("cell_output", {"cell": 2, "phase": "task", "ok": True, "outcome": "completed",
+                         "output": "42", "duration_ms": 1}),
+        ("turn_completed", {"turnId": turn_id, "sessionId": session_id, "status": "completed",
+                            "answer": "42", "route": "rlm"}),
     ]  # fmt: skip
     for seq, (kind, payload) in enumerate(payloads, 1):
         trace.on_event(

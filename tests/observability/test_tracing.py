@@ -48,7 +48,7 @@ def test_turn_trace_has_every_span(tracer: MlflowTracer) -> None:
     root = view.root
     assert root is not None
     assert [c.outcome for c in root.cells] == ["error", "ok"]
-    assert "ZeroDivisionError" in (root.cells[0].stderr or "")
+    assert "ZeroDivisionError" in (root.cells[0].error or "")
     assert root.lm_calls[0].input_tokens == 100
     assert [t.tool for t in root.tool_calls] == ["spawn_agent"]
     (child,) = root.children

@@ -31,6 +31,7 @@ from fleet_core.event_payloads import (
 from fleet_core.events import TurnEvent
 from fleet_core.models import TurnResult
 from fleet_core.observability.redaction import EVENT_LIMITS, Redactor
+from fleet_core.observability.testing import scripted_turn_events
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = REPO / "docs" / "schema" / "turn-events.schema.json"
@@ -198,6 +199,12 @@ def test_the_tests_run_strict() -> None:
     assert EventChannel("t", "s").strict  # tests/conftest.py sets FLEET_STRICT_EVENTS=1
 
 
+@pytest.mark.parametrize("outcome", ["completed", "failed", "cancelled"])
+def test_the_scripted_trace_events_have_the_engine_shapes(outcome: str) -> None:
+    for event in scripted_turn_events("t1", "s1", outcome=outcome):
+        assert check_payload(event.kind, event.payload) == [], event.kind
+
+
 def test_parse_payload_drops_invalid_fields_and_gives_up_without_required_ones() -> None:
     spawned = parse_payload("child_spawned", {"depth": "[omitted]", "subtask": "x", "more": 1})
     assert spawned is None  # depth is required
@@ -274,6 +281,7 @@ CONSUMERS = [
     "fleet_lsp/progress.py",
     "fleet_lsp/live.py",
     "core/fleet_core/observability/traceview.py",
+    "core/fleet_core/observability/spans.py",
 ]
 DICT_NAMES = {"p", "payload"}
 

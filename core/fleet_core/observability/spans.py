@@ -29,6 +29,21 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
+from fleet_core.event_payloads import (
+    ArtifactPayload,
+    BudgetUpdatePayload,
+    CellOutputPayload,
+    ChildFinishedPayload,
+    ChildSpawnedPayload,
+    CodeCellPayload,
+    LmEndPayload,
+    LmStartPayload,
+    ToolCallEndPayload,
+    ToolCallStartPayload,
+    TriageDecisionPayload,
+    TurnEndedPayload,
+    TurnStartedPayload,
+)
 from fleet_core.events import ROOT_AGENT, TurnEvent
 from fleet_core.models import TurnResult
 from fleet_core.observability.records import (
@@ -76,7 +91,6 @@ class TraceBuilder:
         self._usage: dict[str, Any] | None = None
         self._sandbox_errors = 0
         self._terminal: str | None = None
-        self._terminal_payload: dict[str, Any] = {}
         self.finished = False
         now = clock()
         self.root = self._new(
@@ -226,8 +240,11 @@ class TraceBuilder:
                 if self.finished:
                     return
                 handler = getattr(self, f"_on_{event.kind}", None)
-                if handler is not None:
-                    handler(event, _ns(event.at), dict(event.payload))
+                if handler is None:
+                    return
+                data = event.data  # the kind's payload model; None if it cannot be read
+                if data is not None:
+                    handler(event, _ns(event.at), data)
         except Exception:  # tracing must never break a Turn
             log.warning("could not trace a %s event", event.kind, exc_info=True)
 
@@ -254,22 +271,18 @@ class TraceBuilder:
             return
         self.on_event(event)
 
-    def _on_turn_started(self, event: TurnEvent, at: int, p: dict[str, Any]) -> None:
-        root = self.spans[self.root]
-        for key in ("mode", "deadline_source", "effective_seconds", "dataset"):
-            if p.get(key) is not None:
-                root.attributes[f"fleet.{key}"] = p[key]
+    def _on_turn_started(self, event: TurnEvent, at: int, data: TurnStartedPayload) -> None:
+        self.spans[self.root].attributes["fleet.mode"] = data.mode
 
     def _triage_span(self, at: int) -> int:
         if self._triage is None:
             self._triage = self._new(self.root, "turn.triage", "CHAIN", "triage", at)
         return self._triage
 
-    def _on_triage_decision(self, event: TurnEvent, at: int, p: dict[str, Any]) -> None:
+    def _on_triage_decision(self, event: TurnEvent, at: int, data: TriageDecisionPayload) -> None:
         triage = self._triage_span(at)
-        route = p.get("route")
-        # the engine sends override_reason + a one-line summary; synthetic streams send reason
-        reason = p.get("reason") or p.get("summary") or p.get("override_reason")
+        route, reason = data.route, data.summary or data.override_reason
+        evidence = data.evidence.model_dump(mode="json") if data.evidence else None
         self._end(
             triage,
             at,
@@ -277,22 +290,21 @@ class TraceBuilder:
             attributes={
                 "fleet.route": route,
                 "fleet.route_reason": reason,
-                "fleet.override_reason": p.get("override_reason"),
-                "fleet.route_evidence": p.get("evidence"),
-                "fleet.fallback": p.get("fallback"),
+                "fleet.override_reason": data.override_reason,
+                "fleet.route_evidence": evidence,
             },
         )
         root = self.spans[self.root].attributes
         root["fleet.route"] = route
         root["fleet.route_reason"] = reason
-        if p.get("override_reason"):
-            root["fleet.override_reason"] = p["override_reason"]
+        if data.override_reason:
+            root["fleet.override_reason"] = data.override_reason
 
     def _parent_for(self, event: TurnEvent, at: int) -> int:
         return self._agent(event.agent_id, event.parent_agent_id, at)
 
-    def _on_lm_start(self, event: TurnEvent, at: int, p: dict[str, Any]) -> None:
-        category = str(p.get("category") or "")
+    def _on_lm_start(self, event: TurnEvent, at: int, data: LmStartPayload | LmEndPayload) -> None:
+        category = data.category
         triage = category in TRIAGE_CATEGORIES
         if triage and event.agent_id == ROOT_AGENT and not self._triage_done():
             parent = self._triage_span(at)
@@ -304,45 +316,43 @@ class TraceBuilder:
             "CHAT_MODEL",
             "lm",
             at,
-            inputs={"model": p.get("model"), "category": category},
+            inputs={"model": data.model, "category": category},
             attributes={
                 "fleet.agent_id": event.agent_id,
                 "fleet.category": category,
-                "model": p.get("model"),
+                "model": data.model,
             },
         )
-        self._open[("lm", f"{event.agent_id}:{p.get('call_id')}")] = span_id
+        self._open[("lm", f"{event.agent_id}:{data.call_id}")] = span_id
 
     def _triage_done(self) -> bool:
         return self._triage is not None and self.spans[self._triage].end_ns is not None
 
-    def _on_lm_end(self, event: TurnEvent, at: int, p: dict[str, Any]) -> None:
-        key = ("lm", f"{event.agent_id}:{p.get('call_id')}")
+    def _on_lm_end(self, event: TurnEvent, at: int, data: LmEndPayload) -> None:
+        key = ("lm", f"{event.agent_id}:{data.call_id}")
         span_id = self._open.pop(key, None)
         if span_id is None:  # the start event was lost: record the call anyway
-            self._on_lm_start(event, at - int(float(p.get("duration_ms") or 0) * 1e6), p)
+            self._on_lm_start(event, at - int(data.duration_ms * 1e6), data)
             span_id = self._open.pop(key)
-        usage = p.get("usage") if isinstance(p.get("usage"), dict) else None
-        attributes: dict[str, Any] = {"fleet.duration_ms": p.get("duration_ms")}
-        if usage:
-            inp, out = usage.get("input_tokens"), usage.get("output_tokens")
-            token_usage = {"input_tokens": inp or 0, "output_tokens": out or 0}
-            token_usage["total_tokens"] = token_usage["input_tokens"] + token_usage["output_tokens"]
-            attributes["mlflow.chat.tokenUsage"] = token_usage
-        ok = p.get("ok", True)
+        usage = data.usage.model_dump(mode="json") if data.usage else None
+        attributes: dict[str, Any] = {"fleet.duration_ms": data.duration_ms}
+        if data.usage:
+            inp, out = data.usage.input_tokens or 0, data.usage.output_tokens or 0
+            attributes["mlflow.chat.tokenUsage"] = {
+                "input_tokens": inp,
+                "output_tokens": out,
+                "total_tokens": inp + out,
+            }
         self._end(
             span_id,
             at,
-            outputs={"ok": ok, "error_type": p.get("error_type"), "usage": usage},
+            outputs={"ok": data.ok, "error_type": data.error_type, "usage": usage},
             attributes=attributes,
-            status="OK" if ok else "ERROR",
-            message=str(p.get("error_type") or ""),
+            status="OK" if data.ok else "ERROR",
+            message=data.error_type or "",
         )
 
-    def _on_code_cell(self, event: TurnEvent, at: int, p: dict[str, Any]) -> None:
-        code = str(p.get("code") or "")
-        if p.get("cell_id") is None and p.get("cell") is not None:  # the engine's field name
-            p["cell_id"] = p["cell"]
+    def _open_cell(self, event: TurnEvent, at: int, cell: int, phase: str, code: str) -> int:
         span_id = self._new(
             self._parent_for(event, at),
             "sandbox.exec",
@@ -352,166 +362,122 @@ class TraceBuilder:
             inputs={"code": code[:MAX_CODE_CHARS]},
             attributes={
                 "fleet.agent_id": event.agent_id,
-                "fleet.cell_id": p.get("cell_id"),
-                "fleet.iteration": p.get("iteration"),
-                "fleet.phase": p.get("phase"),
+                "fleet.cell_id": cell,
+                "fleet.phase": phase,
                 "fleet.code_chars": len(code),
             },
         )
         self._open_cells.setdefault(event.agent_id, []).append(span_id)
-        if p.get("cell_id") is not None:
-            self._open[("cell", f"{event.agent_id}:{p['cell_id']}")] = span_id
+        self._open[("cell", f"{event.agent_id}:{cell}")] = span_id
+        return span_id
 
-    def _on_cell_output(self, event: TurnEvent, at: int, p: dict[str, Any]) -> None:
-        span_id = None
-        if p.get("cell_id") is None and p.get("cell") is not None:
-            p["cell_id"] = p["cell"]
-        if p.get("cell_id") is not None:
-            span_id = self._open.pop(("cell", f"{event.agent_id}:{p['cell_id']}"), None)
+    def _on_code_cell(self, event: TurnEvent, at: int, data: CodeCellPayload) -> None:
+        self._open_cell(event, at, data.cell, data.phase, data.code)
+
+    def _on_cell_output(self, event: TurnEvent, at: int, data: CellOutputPayload) -> None:
         stack = self._open_cells.get(event.agent_id, [])
+        span_id = self._open.pop(("cell", f"{event.agent_id}:{data.cell}"), None)
         if span_id is None and stack:
             span_id = stack[-1]
-        if span_id is None:
-            self._on_code_cell(event, at, {"cell_id": p.get("cell_id"), "code": ""})
-            span_id = self._open_cells[event.agent_id][-1]
+        if span_id is None:  # the code_cell event was lost
+            span_id = self._open_cell(event, at, data.cell, data.phase, "")
+            self._open.pop(("cell", f"{event.agent_id}:{data.cell}"), None)
+            stack = self._open_cells[event.agent_id]
         if span_id in stack:
             stack.remove(span_id)
-        error = p.get("error") or p.get("error_type")
-        outcome = p.get("outcome") or ("error" if error or p.get("ok") is False else "ok")
-        if outcome == "completed":  # the engine's name for a cell that ran without error
-            outcome = "ok"
+        # the engine's "completed" is a cell that ran without error
+        outcome = "ok" if data.outcome == "completed" else data.outcome
         failed = outcome not in OK_CELL_OUTCOMES
         if failed:
             self._sandbox_errors += 1
         self._end(
             span_id,
             at,
-            outputs={
-                "stdout": _bounded(
-                    p.get("stdout") if p.get("stdout") is not None else p.get("output")
-                ),
-                "stderr": _bounded(p.get("stderr")),
-                "value": _bounded(p.get("value")),
-                "error": _bounded(p.get("error")),
-            },
+            outputs={"stdout": _bounded(data.output), "error": _bounded(data.error)},
             attributes={
                 "fleet.outcome": outcome,
-                "fleet.error_type": p.get("error_type"),
-                "fleet.duration_ms": p.get("duration_ms"),
-                "fleet.truncated": p.get("truncated"),
+                "fleet.error_type": data.error_type,
+                "fleet.duration_ms": data.duration_ms,
             },
             status="ERROR" if failed else "OK",
-            message=str(p.get("error_type") or ("cell " + str(outcome)) if failed else ""),
+            message=(data.error_type or f"cell {outcome}") if failed else "",
         )
 
-    def _on_tool_call_start(self, event: TurnEvent, at: int, p: dict[str, Any]) -> None:
-        tool = str(p.get("tool") or "tool")
+    def _open_tool(
+        self, event: TurnEvent, at: int, data: ToolCallStartPayload | ToolCallEndPayload
+    ) -> int:
+        inputs = data.inputs if isinstance(data, ToolCallStartPayload) else None
         span_id = self._new(
             self._parent_for(event, at),
-            f"tool.{tool}",
+            f"tool.{data.tool or 'tool'}",
             "TOOL",
             "tool",
             at,
-            inputs={"inputs": p.get("inputs")},
+            inputs={"inputs": inputs},
             attributes={
                 "fleet.agent_id": event.agent_id,
-                "fleet.tool": tool,
-                "fleet.source": p.get("source"),
+                "fleet.tool": data.tool,
+                "fleet.source": data.source,
             },
         )
-        self._open[("tool", f"{event.agent_id}:{p.get('call_id')}")] = span_id
+        self._open[("tool", f"{event.agent_id}:{data.call_id}")] = span_id
+        return span_id
 
-    def _on_tool_call_end(self, event: TurnEvent, at: int, p: dict[str, Any]) -> None:
-        span_id = self._open.pop(("tool", f"{event.agent_id}:{p.get('call_id')}"), None)
-        if span_id is None:
-            self._on_tool_call_start(event, at, p)
-            span_id = self._open.pop(("tool", f"{event.agent_id}:{p.get('call_id')}"))
-        ok = p.get("ok", True)
+    def _on_tool_call_start(self, event: TurnEvent, at: int, data: ToolCallStartPayload) -> None:
+        self._open_tool(event, at, data)
+
+    def _on_tool_call_end(self, event: TurnEvent, at: int, data: ToolCallEndPayload) -> None:
+        span_id = self._open.pop(("tool", f"{event.agent_id}:{data.call_id}"), None)
+        if span_id is None:  # the start event was lost
+            self._open_tool(event, at, data)
+            span_id = self._open.pop(("tool", f"{event.agent_id}:{data.call_id}"))
         self._end(
             span_id,
             at,
-            outputs={"output": p.get("output"), "error_type": p.get("error_type")},
-            attributes={"fleet.duration_ms": p.get("duration_ms")},
-            status="OK" if ok else "ERROR",
-            message=str(p.get("error_type") or ""),
+            outputs={"output": data.output, "error_type": data.error_type},
+            attributes={"fleet.duration_ms": data.duration_ms},
+            status="OK" if data.ok else "ERROR",
+            message=data.error_type or "",
         )
 
-    def _child_ids(self, event: TurnEvent, p: dict[str, Any]) -> tuple[str, str | None]:
-        child = p.get("child_agent_id") or p.get("child_id")
-        if child:
-            return str(child), event.agent_id
-        return event.agent_id, event.parent_agent_id
+    def _on_child_spawned(self, event: TurnEvent, at: int, data: ChildSpawnedPayload) -> None:
+        # the event's agent is the child, its parent_agent_id the parent
+        span = self.spans[self._agent(event.agent_id, event.parent_agent_id, at)]
+        span.inputs["subtask"] = data.subtask
+        if data.input_paths is not None:
+            span.inputs["input_paths"] = data.input_paths
+        span.attributes["fleet.depth"] = data.depth
 
-    def _on_child_spawned(self, event: TurnEvent, at: int, p: dict[str, Any]) -> None:
-        child, parent = self._child_ids(event, p)
-        span_id = self._agent(child, parent, at)
-        span = self.spans[span_id]
-        span.inputs.update(
-            {
-                k: p.get(k)
-                for k in ("subtask", "input_paths", "allowed_tools")
-                if p.get(k) is not None
-            }
-        )
-        span.attributes.update(
-            {
-                f"fleet.{k}": p.get(k)
-                for k in ("depth", "sandbox_id", "max_iters", "max_llm_calls")
-                if p.get(k) is not None
-            }
-        )
-
-    def _on_child_finished(self, event: TurnEvent, at: int, p: dict[str, Any]) -> None:
-        child, parent = self._child_ids(event, p)
-        span_id = self._agent(child, parent, at)
-        status = str(p.get("status") or "succeeded")
-        ok = status in ("succeeded", "completed", "ok")
+    def _on_child_finished(self, event: TurnEvent, at: int, data: ChildFinishedPayload) -> None:
+        span_id = self._agent(event.agent_id, event.parent_agent_id, at)
+        ok = data.status == "succeeded"
+        artifacts = [a.model_dump(mode="json") for a in data.artifacts or []] or None
         self._close_open_children(span_id, at, "the child agent ended first")
         self._end(
             span_id,
             at,
-            outputs={
-                "status": status,
-                "answer": p.get("answer"),
-                "artifacts": p.get("artifacts"),
-                "error": p.get("error"),
-            },
-            attributes={"fleet.status": status},
+            outputs={"status": data.status, "artifacts": artifacts, "error": data.error},
+            attributes={"fleet.status": data.status},
             status="OK" if ok else "ERROR",
-            message="" if ok else str(p.get("error") or status),
+            message="" if ok else (data.error or data.status),
         )
 
-    def _on_artifact(self, event: TurnEvent, at: int, p: dict[str, Any]) -> None:
-        record = {
-            k: p.get(k)
-            for k in (
-                "path",
-                "sha256",
-                "size_bytes",
-                "root_path",
-                "provenance",
-                "source_sandbox",
-                "parent_chain",
-            )
-        }
-        record["agent_id"] = p.get("agent_id") or event.agent_id
-        self._artifacts.append({k: v for k, v in record.items() if v is not None})
+    def _on_artifact(self, event: TurnEvent, at: int, data: ArtifactPayload) -> None:
+        record = data.model_dump(mode="json", exclude_none=True)
+        record["agent_id"] = event.agent_id
+        self._artifacts.append(record)
 
-    def _on_budget_update(self, event: TurnEvent, at: int, p: dict[str, Any]) -> None:
-        self._usage = p
+    def _on_budget_update(self, event: TurnEvent, at: int, data: BudgetUpdatePayload) -> None:
+        self._usage = data.model_dump(mode="json")
 
-    def _terminal_event(self, kind: str, p: dict[str, Any]) -> None:
-        self._terminal = kind
-        self._terminal_payload = p
+    def _on_turn_completed(self, event: TurnEvent, at: int, data: TurnEndedPayload) -> None:
+        self._terminal = "completed"
 
-    def _on_turn_completed(self, event: TurnEvent, at: int, p: dict[str, Any]) -> None:
-        self._terminal_event("completed", p)
+    def _on_turn_failed(self, event: TurnEvent, at: int, data: TurnEndedPayload) -> None:
+        self._terminal = "failed"
 
-    def _on_turn_failed(self, event: TurnEvent, at: int, p: dict[str, Any]) -> None:
-        self._terminal_event("failed", p)
-
-    def _on_turn_cancelled(self, event: TurnEvent, at: int, p: dict[str, Any]) -> None:
-        self._terminal_event("cancelled", p)
+    def _on_turn_cancelled(self, event: TurnEvent, at: int, data: TurnEndedPayload) -> None:
+        self._terminal = "cancelled"
 
     # finishing ----------------------------------------------------------------------------
 

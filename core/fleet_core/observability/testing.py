@@ -1,4 +1,5 @@
-"""A realistic TurnEvent sequence for tests and demos of tracing (no engine needed).
+"""A realistic TurnEvent sequence for tests and demos of tracing (no engine needed): the payloads
+have the engine's shapes (``fleet_core.event_payloads``; a unit test checks them).
 
 ``scripted_turn_events`` yields what the engine emits for a hybrid Turn that triages to ``rlm``,
 runs a failing then a succeeding sandbox cell, spawns one child agent (which runs a cell and
@@ -58,7 +59,16 @@ def scripted_turn_events(
             "usage": {"input_tokens": 10, "output_tokens": 5},
         },
     )
-    emit("triage_decision", {"route": "rlm", "reason": "needs code over files/sales.csv"})
+    emit(
+        "triage_decision",
+        {
+            "mode": "hybrid",
+            "route": "rlm",
+            "override_reason": None,
+            "summary": "needs code over files/sales.csv",
+            "evidence": {"raw_choice": "rlm", "backend": "generative", "effective_route": "rlm"},
+        },
+    )
     emit("lm_start", {"call_id": "lm2", "model": "openai/scripted", "category": "root"})
     emit(
         "lm_end",
@@ -71,32 +81,46 @@ def scripted_turn_events(
             "usage": {"input_tokens": 100, "output_tokens": 20},
         },
     )
-    emit("code_cell", {"cell_id": "c1", "code": "print(1/0)" + extra_text})
+    emit("code_cell", {"cell": 1, "phase": "task", "code": "print(1/0)" + extra_text})
     emit(
         "cell_output",
         {
-            "cell_id": "c1",
-            "stdout": "",
-            "stderr": "ZeroDivisionError: division by zero" + extra_text,
+            "cell": 1,
+            "phase": "task",
             "ok": False,
+            "outcome": "error",
             "error_type": "ZeroDivisionError",
+            "error": "ZeroDivisionError: division by zero" + extra_text,
             "duration_ms": 3,
         },
     )
     emit(
         "code_cell",
         {
-            "cell_id": "c2",
+            "cell": 2,
+            "phase": "task",
             "code": "import pandas as pd\nprint(pd.read_csv('files/sales.csv').revenue.sum())",
         },
     )
     emit(
         "cell_output",
-        {"cell_id": "c2", "stdout": "42\n", "stderr": "", "ok": True, "duration_ms": 7},
+        {
+            "cell": 2,
+            "phase": "task",
+            "ok": True,
+            "outcome": "completed",
+            "output": "42\n",
+            "duration_ms": 7,
+        },
     )
     emit(
         "tool_call_start",
-        {"call_id": "t1", "tool": "spawn_agent", "inputs": {"subtask": "Chart revenue"}},
+        {
+            "call_id": "t1",
+            "tool": "spawn_agent",
+            "source": "dspy",
+            "inputs": {"subtask": "Chart revenue"},
+        },
     )
     emit(
         "child_spawned",
@@ -125,13 +149,13 @@ def scripted_turn_events(
     )
     emit(
         "code_cell",
-        {"cell_id": "k1", "code": "open('artifacts/chart.txt','w').write('##')"},
+        {"cell": 1, "phase": "task", "code": "open('artifacts/chart.txt','w').write('##')"},
         child,
         ROOT_AGENT,
     )
     emit(
         "cell_output",
-        {"cell_id": "k1", "stdout": "", "ok": True, "duration_ms": 2},
+        {"cell": 1, "phase": "task", "ok": True, "outcome": "completed", "duration_ms": 2},
         child,
         ROOT_AGENT,
     )
@@ -150,8 +174,14 @@ def scripted_turn_events(
         "child_finished",
         {
             "status": "succeeded",
-            "answer": "chart saved",
-            "artifacts": ["artifacts/root.1/chart.txt"],
+            "artifacts": [
+                {
+                    "path": "artifacts/root.1/chart.txt",
+                    "sha256": "ab" * 32,
+                    "agent_id": child,
+                    "root_path": "artifacts/chart.txt",
+                }
+            ],
         },
         child,
         ROOT_AGENT,
@@ -161,18 +191,15 @@ def scripted_turn_events(
         {
             "call_id": "t1",
             "tool": "spawn_agent",
+            "source": "dspy",
             "ok": True,
             "output": "chart saved",
             "duration_ms": 30,
         },
     )
-    emit("budget_update", {"model_calls": 3, "max_model_calls": 150})
-    if outcome == "completed":
-        emit("turn_completed", {"answer": answer, "route": "rlm"})
-    elif outcome == "failed":
-        emit("turn_failed", {"error": {"kind": "SandboxError", "message": "worker died"}})
-    else:
-        emit("turn_cancelled", {})
+    emit("budget_update", {"used": 3, "max": 150, "category": "generation"})
+    result = scripted_turn_result(turn_id, session_id, answer=answer, outcome=outcome)
+    emit(f"turn_{outcome}", result.wire())
     return events
 
 
