@@ -7,6 +7,7 @@ fast as a bare pygls server.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from typing import TYPE_CHECKING, Annotated, Any
@@ -387,11 +388,24 @@ def config_show(
 
 
 @app.command()
-def doctor() -> None:
-    """Check the database, sandbox isolation, MLflow store and model endpoints; say what to fix."""
+def doctor(
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print {ok, checks: [{name, status, detail, fix}]}.")
+    ] = False,
+) -> None:
+    """Check the database, sandbox isolation, MLflow store and model endpoints; say what to fix.
+
+    Exit code 0 when every required check passed, 1 otherwise."""
+    from dataclasses import asdict
+
     from fleet_lsp.doctor import run_checks
 
     checks = run_checks()
+    if as_json:
+        failed = any(check.status == "fail" for check in checks)
+        report = {"ok": not failed, "checks": [asdict(check) for check in checks]}
+        typer.echo(json.dumps(report, indent=2))
+        raise typer.Exit(1 if failed else 0)
     from rich.console import Console
     from rich.markup import escape
 

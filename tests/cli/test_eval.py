@@ -352,6 +352,16 @@ def test_doctor_reports_and_says_what_to_fix(tmp_path: Path, models_endpoint: st
     assert "HTTP 401 (check the API key)" in wrong_key.stdout
 
 
+def test_doctor_json_reports_every_check_and_its_exit_code(tmp_path: Path) -> None:
+    out = run(tmp_path, "doctor", "--json", timeout=180)
+    report = json.loads(out.stdout)  # JSON alone on stdout
+    by_name = {c["name"]: c for c in report["checks"]}
+    assert by_name["database"]["status"] == "ok"
+    assert by_name["model (root)"]["status"] == "fail" and by_name["model (root)"]["fix"]
+    assert report["ok"] is False and out.returncode == 1
+    assert set(by_name["sandbox"]) == {"name", "status", "detail", "fix"}
+
+
 # ---------------------------------------------------------------------------------------------
 # the bundled example
 # ---------------------------------------------------------------------------------------------
