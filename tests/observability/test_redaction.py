@@ -330,3 +330,25 @@ def test_chained_log_filters_each_redact_the_exception_text(
         caplog.handler.removeFilter(second)
     assert caplog.records and "ValueError" in caplog.text
     assert CANARY not in caplog.text and "other-secret" not in caplog.text
+
+
+def test_redaction_stays_linear_on_long_unbroken_text() -> None:
+    """A long base64 or minified string in cell output must not stall a Turn: the time for 4x
+    the text stays far from the 16x a quadratic pattern costs (a ratio in one run)."""
+    import time
+
+    redactor = Redactor.from_values(["sk-configured-secret-1234"])
+
+    def seconds(text: str) -> float:
+        best = float("inf")
+        for _ in range(3):
+            started = time.perf_counter()
+            redactor.text(text, None)
+            best = min(best, time.perf_counter() - started)
+        return best
+
+    for unit in ("a", "aB3/+=", "x_"):
+        short, long = unit * (5_000 // len(unit)), unit * (20_000 // len(unit))
+        ratio = seconds(long) / max(seconds(short), 1e-6)
+        assert ratio < 8, f"{unit!r}: 4x the text took {ratio:.1f}x the time"
+    assert redactor.text('{"passwd": "hunter2"}', None) == '{"passwd": "[redacted]"}'

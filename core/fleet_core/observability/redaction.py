@@ -59,7 +59,10 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]], .
     # key=value, key: value, "key": "value" (value quoted or bare): see _assignment.
     (
         re.compile(
-            rf"""(?P<key>["']?[\w.\-]*(?:{_CREDENTIAL_WORDS})[\w.\-]*["']?\s*[:=]\s*)"""
+            # A key starts where a name starts and is at most 64 characters around the word:
+            # unanchored, [\w.\-]* made every long word run cost quadratic time.
+            rf"""(?<![\w.\-])(?P<key>["']?[\w.\-]{{0,64}}(?:{_CREDENTIAL_WORDS})"""
+            rf"""[\w.\-]{{0,64}}["']?\s*[:=]\s*)"""
             r"""(?P<value>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|[^\s,;&}\]\)"']+)""",
             re.IGNORECASE,
         ),
