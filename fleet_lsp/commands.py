@@ -68,7 +68,12 @@ def serve(
         bool, typer.Option("--stdio", help="Serve over stdin/stdout (default).")
     ] = False,
     tcp: Annotated[
-        str | None, typer.Option("--tcp", metavar="HOST:PORT", help="Serve one client over TCP.")
+        str | None,
+        typer.Option(
+            "--tcp",
+            metavar="HOST:PORT",
+            help="Serve one client over TCP (others are refused; the server ends with it).",
+        ),
     ] = None,
 ) -> None:
     """Run the language server (stdio by default; --tcp HOST:PORT for debugging)."""
@@ -111,8 +116,9 @@ def serve(
             port_text,
             NON_LOOPBACK_ENV,
         )
-    log.info("fleet-lsp listening on %s:%s", host, port_text)
-    create_server().start_tcp(host, int(port_text))
+    server = create_server()
+    server.start_tcp(host, int(port_text))  # logs "listening on" once bound
+    raise typer.Exit(server.exit_code)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -402,10 +408,10 @@ def doctor(
 
     checks = run_checks()
     if as_json:
-        failed = any(check.status == "fail" for check in checks)
-        report = {"ok": not failed, "checks": [asdict(check) for check in checks]}
+        ok = all(check.status != "fail" for check in checks)
+        report = {"ok": ok, "checks": [asdict(check) for check in checks]}
         typer.echo(json.dumps(report, indent=2))
-        raise typer.Exit(1 if failed else 0)
+        raise typer.Exit(0 if ok else 1)
     from rich.console import Console
     from rich.markup import escape
 

@@ -22,6 +22,16 @@ from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import quote, unquote
 
 from fleet_core.errors import InvalidInput, TurnNotFound
+from fleet_core.event_payloads import (
+    ArtifactPayload,
+    CellOutputPayload,
+    CodeCellPayload,
+    ToolCallEndPayload,
+    ToolCallStartPayload,
+    TriageDecisionPayload,
+    TurnEndedPayload,
+)
+from fleet_core.models import TurnResult
 from fleet_core.workspace import is_probably_text, validate_relative_path, validate_session_id
 from fleet_lsp.protocol import URI_SCHEME, ArtifactReadResult
 
@@ -208,11 +218,12 @@ class StoreTraceSource:
         return TraceDocument(tid, turn.turn_id, session_id, trace_uri(session_id, tid), markdown)
 
 
-def _pick(data: Mapping[str, Any], *names: str) -> Any:
-    for name in names:
-        if data.get(name) is not None:
-            return data[name]
-    return None
+def _stored_result(result: Mapping[str, Any]) -> TurnResult | None:
+    """The stored ``TurnResult`` (wire form), or ``None`` while the Turn has none."""
+    try:
+        return TurnResult.model_validate(result) if result else None
+    except ValueError:
+        return None
 
 
 def _short(text: str, limit: int = 4000) -> str:
@@ -237,12 +248,14 @@ def render_trace(
     """A Turn as a readable markdown document."""
     first_line = turn.task.strip().splitlines()[0] if turn.task.strip() else ""
     lines = [f"# Turn {turn.seq}: {_short(first_line, 120)}", ""]
-    route = turn.route or _pick(result, "route")
-    reason = _pick(result, "routeReason", "route_reason")
+    stored = _stored_result(result)
+    route = turn.route or (stored.route if stored else None)
+    reason = None
     for event in events:
-        if event.kind == "triage_decision":
-            route = route or event.payload.get("route")
-            reason = reason or event.payload.get("reason")
+        triage = event.data
+        if isinstance(triage, TriageDecisionPayload):
+            route = route or triage.route
+            reason = reason or triage.summary
     lines += [
         f"- Session: `{session_id}`",
         f"- Turn: `{turn.turn_id}` (#{turn.seq})",
@@ -253,22 +266,17 @@ def render_trace(
     if turn.trace_id:
         lines.append(f"- Trace: `{turn.trace_id}`")
     lines += ["", "## Task", "", _short(turn.task), ""]
-    answer = turn.answer or _pick(result, "answer") or ""
+    answer = turn.answer or (stored.answer if stored else "")
     lines += ["## Answer", "", answer or "_(no answer)_", ""]
-    note = turn.learned_note or _pick(result, "learnedNote", "learned_note")
+    note = turn.learned_note or (stored.learned_note if stored else None)
     if note:
         lines += ["## Learned note", "", str(note), ""]
-    error = turn.error.wire() if turn.error else _pick(result, "error")
+    error = turn.error or (stored.error if stored else None)
     if error:
-        lines += [
-            "## Error",
-            "",
-            f"**{error.get('kind', 'error')}**: {error.get('message', '')}",
-            "",
-        ]
+        lines += ["## Error", "", f"**{error.kind}**: {error.message}", ""]
     lines += _render_agents(events)
-    usage = _pick(result, "usage")
-    if isinstance(usage, Mapping) and usage:
+    usage = stored.usage.wire() if stored else {}
+    if usage:
         lines += ["## Usage", "", "| measure | value |", "|---|---|"]
         for key, value in usage.items():
             if isinstance(value, Mapping):
@@ -284,7 +292,8 @@ def _render_artifacts(
 ) -> list[str]:
     mine = []
     for artifact in artifacts:
-        records = [p for p in artifact.get("provenance", []) if p.get("turnId") == turn_id]
+        provenance = artifact.get("provenance", [])
+        records = [record for record in provenance if record.get("turnId") == turn_id]
         if records:
             mine.append((artifact, records))
     if not mine:
@@ -309,6 +318,33 @@ def _render_artifacts(
     return lines
 
 
+def _event_lines(event: TurnEvent, cell: int) -> list[str]:
+    """One event of an agent as markdown lines (typed payloads; unknown kinds show nothing)."""
+    data = event.data
+    if isinstance(data, CodeCellPayload):
+        return [f"**Cell {cell}**", "", _fence(data.code, "python"), ""]
+    if isinstance(data, CellOutputPayload):
+        lines = []
+        if data.output:
+            lines += ["Output:", "", _fence(data.output), ""]
+        if data.error:
+            lines += ["Error:", "", _fence(data.error), ""]
+        return lines
+    if isinstance(data, ToolCallStartPayload):
+        shown = json.dumps(data.inputs, default=str)[:500] if data.inputs else ""
+        return [f"- Tool call `{data.tool}` {shown}".rstrip()]
+    if isinstance(data, ToolCallEndPayload):
+        return [f"- Tool `{data.tool}`: {'done' if data.ok else data.error_type or 'failed'}"]
+    if isinstance(data, ArtifactPayload):
+        return [f"- Artifact `{data.path}`"]
+    if isinstance(data, TriageDecisionPayload):
+        return [f"- Triage: {data.route} — {data.summary}"]
+    if isinstance(data, TurnEndedPayload) and event.kind != "turn_completed":
+        message = data.error.message if data.error else ""
+        return [f"- {event.kind.replace('_', ' ')}: {message}"]
+    return []
+
+
 def _render_agents(events: Sequence[TurnEvent]) -> list[str]:
     if not events:
         return [
@@ -331,41 +367,9 @@ def _render_agents(events: Sequence[TurnEvent]) -> list[str]:
         lines.append("")
         cell = 0
         for event in by_agent.get(agent, []):
-            p = event.payload
             if event.kind == "code_cell":
                 cell += 1
-                lines.extend(
-                    [
-                        f"**Cell {cell}**",
-                        "",
-                        _fence(str(_pick(p, "code", "source") or ""), "python"),
-                        "",
-                    ]
-                )
-            elif event.kind == "cell_output":
-                out = _pick(p, "output", "stdout", "text", "result")
-                err = _pick(p, "error", "stderr")
-                if out:
-                    lines.extend(["Output:", "", _fence(str(out)), ""])
-                if err:
-                    lines.extend(["Error:", "", _fence(str(err)), ""])
-            elif event.kind == "tool_call_start":
-                name = _pick(p, "tool", "name") or "tool"
-                args = _pick(p, "args", "arguments", "inputs")
-                shown = json.dumps(args, default=str)[:500] if args is not None else ""
-                lines.append(f"- Tool call `{name}` {shown}".rstrip())
-            elif event.kind == "tool_call_end":
-                name = _pick(p, "tool", "name") or "tool"
-                status = _pick(p, "status", "error") or "done"
-                lines.append(f"- Tool `{name}`: {status}")
-            elif event.kind == "artifact":
-                lines.append(f"- Artifact `{_pick(p, 'path') or '?'}`")
-            elif event.kind == "triage_decision":
-                lines.append(f"- Triage: {_pick(p, 'route') or '?'} — {_pick(p, 'reason') or ''}")
-            elif event.kind in ("turn_failed", "turn_cancelled"):
-                lines.append(
-                    f"- {event.kind.replace('_', ' ')}: {_pick(p, 'message', 'error') or ''}"
-                )
+            lines.extend(_event_lines(event, cell))
         lines.append("")
         for child, parent_of in parents.items():
             if parent_of == agent and child != agent:
