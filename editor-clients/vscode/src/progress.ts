@@ -118,56 +118,51 @@ export function formatUsage(result: TurnResult): string {
   return parts.join(', ');
 }
 
-function pick(payload: Record<string, unknown>, ...names: string[]): unknown {
-  for (const name of names) {
-    if (payload[name] !== undefined && payload[name] !== null) {
-      return payload[name];
-    }
-  }
-  return undefined;
+function text(value: unknown): string {
+  return typeof value === 'string' ? value : '';
 }
 
-/** One output-channel line for a `fleet/turn/didEmit` event. */
+/**
+ * One output-channel line for a `fleet/turn/didEmit` event. It reads the fields each kind's
+ * payload defines (docs/schema/turn-events.schema.json), never guessed alternatives.
+ */
 export function formatTurnEvent(event: TurnEvent): string {
   const p = event.payload ?? {};
   const agent = event.parentAgentId ? `${event.agentId} (of ${event.parentAgentId})` : event.agentId;
   let detail = '';
   switch (event.kind) {
     case 'triage_decision':
-      detail = `route ${pick(p, 'route') ?? '?'}`;
+      detail = `route ${text(p.route) || '?'}` + (text(p.summary) ? ` (${text(p.summary)})` : '');
       break;
     case 'module_start':
     case 'module_end':
-      detail = String(pick(p, 'module', 'name') ?? '');
+      detail = text(p.module);
       break;
-    case 'code_cell': {
-      const code = pick(p, 'code', 'source');
-      detail = typeof code === 'string' ? truncate(code, 120) : '';
+    case 'code_cell':
+      detail = truncate(text(p.code), 120);
       break;
-    }
-    case 'cell_output': {
-      const out = pick(p, 'stdout', 'output', 'text');
-      detail = typeof out === 'string' ? truncate(out, 120) : '';
+    case 'cell_output':
+      detail = truncate(p.ok === false ? text(p.error) || text(p.error_type) : text(p.output), 120);
       break;
-    }
     case 'tool_call_start':
     case 'tool_call_end':
-      detail = String(pick(p, 'tool', 'name') ?? '');
+      detail = text(p.tool);
       break;
     case 'child_spawned':
+      detail = truncate(text(p.subtask), 120);
+      break;
     case 'child_finished':
-      detail = String(pick(p, 'agent_id', 'agentId', 'child_id', 'childId', 'child') ?? '');
+      detail = text(p.status) + (text(p.error) ? `: ${truncate(text(p.error), 120)}` : '');
       break;
     case 'artifact':
-      detail = String(pick(p, 'path') ?? '');
+      detail = text(p.path);
       break;
-    case 'status': {
-      detail = String(pick(p, 'message', 'status') ?? '');
+    case 'status':
+      detail = text(p.message) || text(p.status);
       break;
-    }
     case 'turn_failed': {
-      const error = pick(p, 'error', 'message');
-      detail = typeof error === 'string' ? error : error ? JSON.stringify(error) : '';
+      const error = p.error as { message?: unknown } | null | undefined;
+      detail = text(error?.message);
       break;
     }
   }

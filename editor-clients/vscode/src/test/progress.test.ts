@@ -66,5 +66,21 @@ describe('progress', () => {
       '[t1 # 12] a1 (of root) code_cell: print(1) print(2)',
     );
     assert.equal(formatTurnEvent({ turnId: 't1', sessionId: 's1', seq: 1, agentId: 'root', kind: 'lm_start', payload: {} }), '[t1 #  1] root lm_start');
+     assert.equal(
+      formatTurnEvent({ turnId: 't1', sessionId: 's1', seq: 4, agentId: 'agent-2', parentAgentId: 'root', kind: 'child_spawned', payload: { depth: 1, subtask: 'REGION=North check' } }),
+      '[t1 #  4] agent-2 (of root) child_spawned: REGION=North check',
+    );
+    assert.equal(
+      formatTurnEvent({ turnId: 't1', sessionId: 's1', seq: 9, agentId: 'agent-2', parentAgentId: 'root', kind: 'child_finished', payload: { status: 'failed', error: 'boom' } }),
+      '[t1 #  9] agent-2 (of root) child_finished: failed: boom',
+    );
+    assert.equal(
+      formatTurnEvent({ turnId: 't1', sessionId: 's1', seq: 7, agentId: 'root', kind: 'cell_output', payload: { cell: 1, phase: 'task', ok: false, outcome: 'error', duration_ms: 3, error: 'ZeroDivisionError: x', error_type: 'ZeroDivisionError' } }),
+      '[t1 #  7] root cell_output: ZeroDivisionError: x',
+    );
+    assert.equal(
+      formatTurnEvent({ turnId: 't1', sessionId: 's1', seq: 20, agentId: 'root', kind: 'turn_failed', payload: { status: 'failed', error: { kind: 'EngineError', message: 'The Turn failed' } } }),
+      '[t1 # 20] root turn_failed: The Turn failed',
+    );
   });
 });
