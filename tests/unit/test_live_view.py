@@ -4,12 +4,11 @@ happens, and user/model text shown literally (never read as rich markup)."""
 from __future__ import annotations
 
 import io
-from typing import Any
 
 from rich.console import Console
 
-from fleet_core.events import TurnEvent
 from fleet_lsp.live import LiveTurnView
+from tests.unit.event_support import event
 
 
 class Clock:
@@ -18,19 +17,6 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
-
-
-def event(seq: int, kind: str, payload: dict[str, Any], agent: str = "root") -> TurnEvent:
-    parent = None if agent == "root" else "root"
-    return TurnEvent(
-        turn_id="t1",
-        session_id="s1",
-        seq=seq,
-        agent_id=agent,
-        parent_agent_id=parent,
-        kind=kind,  # type: ignore[arg-type]
-        payload=payload,
-    )
 
 
 def view(task: str = "Revenue by region") -> tuple[LiveTurnView, Clock]:

@@ -12,6 +12,7 @@ from fleet_core.events import TurnEvent
 from fleet_core.models import TurnResult
 from fleet_lsp.progress import TurnProgress
 from fleet_lsp.protocol import NOTIFY_TURN_EVENT
+from tests.unit.event_support import event
 
 
 class FakeProtocol:
@@ -38,19 +39,6 @@ class FakeServer:
 
     def progress(self) -> list[tuple[Any, dict[str, Any]]]:
         return [(p.token, p.value) for m, p in self.protocol.notes if m == types.PROGRESS]
-
-
-def event(seq: int, kind: str, payload: dict[str, Any], agent: str = "root") -> TurnEvent:
-    parent = None if agent == "root" else "root"
-    return TurnEvent(
-        turn_id="t1",
-        session_id="s1",
-        seq=seq,
-        agent_id=agent,
-        parent_agent_id=parent,
-        kind=kind,  # type: ignore[arg-type]
-        payload=payload,
-    )
 
 
 def turn_events() -> list[TurnEvent]:
