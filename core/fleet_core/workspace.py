@@ -3,18 +3,26 @@
 Layout: ``<root>/{files,artifacts,memory,skills}/...``. Every path from a client, a model or a
 sandbox is a relative POSIX path under one of those roots; symlinks and non-regular files are
 refused everywhere and never followed.
+
+A Session's directory is 0700 (``<state>/workspaces/`` itself 0700, or 0711 when the server runs
+as root, so a dedicated sandbox uid can reach the directory it is given). Atomic writes stage in
+``<root>/../.staging/`` (outside every listed root and every sandbox mount, on the same file
+system), locked while they are written; ``prepare_workspaces`` sweeps what a killed process left.
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import hashlib
 import io
+import logging
 import os
 import re
+import secrets
 import stat
-import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
@@ -28,10 +36,49 @@ from fleet_core.errors import (
 
 ROOTS = ("files", "artifacts", "memory", "skills")
 CHUNK = 1 << 20
+STAGING_DIR = ".staging"
+TEMP_PREFIX = ".fleet-"
 MAX_PATH_CHARS = 1024
 _SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _TEXT_SNIFF = 8192
+_PSEUDO_ROOTS = ("/proc", "/sys", "/dev")
+_PSEUDO_FS = frozenset(
+    {
+        "proc",
+        "sysfs",
+        "devtmpfs",
+        "devpts",
+        "debugfs",
+        "tracefs",
+        "securityfs",
+        "cgroup",
+        "cgroup2",
+        "configfs",
+        "bpf",
+        "pstore",
+        "efivarfs",
+        "fusectl",
+        "mqueue",
+        "binfmt_misc",
+        "autofs",
+        "nsfs",
+        "hugetlbfs",
+        "rpc_pipefs",
+        "selinuxfs",
+        "fuse.lxcfs",
+    }
+)
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISLNK, "a symlink"),
+)
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+log = logging.getLogger(__name__)
 
 
 def validate_session_id(session_id: str) -> str:
@@ -80,21 +127,34 @@ class FileInfo:
     sha256: str
 
 
+@dataclass(frozen=True, slots=True)
+class FileStamp:
+    """A regular file's identity without reading it: (inode, size, mtime) and, when already
+    known for exactly that identity, its sha256."""
+
+    key: tuple[int, int, int]
+    sha256: str | None = None
+
+
 class Workspace:
     """File operations on one Session's workspace directory."""
 
     def __init__(self, root: Path, *, max_file_bytes: int, max_read_bytes: int) -> None:
         self.root = root
+        self.staging = root.parent / STAGING_DIR
         self.max_file_bytes = max_file_bytes
         self.max_read_bytes = max_read_bytes
         self._digests: dict[str, tuple[tuple[int, int, int], str]] = {}
 
     def ensure_layout(self) -> None:
+        """Create the roots; the workspace directory itself is private (0700)."""
+        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _restrict(self.root, 0o700)
         for name in ROOTS:
             directory = self.root / name
             if directory.is_symlink():
                 raise WorkspacePathError(f"Workspace root '{name}/' is a symlink; refusing it")
-            directory.mkdir(parents=True, exist_ok=True)
+            directory.mkdir(exist_ok=True)
 
     def resolve(self, path: str, *, must_exist: bool = True) -> Path:
         """Map a workspace path to a host path, refusing symlinks and non-regular files."""
@@ -120,17 +180,13 @@ class Workspace:
         return current
 
     def attach(self, source: Path, target: str | None = None) -> FileInfo:
-        """Stream a local file into ``files/<basename>`` (or ``target``), hashing on the way."""
+        """Stream a local regular file into ``files/<basename>`` (or ``target``), hashing on the
+        way. FIFOs, devices, sockets, directories and files on pseudo-filesystems (``/proc``,
+        ``/sys``, ``/dev``) are refused before anything is read, and opening never blocks."""
         target = target or f"files/{_basename(source)}"
-        destination = self.resolve(target, must_exist=False)
-        try:
-            handle = open(source, "rb")  # noqa: SIM115 - closed below
-        except OSError as exc:
-            raise WorkspaceFileNotFound(f"Cannot read '{source}': {exc.strerror}") from None
-        with handle:
-            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-                raise InvalidInput(f"'{source}' is not a regular file")
-            size, digest = self._store_stream(handle, destination, target)
+        self.resolve(target, must_exist=False)
+        with open_attach_source(source) as handle:
+            size, digest = self._store_stream(handle, target)
         return FileInfo(target, size, digest)
 
     def write(self, path: str, data: bytes) -> FileInfo:
@@ -138,10 +194,8 @@ class Workspace:
             raise FileTooLarge(
                 f"'{path}' would be {len(data):,} bytes; the limit is {self.max_file_bytes:,}"
             )
-        destination = self.resolve(path, must_exist=False)
-        destination.parent.mkdir(parents=True, exist_ok=True)
-        self.resolve(path, must_exist=False)  # re-check: parents now exist and are directories
-        with _atomic_file(destination) as (handle, _tmp):
+        self.resolve(path, must_exist=False)
+        with self._staged(path) as handle:
             handle.write(data)
         return FileInfo(path, len(data), hashlib.sha256(data).hexdigest())
 
@@ -160,7 +214,15 @@ class Workspace:
             return handle.read(limit)
 
     def delete(self, path: str) -> None:
-        self.resolve(path).unlink()
+        """Remove one entry. A symlink is removed itself (never its target) and other
+        non-regular entries (FIFOs, sockets, devices, empty directories) can be removed too;
+        nothing on the way is followed (every parent is opened without following links)."""
+        relative = validate_relative_path(path)
+        parent = self._open_parent(relative, create=False, label=path)
+        try:
+            _remove_entry(parent, relative.name, path)
+        finally:
+            os.close(parent)
         self._digests.pop(path, None)
 
     def tree(self, root: str | None = None) -> list[FileInfo]:
@@ -177,15 +239,57 @@ class Workspace:
                 found.extend(_walk_regular(base, name))
         return sorted(found)
 
-    def _store_stream(
-        self, handle: io.BufferedIOBase, destination: Path, label: str
-    ) -> tuple[int, str]:
-        destination.parent.mkdir(parents=True, exist_ok=True)
+    def stamps(self, root: str | None = None) -> dict[str, FileStamp]:
+        """Every regular file's stamp, read from its inode only (no file is opened); digests
+        already computed for that exact stamp ride along."""
+        found: dict[str, FileStamp] = {}
+        for path in self.paths(root):
+            key = self._key(path)
+            if key is not None:
+                cached = self._digests.get(path)
+                found[path] = FileStamp(key, cached[1] if cached and cached[0] == key else None)
+        return found
+
+    def changed_since(
+        self, before: Mapping[str, FileStamp], root: str | None = None, *, limit: int
+    ) -> tuple[list[FileInfo], int]:
+        """Files new or changed since ``before`` (a ``stamps`` result), sorted by path, and how
+        many there are. A file whose stamp is unchanged is never read; a changed one is hashed
+        (and dropped if its content is what it was). At most ``limit`` files are hashed and
+        returned; the count includes the ones past the limit, which are not read."""
+        changed: list[FileInfo] = []
+        pending = 0
+        for path in self.paths(root):
+            key = self._key(path)
+            old = before.get(path)
+            if key is None or (old is not None and old.key == key):
+                continue
+            if len(changed) >= limit:
+                pending += 1
+                continue
+            try:
+                info = self.stat(path)
+            except (WorkspaceFileNotFound, WorkspacePathError):
+                continue  # removed or replaced meanwhile
+            if old is None or old.sha256 != info.sha256:
+                changed.append(info)
+        return changed, len(changed) + pending
+
+    def _key(self, path: str) -> tuple[int, int, int] | None:
+        try:
+            info = os.lstat(self.root / path)
+        except OSError:
+            return None
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        return (info.st_ino, info.st_size, info.st_mtime_ns)
+
+    def _store_stream(self, handle: io.BufferedReader, label: str) -> tuple[int, str]:
         digest = hashlib.sha256()
         size = 0
         buffer = bytearray(CHUNK)
         view = memoryview(buffer)
-        with _atomic_file(destination) as (out, _tmp):
+        with self._staged(label) as out:
             while count := handle.readinto(buffer):
                 size += count
                 if size > self.max_file_bytes:
@@ -198,6 +302,57 @@ class Workspace:
                 out.write(chunk)
         return size, digest.hexdigest()
 
+    @contextmanager
+    def _staged(self, path: str) -> Iterator[BinaryIO]:
+        """A locked temp file in the staging directory, renamed onto ``path`` on success and
+        removed on any failure. Parents are created and opened without following links."""
+        relative = validate_relative_path(path)
+        parent = self._open_parent(relative, create=True, label=path)
+        try:
+            staging = open_staging(self.staging)
+            try:
+                with _temp_file(staging) as (name, handle):
+                    yield handle
+                    handle.flush()
+                    os.replace(name, relative.name, src_dir_fd=staging, dst_dir_fd=parent)
+            finally:
+                os.close(staging)
+        finally:
+            os.close(parent)
+
+    def _open_parent(self, relative: PurePosixPath, *, create: bool, label: str) -> int:
+        """A descriptor of ``relative``'s parent directory, walked from the root one component
+        at a time with ``O_NOFOLLOW`` (a symlink swapped in meanwhile is an error, not a
+        detour). ``create`` makes missing directories."""
+        if create:
+            self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        try:
+            fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            raise WorkspaceFileNotFound(f"No workspace file '{label}'") from None
+        try:
+            for part in relative.parts[:-1]:
+                if create:
+                    with suppress(FileExistsError):
+                        os.mkdir(part, dir_fd=fd)
+                try:
+                    child = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                except FileNotFoundError:
+                    raise WorkspaceFileNotFound(f"No workspace file '{label}'") from None
+                except OSError as exc:
+                    if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                        raise WorkspacePathError(
+                            f"Workspace path '{label}': '{part}' is not a directory "
+                            "(symlinks are never followed)"
+                        ) from None
+                    raise
+                os.close(fd)
+                fd = child
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
     def _sha256(self, path: str, host: Path) -> str:
         info = host.stat()
         key = (info.st_ino, info.st_size, info.st_mtime_ns)
@@ -207,6 +362,215 @@ class Workspace:
         digest = file_sha256(host)
         self._digests[path] = (key, digest)
         return digest
+
+
+def _remove_entry(parent: int, name: str, label: str) -> None:
+    try:
+        mode = os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode
+    except FileNotFoundError:
+        raise WorkspaceFileNotFound(f"No workspace file '{label}'") from None
+    if not stat.S_ISDIR(mode):
+        os.unlink(name, dir_fd=parent)  # a symlink itself, never what it points to
+        return
+    try:
+        os.rmdir(name, dir_fd=parent)
+    except OSError as exc:
+        if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
+            raise WorkspacePathError(
+                f"Workspace path '{label}' is a directory that is not empty; delete its files first"
+            ) from None
+        raise
+
+
+# --- attach sources --------------------------------------------------------------------------
+
+
+@contextmanager
+def open_attach_source(source: Path) -> Iterator[io.BufferedReader]:
+    """Open a host file for attaching: a regular file on a real file system only.
+
+    The type is checked before opening (so a FIFO never blocks), the open itself is
+    non-blocking and does not follow a final symlink, and the opened descriptor is checked
+    again (the same inode, still regular, not on a pseudo-filesystem) against a swap meanwhile.
+    Symlinks on the way are resolved first, and ``/proc``, ``/sys`` and ``/dev`` are refused by
+    the resolved path and by the file system the file is on.
+    """
+    shown = _shown(str(source))
+    real = os.path.realpath(source)
+    _refuse_pseudo_path(shown, real)
+    try:
+        info = os.stat(real, follow_symlinks=False)
+    except OSError as exc:
+        raise WorkspaceFileNotFound(f"Cannot read '{shown}': {exc.strerror}") from None
+    _check_source(shown, info)
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_NOCTTY | os.O_CLOEXEC
+    try:
+        fd = os.open(real, flags)
+    except OSError as exc:
+        raise WorkspaceFileNotFound(f"Cannot read '{shown}': {exc.strerror}") from None
+    try:
+        opened = os.fstat(fd)
+        _check_source(shown, opened)
+        if (opened.st_dev, opened.st_ino) != (info.st_dev, info.st_ino):
+            raise InvalidInput(f"Cannot attach '{shown}': it was replaced while being opened")
+        os.set_blocking(fd, True)
+        handle = os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+    with handle:
+        yield handle
+
+
+def _check_source(shown: str, info: os.stat_result) -> None:
+    if not stat.S_ISREG(info.st_mode):
+        kind = next((name for test, name in _KINDS if test(info.st_mode)), "not a regular file")
+        raise InvalidInput(
+            f"Cannot attach '{shown}': it is {kind}; only regular files can be attached"
+        )
+    fs_type = pseudo_filesystems().get(info.st_dev)
+    if fs_type is not None:
+        raise InvalidInput(
+            f"Cannot attach '{shown}': it is on a pseudo-filesystem ({fs_type}); only regular "
+            "files on a real file system can be attached"
+        )
+
+
+def _refuse_pseudo_path(shown: str, real: str) -> None:
+    for root in _PSEUDO_ROOTS:
+        if real == root or real.startswith(root + "/"):
+            raise InvalidInput(
+                f"Cannot attach '{shown}': it is under {root}, a pseudo-filesystem; only regular "
+                "files on a real file system can be attached"
+            )
+
+
+def pseudo_filesystems() -> dict[int, str]:
+    """Device numbers of the mounted pseudo-filesystems (proc, sysfs, devtmpfs, cgroup, ...),
+    from ``/proc/self/mountinfo``, plus those of ``/proc``, ``/sys`` and ``/dev`` themselves."""
+    found: dict[int, str] = {}
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                fields, _, rest = line.partition(" - ")
+                parts = fields.split()
+                fs_type = rest.split(" ", 1)[0]
+                if len(parts) > 2 and fs_type in _PSEUDO_FS:
+                    major, _, minor = parts[2].partition(":")
+                    found[os.makedev(int(major), int(minor))] = fs_type
+    except (OSError, ValueError):
+        pass
+    for root in _PSEUDO_ROOTS:
+        with suppress(OSError):
+            found.setdefault(os.stat(root).st_dev, root)
+    return found
+
+
+def _shown(text: str) -> str:
+    return text[:300].encode("unicode_escape").decode()
+
+
+# --- staging (atomic writes) -------------------------------------------------------------------
+
+
+def workspaces_dir_mode() -> int:
+    """0700; 0711 when the server is root, so a dedicated sandbox uid (which must search every
+    parent of the directory it is given) can reach its 0700 Session directory, but no one can
+    list the Sessions."""
+    return 0o711 if os.geteuid() == 0 else 0o700
+
+
+def prepare_workspaces(directory: Path) -> int:
+    """At start: create ``<state>/workspaces/`` (not world-readable) and remove the temp files
+    a killed process left in its staging directory; returns how many were removed."""
+    directory.mkdir(mode=workspaces_dir_mode(), parents=True, exist_ok=True)
+    _restrict(directory, workspaces_dir_mode())
+    removed = sweep_staging(directory / STAGING_DIR)
+    if removed:
+        log.info("Removed %d temp file(s) a stopped process left in %s", removed, directory)
+    return removed
+
+
+def open_staging(staging: Path) -> int:
+    """The staging directory (made 0700 if missing), opened without following a link."""
+    staging.mkdir(mode=0o700, exist_ok=True)
+    try:
+        fd = os.open(staging, _DIR_FLAGS)
+    except OSError as exc:
+        raise WorkspacePathError(
+            f"Staging directory {staging} is unusable: {exc.strerror}"
+        ) from None
+    info = os.fstat(fd)
+    if info.st_mode & 0o077:
+        os.fchmod(fd, 0o700)
+    return fd
+
+
+def sweep_staging(staging: Path) -> int:
+    """Remove the temp files of dead writers (a live writer holds a lock on its file)."""
+    try:
+        fd = os.open(staging, _DIR_FLAGS)
+    except OSError:
+        return 0
+    try:
+        return sum(_sweep(fd, name) for name in os.listdir(fd) if name.startswith(TEMP_PREFIX))
+    finally:
+        os.close(fd)
+
+
+def _sweep(staging: int, name: str) -> int:
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(name, flags, dir_fd=staging)
+    except OSError:
+        return 0
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if os.stat(name, dir_fd=staging, follow_symlinks=False).st_ino != os.fstat(fd).st_ino:
+            return 0  # renamed into place meanwhile; the name is a new writer's now
+        os.unlink(name, dir_fd=staging)
+        return 1
+    except OSError:  # BlockingIOError: a live writer holds it
+        return 0
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def _temp_file(staging: int) -> Iterator[tuple[str, BinaryIO]]:
+    """A new temp file in ``staging``, locked until it is closed (its writer's lifetime) and
+    removed on any failure (after a successful rename there is nothing left to remove)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    while True:
+        name = f"{TEMP_PREFIX}{secrets.token_hex(8)}"
+        try:
+            fd = os.open(name, flags, 0o600, dir_fd=staging)
+            break
+        except FileExistsError:
+            continue
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        handle = os.fdopen(fd, "wb")
+    except BaseException:
+        os.close(fd)
+        os.unlink(name, dir_fd=staging)
+        raise
+    try:
+        with handle:
+            yield name, handle
+    finally:
+        with suppress(FileNotFoundError):
+            os.unlink(name, dir_fd=staging)
+
+
+def _restrict(directory: Path, mode: int) -> None:
+    """Set ``directory``'s permission bits to ``mode`` if they differ (a directory created by an
+    older version, or under a lax umask); a directory we do not own is left as it is."""
+    try:
+        if stat.S_IMODE(os.stat(directory).st_mode) != mode:
+            os.chmod(directory, mode)
+    except PermissionError:
+        log.warning("Cannot restrict %s to %o: not its owner", directory, mode)
 
 
 def file_sha256(path: Path) -> str:
@@ -247,19 +611,6 @@ def _walk_regular(base: Path, prefix: str) -> list[str]:
             elif entry.is_file(follow_symlinks=False):
                 found.append(name)
     return found
-
-
-@contextmanager
-def _atomic_file(destination: Path) -> Iterator[tuple[BinaryIO, Path]]:
-    """Write to a temp file beside the destination; rename on success, remove on any failure."""
-    fd, name = tempfile.mkstemp(prefix=".fleet-", dir=destination.parent)
-    tmp = Path(name)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            yield handle, tmp
-        os.replace(tmp, destination)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def render_manifest(

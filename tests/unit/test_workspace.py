@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
+import socket
+import stat
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from fleet_core import workspace as workspace_module
 from fleet_core.errors import (
     FileTooLarge,
     InvalidInput,
@@ -15,7 +21,11 @@ from fleet_core.errors import (
     WorkspacePathError,
 )
 from fleet_core.workspace import (
+    STAGING_DIR,
+    TEMP_PREFIX,
     Workspace,
+    prepare_workspaces,
+    pseudo_filesystems,
     render_manifest,
     validate_relative_path,
     validate_session_id,
@@ -147,3 +157,251 @@ def test_manifest_of_ten_thousand_files_stays_bounded(workspace: Workspace) -> N
     assert len(manifest) <= 20_100
     assert "files/f00000.txt  (1 bytes" in manifest
     assert "more files" in manifest
+
+
+# ---------------------------------------------------------------------------------------------
+# issue 13: attach refuses FIFOs, devices, directories and pseudo-filesystems; staging; modes;
+# deleting symlinks; changed artifacts without re-hashing
+# ---------------------------------------------------------------------------------------------
+
+CANARY_ENV = "FLEET_TEST_ATTACH_CANARY"
+
+
+def _in_thread(func: Callable[[], object], timeout: float = 10.0) -> object:
+    """Run ``func`` in a daemon thread; a hang fails the test instead of hanging it."""
+    box: dict[str, object] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = func()
+        except BaseException as exc:
+            box["error"] = exc
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive():
+        pytest.fail(f"still blocked after {timeout} s")
+    if "error" in box:
+        raise box["error"]  # type: ignore[misc]
+    return box.get("value")
+
+
+def test_attaching_a_fifo_is_refused_without_blocking(workspace: Workspace, tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    with pytest.raises(InvalidInput, match=r"named pipe \(FIFO\); only regular files"):
+        _in_thread(lambda: workspace.attach(fifo))
+    assert workspace.paths() == []
+
+
+def test_attaching_a_symlink_to_a_fifo_is_refused_without_blocking(
+    workspace: Workspace, tmp_path: Path
+) -> None:
+    os.mkfifo(tmp_path / "pipe")
+    (tmp_path / "link.csv").symlink_to(tmp_path / "pipe")
+    with pytest.raises(InvalidInput, match="FIFO"):
+        _in_thread(lambda: workspace.attach(tmp_path / "link.csv"))
+
+
+def test_attaching_proc_self_environ_is_refused_and_copies_nothing(
+    workspace: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    canary = "canary-environ-5d1c0b"
+    monkeypatch.setenv(CANARY_ENV, canary)
+    for source in ("/proc/self/environ", f"/proc/{os.getpid()}/environ", "/proc/self/status"):
+        with pytest.raises(InvalidInput, match="pseudo-filesystem"):
+            _in_thread(lambda s=source: workspace.attach(Path(s)))  # type: ignore[misc]
+    assert workspace.paths() == []
+    for path in workspace.root.parent.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            assert canary.encode() not in path.read_bytes(), path
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        ("/dev/null", "pseudo-filesystem"),
+        ("/dev/zero", "pseudo-filesystem"),
+        ("/sys/kernel/mm/transparent_hugepage/enabled", "pseudo-filesystem"),
+        ("/proc/cpuinfo", "pseudo-filesystem"),
+    ],
+)
+def test_attaching_devices_and_kernel_files_is_refused(
+    workspace: Workspace, source: str, message: str
+) -> None:
+    if not os.path.exists(source):
+        pytest.skip(f"{source} does not exist here")
+    with pytest.raises(InvalidInput, match=message):
+        _in_thread(lambda: workspace.attach(Path(source)))
+    assert workspace.paths() == []
+
+
+def test_attaching_a_directory_or_a_socket_is_refused(workspace: Workspace, tmp_path: Path) -> None:
+    (tmp_path / "folder").mkdir()
+    with pytest.raises(InvalidInput, match="it is a directory; only regular files"):
+        workspace.attach(tmp_path / "folder", "files/folder")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        listener.bind(str(tmp_path / "sock"))
+        with pytest.raises(InvalidInput, match="it is a socket"):
+            _in_thread(lambda: workspace.attach(tmp_path / "sock"))
+    finally:
+        listener.close()
+    assert workspace.paths() == []
+
+
+def test_a_bind_mounted_pseudo_file_is_refused_by_its_file_system() -> None:
+    """Outside /proc's path, the file system type still refuses it (st_dev of procfs)."""
+    proc_dev = os.stat("/proc/self/environ").st_dev
+    assert pseudo_filesystems().get(proc_dev) in {"proc", "/proc"}
+    assert os.stat("/").st_dev not in pseudo_filesystems()
+
+
+def test_attach_writes_no_temp_file_inside_the_listed_roots(
+    workspace: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The temp file of an attach lives in the staging directory, outside every root."""
+    seen: list[list[str]] = []
+    original = Workspace._store_stream
+
+    def spy(self: Workspace, handle: object, label: str) -> tuple[int, str]:
+        class Reader:
+            def readinto(self, buffer: bytearray) -> int:
+                count = handle.readinto(buffer)  # type: ignore[attr-defined]
+                seen.append(
+                    [str(p.relative_to(workspace.root.parent)) for p in _all_files(workspace)]
+                )
+                return int(count)
+
+        return original(self, Reader(), label)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Workspace, "_store_stream", spy)
+    source = tmp_path / "data.csv"
+    source.write_bytes(b"a,b\n" * 1000)
+    workspace.attach(source)
+    during = {name for names in seen for name in names}
+    staged = [name for name in during if name.startswith(f"{STAGING_DIR}/{TEMP_PREFIX}")]
+    assert staged, during
+    assert not [name for name in during if name.startswith("ws/") and TEMP_PREFIX in name]
+    assert workspace.paths() == ["files/data.csv"]
+    assert list(workspace.staging.iterdir()) == []
+
+
+def _all_files(workspace: Workspace) -> list[Path]:
+    return [p for p in workspace.root.parent.rglob("*") if p.is_file()]
+
+
+def test_a_killed_writers_temp_file_is_never_listed_and_is_swept_at_start(
+    tmp_path: Path,
+) -> None:
+    workspaces = tmp_path / "state" / "workspaces"
+    ws = Workspace(workspaces / "s1", max_file_bytes=1_000_000, max_read_bytes=1_000_000)
+    ws.ensure_layout()
+    ws.write("files/keep.csv", b"a\n")
+    staging = workspaces / STAGING_DIR
+    stale = staging / f"{TEMP_PREFIX}deadbeef"
+    stale.write_bytes(b"x" * 4096)  # what a kill -9 during an attach leaves
+    legacy_name = ws.root / "files" / "notes.txt"
+    legacy_name.write_text("kept")
+    assert ws.paths() == ["files/keep.csv", "files/notes.txt"]
+    # a live writer's temp file (its lock held) survives the sweep
+    live = os.open(staging / f"{TEMP_PREFIX}live", os.O_CREAT | os.O_WRONLY, 0o600)
+    fcntl.flock(live, fcntl.LOCK_EX)
+    try:
+        assert prepare_workspaces(workspaces) == 1
+        assert not stale.exists()
+        assert (staging / f"{TEMP_PREFIX}live").exists()
+    finally:
+        os.close(live)
+    assert prepare_workspaces(workspaces) == 1  # its writer is gone now
+    assert list(staging.iterdir()) == []
+    assert ws.read("files/keep.csv") == b"a\n"
+
+
+def test_workspace_directories_are_not_world_traversable(tmp_path: Path) -> None:
+    workspaces = tmp_path / "state" / "workspaces"
+    workspaces.mkdir(parents=True, mode=0o755)
+    os.chmod(workspaces, 0o755)  # as an older version left it
+    prepare_workspaces(workspaces)
+    expected = 0o711 if os.geteuid() == 0 else 0o700
+    assert stat.S_IMODE(workspaces.stat().st_mode) == expected
+    assert not workspaces.stat().st_mode & (stat.S_IROTH | stat.S_IRGRP)
+    ws = Workspace(workspaces / "s1", max_file_bytes=10, max_read_bytes=10)
+    ws.ensure_layout()
+    assert stat.S_IMODE(ws.root.stat().st_mode) == 0o700
+    os.chmod(ws.root, 0o755)
+    ws.ensure_layout()  # an existing workspace is tightened on load
+    assert stat.S_IMODE(ws.root.stat().st_mode) == 0o700
+    ws.write("files/a.txt", b"x")
+    assert stat.S_IMODE((workspaces / STAGING_DIR).stat().st_mode) == 0o700
+
+
+def test_deleting_a_symlink_removes_the_link_and_never_its_target(
+    workspace: Workspace, tmp_path: Path
+) -> None:
+    secret = tmp_path / "host-secret.txt"
+    secret.write_text("host secret")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "victim.txt").write_text("victim")
+    (workspace.root / "artifacts" / "leak.txt").symlink_to(secret)
+    (workspace.root / "artifacts" / "dir").symlink_to(outside)
+    (workspace.root / "files" / "dangling").symlink_to(tmp_path / "missing")
+    os.mkfifo(workspace.root / "files" / "pipe")
+    (workspace.root / "files" / "empty").mkdir()
+    for path in ("artifacts/leak.txt", "artifacts/dir", "files/dangling", "files/pipe"):
+        workspace.delete(path)
+        assert not os.path.lexists(workspace.root / path), path
+    workspace.delete("files/empty")
+    assert not (workspace.root / "files" / "empty").exists()
+    assert secret.read_text() == "host secret"
+    assert (outside / "victim.txt").read_text() == "victim"
+
+
+def test_delete_never_goes_through_a_symlinked_directory(
+    workspace: Workspace, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "victim.txt").write_text("victim")
+    (workspace.root / "artifacts" / "dir").symlink_to(outside)
+    with pytest.raises(WorkspacePathError, match="never followed"):
+        workspace.delete("artifacts/dir/victim.txt")
+    assert (outside / "victim.txt").read_text() == "victim"
+    (workspace.root / "files" / "full").mkdir()
+    (workspace.root / "files" / "full" / "a.txt").write_text("a")
+    with pytest.raises(WorkspacePathError, match="not empty"):
+        workspace.delete("files/full")
+    with pytest.raises(WorkspaceFileNotFound):
+        workspace.delete("files/none.txt")
+    with pytest.raises(WorkspacePathError, match="traversal"):
+        workspace.delete("files/../../etc/passwd")
+
+
+def test_changed_since_hashes_only_new_or_changed_files(
+    workspace: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for index in range(50):
+        workspace.write(f"artifacts/a{index:03}.txt", f"v1 {index}".encode())
+    hashed: list[Path] = []
+    real = workspace_module.file_sha256
+
+    def counting(path: Path) -> str:
+        hashed.append(path)
+        return real(path)
+
+    monkeypatch.setattr(workspace_module, "file_sha256", counting)
+    fresh = Workspace(workspace.root, max_file_bytes=10**6, max_read_bytes=10**6)  # a restart
+    before = fresh.stamps("artifacts")
+    assert len(before) == 50 and hashed == []  # stamps read no file
+    workspace.write("artifacts/a007.txt", b"v2 changed")
+    workspace.write("artifacts/new.txt", b"new")
+    changed, total = fresh.changed_since(before, "artifacts", limit=100)
+    assert [info.path for info in changed] == ["artifacts/a007.txt", "artifacts/new.txt"]
+    assert total == 2 and len(hashed) == 2
+    # bounded: past the limit, files are counted but not read
+    hashed.clear()
+    changed, total = fresh.changed_since({}, "artifacts", limit=10)
+    assert len(changed) == 10 and total == 51
+    assert len(hashed) <= 10
