@@ -86,9 +86,11 @@ class StorageSettings(_Section):
     max_file_bytes: int = Field(25_000_000, ge=1, le=1 << 40)
     max_read_bytes: int = Field(25_000_000, ge=1, le=1 << 40)
     manifest_max_files: int = Field(500, ge=1, le=100_000)
+    max_turn_artifacts: int = Field(1_000, ge=1, le=100_000)  # changed artifacts a Turn lists
     manifest_preview_chars: int = Field(2_000, ge=0, le=20_000)
     manifest_max_chars: int = Field(60_000, ge=1_000, le=1_000_000)
     skills_dir: str = ".fleet/skills"
+    lease_check_seconds: float = Field(2.0, ge=0.1, le=60)  # PostgreSQL Session lease probe
 
 
 class SandboxSettings(_Section):

@@ -38,6 +38,7 @@ from fleet_core.store.database import database_url
 from fleet_core.workspace import (
     FileInfo,
     Workspace,
+    prepare_workspaces,
     render_manifest,
     validate_relative_path,
     validate_session_id,
@@ -92,6 +93,7 @@ class FleetRuntime:
         self._turns: TurnService | None = None
         self._trace_export = trace_export
         self._exporter: TraceExporter | None = None
+        store.locks.on_lost(self._ownership_lost)  # the lease monitor stops the Session's Turn
 
     @classmethod
     async def open(
@@ -115,10 +117,14 @@ class FleetRuntime:
             config.secrets.database_url.get_secret_value() if config.secrets.database_url else None,
             config.state_dir,
         )
-        store = await anyio.to_thread.run_sync(Store.open, url, config.state_dir)
+        check = config.settings.storage.lease_check_seconds
+        store = await anyio.to_thread.run_sync(
+            partial(Store.open, url, config.state_dir, lease_check_seconds=check)
+        )
         runtime = cls(
             config, store, lm_provider=lm_provider, tracer=tracer, trace_export=trace_export
         )
+        await runtime._run(prepare_workspaces, config.state_dir / "workspaces")  # + stale temps
         await runtime._recover_interrupted()
         pending = await runtime._run(store.count_pending_traces)
         if trace_export == "background" and pending:
@@ -232,9 +238,9 @@ class FleetRuntime:
         return info
 
     async def load_session(self, session_id: str) -> SessionInfo:
-        """Take ownership of a stored Session for this process."""
+        """Take ownership of a stored Session for this process (again, after it was lost)."""
         info = await self.describe_session(session_id)
-        await self._own(session_id)
+        await self._run(self.store.locks.acquire, session_id, reload=True)
         await self._run(self.workspace(session_id).ensure_layout)
         return info
 
@@ -274,6 +280,11 @@ class FleetRuntime:
     async def own_session(self, session_id: str) -> None:
         """Take ownership of a stored Session for this process (no layout work)."""
         await self._own(session_id)
+
+    def _ownership_lost(self, session_id: str, message: str) -> None:
+        """The lease monitor's thread: stop the Session's running Turn (``SessionOwned``)."""
+        if self._turns is not None:
+            self._turns.ownership_lost(session_id, message)
 
     # Workspace ------------------------------------------------------------------------------
 

@@ -44,7 +44,7 @@ from fleet_core.engine.context import (
 from fleet_core.engine.control import AgentLimits, TurnControl, TurnStopped
 from fleet_core.engine.lm import ConfiguredLmProvider, LmProvider
 from fleet_core.engine.stream import EventChannel
-from fleet_core.errors import FleetError, InvalidInput, TurnBusy
+from fleet_core.errors import FleetError, InvalidInput, SessionOwned, TurnBusy
 from fleet_core.events import TurnEvent
 from fleet_core.models import (
     ArtifactRef,
@@ -66,7 +66,7 @@ from fleet_core.store import Store, TraceExport, TurnOutcome
 if TYPE_CHECKING:
     from fleet_core.config import EffectiveConfig
     from fleet_core.engine.program import EngineResult
-    from fleet_core.workspace import Workspace
+    from fleet_core.workspace import FileStamp, Workspace
 
 log = logging.getLogger(__name__)
 OnEvent = Callable[[TurnEvent], None]
@@ -81,6 +81,7 @@ class _Running:
     lms: LmProvider
     trace: TurnTrace | NoopTurnTrace = field(default_factory=NoopTurnTrace)
     replay: tuple[str, bytes] | None = None
+    lost: str | None = None  # why this process lost the Session's ownership mid-Turn
 
 
 def host_environment_line() -> str:
@@ -184,6 +185,16 @@ class TurnService:
         if running is None:
             return False
         running.control.cancel("The Turn was cancelled on request")
+        return True
+
+    def ownership_lost(self, session_id: str, message: str) -> bool:
+        """Any thread (the store's lease monitor): this process lost the Session, so its
+        running Turn stops and ends failed with ``SessionOwned`` (its commit is refused)."""
+        running = self._running.get(session_id)
+        if running is None:
+            return False
+        running.lost = message
+        running.control.cancel(message)
         return True
 
     async def run_turn(
@@ -325,7 +336,7 @@ class TurnService:
         box: dict[str, Any] = {}
         finished = anyio.Event()
         cancelled = anyio.get_cancelled_exc_class()
-        before: dict[str, str] = {}
+        before: dict[str, FileStamp] = {}
         loop = asyncio.get_running_loop()
         try:
             async with BlockingPortal() as portal, anyio.create_task_group() as tg:
@@ -471,9 +482,11 @@ class TurnService:
             skills=tuple(found),
         )
 
-    async def _artifact_digests(self, session_id: str) -> dict[str, str]:
-        tree = await self._run(self.sessions.workspace(session_id).tree, "artifacts")
-        return {info.path: info.sha256 for info in tree}
+    async def _artifact_digests(self, session_id: str) -> dict[str, FileStamp]:
+        """The artifacts' stamps before the Turn (inodes only: nothing is read or hashed)."""
+        stamps: dict[str, FileStamp]
+        stamps = await self._run(self.sessions.workspace(session_id).stamps, "artifacts")
+        return stamps
 
     # --- outcome -----------------------------------------------------------------------------
 
@@ -485,13 +498,19 @@ class TurnService:
         channel: EventChannel,
         on_event: OnEvent | None,
         box: dict[str, Any],
-        before: dict[str, str],
+        before: dict[str, FileStamp],
     ) -> TurnResult:
         trace = running.trace
         with trace.phase("commit"):  # preparing the outcome; its transaction follows the trace
             result, outcome, kind = await self._outcome(request, turn_id, running, box, before)
         export = await self._run(self._trace_export, trace, result)
-        await self._run(self.store.finish_turn, turn_id, replace(outcome, trace_export=export))
+        try:
+            await self._run(self.store.finish_turn, turn_id, replace(outcome, trace_export=export))
+        except SessionOwned as exc:  # ownership lost: nothing of this Turn was committed
+            export, kind = None, "turn_failed"
+            result = result.model_copy(
+                update={"status": "failed", "answer": "", "error": _lost(exc.message)}
+            )
         if export is not None and self._on_trace_queued is not None:
             await self._on_trace_queued(export.trace_id)
         channel.emit(kind, result.wire())  # durationSeconds included
@@ -505,7 +524,7 @@ class TurnService:
         turn_id: str,
         running: _Running,
         box: dict[str, Any],
-        before: dict[str, str],
+        before: dict[str, FileStamp],
     ) -> tuple[TurnResult, TurnOutcome, str]:
         """The Turn's result, what its commit writes, and its terminal event kind."""
         session_id = request.session_id
@@ -543,6 +562,8 @@ class TurnService:
             )
             return result, outcome, "turn_completed"
         status, turn_error = self._classify(error, control)
+        if running.lost is not None:
+            status, turn_error = "failed", _lost(running.lost)
         result = TurnResult(
             turn_id=turn_id,
             session_id=session_id,
@@ -592,32 +613,38 @@ class TurnService:
         self,
         session_id: str,
         turn_id: str,
-        before: dict[str, str],
+        before: dict[str, FileStamp],
         promoted: list[ProvenanceRecord],
     ) -> list[ArtifactRef]:
-        after = await self._artifact_tree(session_id)
+        """New or changed artifacts: unchanged files are not read, and at most
+        ``storage.max_turn_artifacts`` are hashed and listed (the rest stay in the workspace)."""
+        limit = self.config.settings.storage.max_turn_artifacts
+        workspace = self.sessions.workspace(session_id)
+        changed, total = await self._run(workspace.changed_since, before, "artifacts", limit=limit)
+        if total > len(changed):
+            log.warning(
+                "Turn %s changed %d artifacts; its result lists the first %d "
+                "(storage.max_turn_artifacts); the others are in the workspace",
+                turn_id,
+                total,
+                len(changed),
+            )
         by_path = {r.path: r for r in promoted}
         refs = []
-        for path, (size, digest) in sorted(after.items()):
-            if before.get(path) == digest:
-                continue
-            record = by_path.get(path)
+        for info in changed:
+            record = by_path.get(info.path)
             refs.append(
                 ArtifactRef(
-                    uri=f"fleet:/sessions/{session_id}/{path}",
-                    path=path,
-                    size_bytes=size,
-                    sha256=digest,
+                    uri=f"fleet:/sessions/{session_id}/{info.path}",
+                    path=info.path,
+                    size_bytes=info.size_bytes,
+                    sha256=info.sha256,
                     turn_id=turn_id,
                     agent_id=record.agent_id if record else "root",
                     provenance=[record] if record else None,
                 )
             )
         return refs
-
-    async def _artifact_tree(self, session_id: str) -> dict[str, tuple[int, str]]:
-        tree = await self._run(self.sessions.workspace(session_id).tree, "artifacts")
-        return {i.path: (i.size_bytes, i.sha256) for i in tree}
 
     def _replayed(
         self, stored: dict[str, Any], session_id: str, turn_id: str, on_event: OnEvent | None
@@ -627,3 +654,7 @@ class TurnService:
         channel.emit("turn_completed", result.wire())
         channel.flush(on_event)
         return result
+
+
+def _lost(message: str) -> TurnError:
+    return TurnError(kind=SessionOwned.kind, message=message)

@@ -69,8 +69,9 @@ TABLES_OF_0001 = (
     "fleet_trace_labels",
     "fleet_optimization_candidates",
 )
-SCHEMA_AT_HEAD = ("0002_trace_exports.py", "SCHEMA_AT_0002")
+SCHEMA_AT_HEAD = ("0003_session_leases.py", "SCHEMA_AT_0003")
 SCHEMA_AT_0002 = "2cbda172c4c48167518e1658e964038c4c3b8d4b49ba41a86fb581165912a75e"
+SCHEMA_AT_0003 = "9f0d55123fdfc8860b3100dfa9dc5992a1556a350194ad7008f99b5d8afcd303"
 
 
 def schema_digest(tables: tuple[str, ...] | None = None) -> str:

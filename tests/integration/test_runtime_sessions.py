@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
+import stat
+import time
 from pathlib import Path
 
+import anyio
 import pytest
 
+from fleet_core import workspace as workspace_module
 from fleet_core.config import EffectiveConfig, load_config
 from fleet_core.errors import (
     DatasetChanged,
@@ -16,11 +22,13 @@ from fleet_core.errors import (
     SessionExists,
     SessionNotFound,
     SessionOwned,
+    WorkspaceFileNotFound,
     WorkspacePathError,
 )
 from fleet_core.models import ProvenanceRecord
 from fleet_core.runtime import FleetRuntime
 from fleet_core.store import TurnOutcome
+from fleet_core.workspace import STAGING_DIR, TEMP_PREFIX
 
 
 async def test_sessions_are_created_listed_described_and_deleted(runtime: FleetRuntime) -> None:
@@ -247,5 +255,149 @@ async def test_attach_over_the_cap_fails_cleanly_and_keeps_the_session_usable(
         small = tmp_path / "small.csv"
         small.write_bytes(b"a,b\n")
         assert (await runtime.attach("cap", small)).size_bytes == 4
+    finally:
+        await runtime.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# issue 13: attach refusals, staging and its sweep, private workspace directories, deleting
+# symlinks, and the commit of a Turn with 1,501 artifacts
+# ---------------------------------------------------------------------------------------------
+
+
+async def _attach_with_guard(runtime: FleetRuntime, source: Path, fifo: Path | None) -> None:
+    """Attach ``source``; if it blocks (a FIFO opened for reading), unblock it and fail."""
+    try:
+        with anyio.fail_after(10):
+            await asyncio.shield(runtime.attach("att", source))
+    except TimeoutError:
+        if fifo is not None:
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))  # frees the blocked reader
+        pytest.fail(f"attaching {source} blocked for 10 s")
+
+
+async def test_attach_refuses_fifos_pseudo_files_and_devices_promptly(
+    runtime: FleetRuntime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    canary = "canary-runtime-environ-8e21"
+    monkeypatch.setenv("FLEET_TEST_ATTACH_CANARY", canary)
+    await runtime.new_session("att")
+    fifo = tmp_path / "pipe.csv"
+    os.mkfifo(fifo)
+    with pytest.raises(InvalidInput, match=r"named pipe \(FIFO\)"):
+        await _attach_with_guard(runtime, fifo, fifo)
+    for source in ("/proc/self/environ", "/dev/zero"):
+        with pytest.raises(InvalidInput, match="pseudo-filesystem"):
+            await _attach_with_guard(runtime, Path(source), None)
+    with pytest.raises(InvalidInput, match="a directory"):
+        await runtime.attach("att", tmp_path, "files/dir")
+    assert await runtime.list_workspace("att") == {"files": [], "artifacts": []}
+    for path in runtime.config.state_dir.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            assert canary.encode() not in path.read_bytes(), path
+    small = tmp_path / "ok.csv"
+    small.write_text("a,b\n")
+    assert (await runtime.attach("att", small)).path == "files/ok.csv"  # still usable
+
+
+async def test_a_temp_file_left_by_a_killed_attach_is_swept_at_start_and_never_listed(
+    fleet_config: EffectiveConfig,
+) -> None:
+    first = await FleetRuntime.open(fleet_config)
+    await first.new_session("swept")
+    await first.write_file("swept", "files/a.csv", b"a\n")
+    await first.close()
+    workspaces = fleet_config.state_dir / "workspaces"
+    stale = workspaces / STAGING_DIR / f"{TEMP_PREFIX}k9k9k9k9"  # a kill -9 mid-attach
+    stale.parent.mkdir(exist_ok=True)
+    stale.write_bytes(b"x" * 100_000)
+    second = await FleetRuntime.open(fleet_config)
+    try:
+        assert not stale.exists()
+        await second.load_session("swept")
+        listing = await second.list_workspace("swept")
+        assert [f.path for f in listing["files"]] == ["files/a.csv"]
+        assert not list((workspaces / "swept").rglob(f"{TEMP_PREFIX}*"))
+    finally:
+        await second.close()
+
+
+async def test_workspace_directories_are_private(runtime: FleetRuntime) -> None:
+    await runtime.new_session("private")
+    root = runtime.workspace("private").root
+    assert stat.S_IMODE(root.stat().st_mode) == 0o700
+    workspaces = root.parent
+    assert stat.S_IMODE(workspaces.stat().st_mode) in (
+        0o700,
+        0o711,
+    )  # 0711: root, for a sandbox uid
+
+
+async def test_a_planted_symlink_can_be_deleted_and_its_target_survives(
+    runtime: FleetRuntime, tmp_path: Path
+) -> None:
+    await runtime.new_session("links")
+    target = tmp_path / "host.txt"
+    target.write_text("host")
+    root = runtime.workspace("links").root
+    (root / "artifacts" / "planted").symlink_to(target)
+    (root / "artifacts" / "planted-dir").symlink_to(tmp_path)
+    await runtime.delete_file("links", "artifacts/planted")
+    await runtime.delete_file("links", "artifacts/planted-dir")
+    assert not (root / "artifacts" / "planted").is_symlink()
+    assert not (root / "artifacts" / "planted-dir").is_symlink()
+    assert target.read_text() == "host"
+    with pytest.raises(WorkspaceFileNotFound):
+        await runtime.delete_file("links", "artifacts/planted")
+
+
+MANY = 1_501
+
+
+async def test_a_turn_with_1501_artifacts_commits_with_bounded_work(
+    fleet_environ: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 13: the commit of a Turn that writes 1,501 artifacts. Unchanged files are never
+    re-hashed, at most ``storage.max_turn_artifacts`` are hashed and listed, and the next Turn
+    that changes one artifact hashes only that one."""
+    from fleet_core.engine.testing import SwitchableLms, action, scripted_lm, submit
+    from fleet_core.models import TurnRequest
+
+    env = {**fleet_environ, "FLEET_MLFLOW_DESTINATION": "off"}
+    lms = SwitchableLms()
+    runtime = await FleetRuntime.open(load_config(environ=env, cwd=tmp_path), lm_provider=lms)
+    limit = runtime.config.settings.storage.max_turn_artifacts
+    hashed: list[Path] = []
+    real = workspace_module.file_sha256
+    monkeypatch.setattr(workspace_module, "file_sha256", lambda p: hashed.append(p) or real(p))
+    try:
+        await runtime.new_session("many", mode="rlm")
+        write = (
+            "import os\nos.makedirs('artifacts/many', exist_ok=True)\n"
+            f"for i in range({MANY}):\n"
+            "    open(f'artifacts/many/a{i:05}.txt', 'w').write('row %d\\n' % i * 100)\n"
+            "print('ok')"
+        )
+        lms.root = scripted_lm([action(write), submit("'done'")])
+        started = time.monotonic()
+        first = await runtime.run_turn(TurnRequest(session_id="many", task="write many"))
+        elapsed = time.monotonic() - started
+        assert first.status == "completed", first.error
+        assert len(first.artifacts) == min(limit, MANY) == 1_000
+        artifacts_dir = runtime.workspace("many").root / "artifacts"
+        assert len([p for p in hashed if artifacts_dir in p.parents]) == limit  # none past it
+        stored = await runtime.list_workspace("many")
+        assert len(stored["artifacts"]) == MANY  # every file is still in the workspace
+        hashed.clear()
+        lms.root = scripted_lm(
+            [action("open('artifacts/many/a00007.txt', 'a').write('more')"), submit("'one'")]
+        )
+        second = await runtime.run_turn(TurnRequest(session_id="many", task="change one"))
+        assert second.status == "completed", second.error
+        assert [a.path for a in second.artifacts] == ["artifacts/many/a00007.txt"]
+        rehashed = [p for p in hashed if artifacts_dir in p.parents]
+        assert rehashed == [artifacts_dir / "many/a00007.txt"]  # the manifest reused digests
+        database = "postgres" if "FLEET_DATABASE_URL" in fleet_environ else "sqlite"
+        print(f"\n1,501-artifact Turn on {database}: {elapsed:.2f} s end to end")
     finally:
         await runtime.close()

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import threading
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from sqlalchemy import Column, Connection, Engine, RowMapping, delete, func, insert, select, update
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import DBAPIError, IntegrityError, InterfaceError, OperationalError
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 from fleet_core.errors import (
     IdempotencyConflict,
@@ -31,13 +34,68 @@ from fleet_core.models import (
     TurnSummary,
 )
 from fleet_core.store import schema
-from fleet_core.store.database import create_db_engine, migrate
-from fleet_core.store.ownership import AdvisorySessionLocks, FileSessionLocks, SessionLocks
-
-MEMORY_SUMMARY_CHARS = 20_000
-INTERRUPTED = TurnError(
-    kind="interrupted", message="The process running this Turn stopped before it finished"
+from fleet_core.store.database import create_db_engine, db_reason, migrate
+from fleet_core.store.ownership import (
+    DEFAULT_CHECK_SECONDS,
+    INTERRUPTED,
+    AdvisorySessionLocks,
+    FileSessionLocks,
+    SessionLocks,
+    ownership_lost,
 )
+
+__all__ = ["INTERRUPTED", "Store", "TraceExport", "TurnClaim", "TurnOutcome"]
+MEMORY_SUMMARY_CHARS = 20_000
+READ_ATTEMPTS = 3  # an idempotent read is tried again after a dropped connection
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _dropped(exc: BaseException) -> bool:
+    """A connection that broke (server restart, terminated backend): worth a fresh one."""
+    if not isinstance(exc, DBAPIError):
+        return False
+    return exc.connection_invalidated or isinstance(exc, OperationalError | InterfaceError)
+
+
+def _store_error(exc: DBAPIError) -> StoreError:
+    return StoreError(f"The database failed: {db_reason(exc)}")
+
+
+def _read(method: Callable[P, R]) -> Callable[P, R]:
+    """An idempotent read: tried again (with a fresh pooled connection) after a dropped one;
+    a database error that remains leaves as ``StoreError``."""
+
+    @functools.wraps(method)
+    def guarded(*args: P.args, **kwargs: P.kwargs) -> R:
+        retrying = Retrying(
+            stop=stop_after_attempt(READ_ATTEMPTS),
+            wait=wait_exponential(multiplier=0.1, max=1.0),
+            retry=retry_if_exception(_dropped),
+            reraise=True,
+        )
+        try:
+            for attempt in retrying:
+                with attempt:
+                    return method(*args, **kwargs)
+        except DBAPIError as exc:
+            raise _store_error(exc) from None
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    return guarded
+
+
+def _write(method: Callable[P, R]) -> Callable[P, R]:
+    """A write: never tried again (a commit may have landed); errors leave as ``StoreError``."""
+
+    @functools.wraps(method)
+    def guarded(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(*args, **kwargs)
+        except DBAPIError as exc:
+            raise _store_error(exc) from None
+
+    return guarded
 
 
 def now() -> datetime:
@@ -91,22 +149,27 @@ class Store:
     def __init__(self, engine: Engine, locks: SessionLocks) -> None:
         self.engine = engine
         self.locks = locks
+        self._turn_leases: dict[str, tuple[str, int]] = {}  # running Turn -> (Session, epoch)
+        self._turn_mutex = threading.Lock()
 
     @classmethod
-    def open(cls, url: str, state_dir: Path) -> Store:
-        """Connect, migrate under a lock, and choose the ownership mechanism for the backend."""
+    def open(
+        cls, url: str, state_dir: Path, *, lease_check_seconds: float = DEFAULT_CHECK_SECONDS
+    ) -> Store:
+        """Connect, migrate under a lock, and choose the ownership mechanism for the backend
+        (PostgreSQL: leases probed every ``lease_check_seconds``)."""
         engine = create_db_engine(url)
         lock_dir = state_dir / "locks"
         try:
             migrate(engine, lock_dir)
-        except OperationalError as exc:
+        except DBAPIError as exc:
             engine.dispose()
-            raise StoreError(f"Cannot open the database: {_reason(exc)}") from None
+            raise StoreError(f"Cannot open the database: {db_reason(exc)}") from None
         locks: SessionLocks
         if engine.dialect.name == "sqlite":
             locks = FileSessionLocks(lock_dir)
         else:
-            locks = AdvisorySessionLocks(engine)
+            locks = AdvisorySessionLocks(engine, check_seconds=lease_check_seconds)
         return cls(engine, locks)
 
     @property
@@ -117,6 +180,21 @@ class Store:
         self.locks.close()
         self.engine.dispose()
 
+    def _fence(self, conn: Connection, session_id: str, epoch: int | None) -> None:
+        """Inside a commit: the Session's lease must still carry ``epoch``. Locks the lease row
+        until the commit, so a process taking the Session over waits for this commit or finds
+        it refused (``ownership.AdvisorySessionLocks``)."""
+        if epoch is None:
+            return
+        leases = schema.session_leases
+        held = conn.execute(
+            update(leases)
+            .where(leases.c.session_id == session_id, leases.c.epoch == epoch)
+            .values(epoch=leases.c.epoch)
+        )
+        if held.rowcount != 1:
+            raise ownership_lost(session_id, "another process took it over")
+
     def _row_where(self, column: Column[Any], value: str) -> RowMapping | None:
         """The row of ``column``'s table whose ``column`` is ``value`` (the first, if several)."""
         with self.engine.connect() as conn:
@@ -124,6 +202,7 @@ class Store:
 
     # Sessions -------------------------------------------------------------------------------
 
+    @_write
     def create_session(self, session_id: str, mode: str) -> SessionInfo:
         stamp = now()
         try:
@@ -144,25 +223,31 @@ class Store:
             raise SessionExists(f"Session '{session_id}' already exists") from None
         return self.get_session(session_id)
 
+    @_read
     def get_session(self, session_id: str) -> SessionInfo:
         row = self._row_where(schema.sessions.c.session_id, session_id)
         if row is None:
             raise SessionNotFound(f"No session '{session_id}'", session_id=session_id)
         return _session_info(row)
 
+    @_read
     def list_sessions(self, limit: int = 100) -> list[SessionInfo]:
         query = select(schema.sessions).order_by(schema.sessions.c.updated_at.desc()).limit(limit)
         with self.engine.connect() as conn:
             return [_session_info(row) for row in conn.execute(query).mappings()]
 
+    @_write
     def delete_session(self, session_id: str) -> None:
+        epoch = self.locks.lease(session_id)
         with self.engine.begin() as conn:
+            self._fence(conn, session_id, epoch)
             deleted = conn.execute(
                 delete(schema.sessions).where(schema.sessions.c.session_id == session_id)
             )
         if deleted.rowcount == 0:
             raise SessionNotFound(f"No session '{session_id}'", session_id=session_id)
 
+    @_write
     def update_session(
         self,
         session_id: str,
@@ -177,6 +262,7 @@ class Store:
             values["selections"] = selections
         return self._update_session(session_id, values)
 
+    @_write
     def set_dataset(self, session_id: str, dataset: DatasetContext | None) -> SessionInfo:
         """Select (or, with ``None``, clear) the Session's dataset context."""
         values = {
@@ -186,7 +272,9 @@ class Store:
         return self._update_session(session_id, values)
 
     def _update_session(self, session_id: str, values: dict[str, Any]) -> SessionInfo:
+        epoch = self.locks.lease(session_id)
         with self.engine.begin() as conn:
+            self._fence(conn, session_id, epoch)
             changed = conn.execute(
                 update(schema.sessions)
                 .where(schema.sessions.c.session_id == session_id)
@@ -196,6 +284,7 @@ class Store:
             raise SessionNotFound(f"No session '{session_id}'", session_id=session_id)
         return self.get_session(session_id)
 
+    @_read
     def memory_summary(self, session_id: str) -> str:
         with self.engine.connect() as conn:
             summary = conn.execute(
@@ -209,6 +298,7 @@ class Store:
 
     # Turns ----------------------------------------------------------------------------------
 
+    @_write
     def claim_turn(self, session_id: str, task: str, idempotency_key: str | None) -> TurnClaim:
         """Insert a running Turn, or return the stored outcome for a repeated idempotency key."""
         digest = task_digest(task)
@@ -218,8 +308,10 @@ class Store:
                 return _replay_claim(prior, digest)
         turn_id = uuid.uuid4().hex
         stamp = now()
+        epoch = self.locks.lease(session_id)
         try:
             with self.engine.begin() as conn:
+                self._fence(conn, session_id, epoch)
                 seq = self._next_seq(conn, session_id)
                 conn.execute(
                     insert(schema.turns).values(
@@ -240,6 +332,9 @@ class Store:
             if prior is None:
                 raise
             return _replay_claim(prior, digest)
+        if epoch is not None:
+            with self._turn_mutex:
+                self._turn_leases[turn_id] = (session_id, epoch)
         return TurnClaim(turn_id=turn_id, seq=seq)
 
     def _next_seq(self, conn: Connection, session_id: str) -> int:
@@ -253,6 +348,7 @@ class Store:
         ).scalar_one_or_none()
         return int(current or 0) + 1
 
+    @_read
     def _turn_by_key(self, session_id: str, key: str) -> RowMapping | None:
         with self.engine.connect() as conn:
             return (
@@ -266,10 +362,18 @@ class Store:
                 .first()
             )
 
+    @_write
     def finish_turn(self, turn_id: str, outcome: TurnOutcome) -> None:
-        """Commit a Turn's outcome, provenance, learned note and replay in one transaction."""
+        """Commit a Turn's outcome, provenance, learned note and replay in one transaction, only
+        under the lease the Turn was claimed with (``SessionOwned`` "ownership lost" else)."""
         stamp = now()
+        with self._turn_mutex:
+            leased = self._turn_leases.pop(turn_id, None)
+        if leased is not None:
+            self.locks.lease(leased[0])  # refused at once when this process lost the Session
         with self.engine.begin() as conn:
+            if leased is not None:
+                self._fence(conn, *leased)
             row = conn.execute(
                 select(schema.turns.c.session_id, schema.turns.c.status).where(
                     schema.turns.c.turn_id == turn_id
@@ -372,6 +476,7 @@ class Store:
         if rows:
             conn.execute(insert(schema.artifacts), rows)
 
+    @_read
     def artifact_provenance(self, session_id: str) -> dict[str, list[ProvenanceRecord]]:
         """Every provenance record of the Session, grouped by workspace path, oldest first."""
         query = (
@@ -386,12 +491,14 @@ class Store:
                 grouped.setdefault(record.path, []).append(record)
         return grouped
 
+    @_read
     def get_turn(self, turn_id: str) -> TurnSummary:
         row = self._row_where(schema.turns.c.turn_id, turn_id)
         if row is None:
             raise TurnNotFound(f"No turn '{turn_id}'")
         return _turn_summary(row)
 
+    @_read
     def turn_session(self, turn_id: str) -> str:
         """The id of the Session a Turn belongs to (running or finished)."""
         with self.engine.connect() as conn:
@@ -402,6 +509,7 @@ class Store:
             raise TurnNotFound(f"No turn '{turn_id}'")
         return str(found)
 
+    @_read
     def turn_result(self, turn_id: str) -> dict[str, Any]:
         with self.engine.connect() as conn:
             result = conn.execute(
@@ -411,6 +519,7 @@ class Store:
             raise TurnNotFound(f"No turn '{turn_id}'")
         return dict(result)
 
+    @_read
     def history(
         self, session_id: str, limit: int = 50, *, completed_only: bool = False
     ) -> list[TurnSummary]:
@@ -423,11 +532,13 @@ class Store:
             rows = [_turn_summary(row) for row in conn.execute(query).mappings()]
         return rows[::-1]
 
+    @_read
     def running_sessions(self) -> list[str]:
         query = select(schema.turns.c.session_id).where(schema.turns.c.status == "running")
         with self.engine.connect() as conn:
             return sorted({row[0] for row in conn.execute(query)})
 
+    @_write
     def mark_interrupted(self, session_id: str) -> int:
         """Fail every Turn of the Session still marked running; the caller owns the Session."""
         with self.engine.begin() as conn:
@@ -448,12 +559,15 @@ class Store:
 
     # Memories -------------------------------------------------------------------------------
 
+    @_write
     def add_memory(
         self, session_id: str, kind: str, content: str, sources: dict[str, Any]
     ) -> Memory:
         stamp = now()
         memory_id = uuid.uuid4().hex
+        epoch = self.locks.lease(session_id)
         with self.engine.begin() as conn:
+            self._fence(conn, session_id, epoch)
             conn.execute(
                 insert(schema.memories).values(
                     memory_id=memory_id,
@@ -470,6 +584,7 @@ class Store:
             memory_id=memory_id, kind=kind, content=content, sources=sources, created_at=stamp
         )
 
+    @_read
     def memories(self, session_id: str, *, reviewed: bool | None = None) -> list[Memory]:
         query = select(schema.memories).where(schema.memories.c.session_id == session_id)
         if reviewed is not None:
@@ -478,8 +593,11 @@ class Store:
         with self.engine.connect() as conn:
             return [Memory.model_validate(dict(row)) for row in conn.execute(query).mappings()]
 
+    @_write
     def review_memory(self, session_id: str, memory_id: str, reviewed: bool) -> None:
+        epoch = self.locks.lease(session_id)
         with self.engine.begin() as conn:
+            self._fence(conn, session_id, epoch)
             changed = conn.execute(
                 update(schema.memories)
                 .where(
@@ -493,6 +611,7 @@ class Store:
 
     # Replays and trace labels (observability / evaluation) ----------------------------------
 
+    @_read
     def get_replay(self, turn_id: str) -> tuple[str, bytes] | None:
         """The Turn's stored replay snapshot as ``(sha256, gzip bytes)``, or ``None``.
 
@@ -507,10 +626,12 @@ class Store:
             return None
         return str(row[0]), bytes(row[1])
 
+    @_read
     def find_turn_by_trace(self, trace_id: str) -> TurnSummary | None:
         row = self._row_where(schema.turns.c.trace_id, trace_id)
         return _turn_summary(row) if row is not None else None
 
+    @_write
     def upsert_trace_labels(
         self,
         trace_id: str,
@@ -543,6 +664,7 @@ class Store:
                     pass
             conn.execute(update(table).where(table.c.trace_id == trace_id).values(**values))
 
+    @_read
     def get_trace_labels(self, trace_id: str) -> dict[str, Any] | None:
         """``{trace_id, session_id, turn_id, labels, eligible, ineligible_reason, updated_at}``."""
         row = self._row_where(schema.trace_labels.c.trace_id, trace_id)
@@ -552,6 +674,7 @@ class Store:
         found["updated_at"] = _utc(found["updated_at"])
         return found
 
+    @_read
     def list_trace_labels(
         self, *, session_id: str | None = None, eligible: bool | None = None, limit: int = 1_000
     ) -> list[dict[str, Any]]:
@@ -566,6 +689,7 @@ class Store:
 
     # trace export queue ---------------------------------------------------------------------
 
+    @_read
     def pending_traces(
         self, limit: int = 20, *, max_attempts: int | None = None
     ) -> list[TraceExport]:
@@ -579,21 +703,25 @@ class Store:
             rows = conn.execute(query).mappings().all()
         return [_trace_export(row) for row in rows]
 
+    @_read
     def pending_trace(self, trace_id: str) -> TraceExport | None:
         row = self._row_where(schema.trace_exports.c.trace_id, trace_id)
         return _trace_export(row) if row is not None else None
 
+    @_read
     def count_pending_traces(self) -> int:
         with self.engine.connect() as conn:
             count = conn.execute(select(func.count()).select_from(schema.trace_exports)).scalar()
         return int(count or 0)
 
+    @_write
     def trace_exported(self, trace_id: str) -> None:
         with self.engine.begin() as conn:
             conn.execute(
                 delete(schema.trace_exports).where(schema.trace_exports.c.trace_id == trace_id)
             )
 
+    @_write
     def trace_export_failed(self, trace_id: str, error: str) -> None:
         t = schema.trace_exports
         with self.engine.begin() as conn:
@@ -603,6 +731,7 @@ class Store:
                 .values(attempts=t.c.attempts + 1, last_error=error[:2_000], updated_at=now())
             )
 
+    @_write
     def prune_pending_traces(self, keep: int) -> int:
         """Drop the oldest queued traces beyond ``keep``; returns how many were dropped."""
         t = schema.trace_exports
@@ -662,10 +791,6 @@ def _replay_claim(prior: RowMapping, digest: str) -> TurnClaim:
 def _utc(value: datetime) -> datetime:
     """SQLite returns naive datetimes; they were written in UTC."""
     return value if value.tzinfo else value.replace(tzinfo=UTC)
-
-
-def _reason(exc: OperationalError) -> str:
-    return str(exc.orig).strip().splitlines()[0] if exc.orig else "unknown database error"
 
 
 def _trace_export(row: RowMapping) -> TraceExport:

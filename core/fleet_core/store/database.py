@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -10,10 +12,10 @@ from alembic.config import Config
 from filelock import FileLock
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError
+from sqlalchemy.exc import ArgumentError, DBAPIError
 from sqlalchemy.pool import QueuePool
 
-from fleet_core.errors import ConfigError
+from fleet_core.errors import ConfigError, StoreError
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 MIGRATION_LOCK_KEY = 0x464C4545  # "FLEE": the advisory lock guarding migrations
@@ -59,7 +61,16 @@ def create_db_engine(url: str) -> Engine:
         max_overflow=10,
         pool_pre_ping=True,
         pool_recycle=1800,
-        connect_args={"connect_timeout": 10},
+        # Keepalives and a TCP user timeout: a connection to a vanished server fails within
+        # seconds instead of hanging (the Session lease probe relies on it).
+        connect_args={
+            "connect_timeout": 10,
+            "keepalives": 1,
+            "keepalives_idle": 10,
+            "keepalives_interval": 5,
+            "keepalives_count": 3,
+            "tcp_user_timeout": 15_000,
+        },
     )
 
 
@@ -89,3 +100,18 @@ def _upgrade(connection: Any) -> None:
     config.set_main_option("script_location", str(MIGRATIONS))
     config.attributes["connection"] = connection
     command.upgrade(config, "head")
+
+
+def db_reason(exc: DBAPIError) -> str:
+    """The driver's own first line (no SQL, no parameters): safe to show a person."""
+    text_ = str(exc.orig).strip() if exc.orig is not None else ""
+    return text_.splitlines()[0] if text_ else "unknown database error"
+
+
+@contextmanager
+def store_errors(action: str) -> Iterator[None]:
+    """Database errors leave the store as ``StoreError`` with a message, never raw."""
+    try:
+        yield
+    except DBAPIError as exc:
+        raise StoreError(f"The database failed to {action}: {db_reason(exc)}") from None

@@ -166,3 +166,14 @@ trace_exports = Table(
     _ts("updated_at"),
     Index("ix_fleet_trace_exports_created", "created_at"),
 )
+
+# PostgreSQL Session leases: a fencing epoch per Session, bumped by every process that takes the
+# Session's advisory lock. Commits into the Session check it under the row lock
+# (fleet_core.store.ownership), so a process that lost the lock can never commit afterwards.
+session_leases = Table(
+    "fleet_session_leases",
+    metadata,
+    Column("session_id", String(64), primary_key=True),
+    Column("epoch", Integer, nullable=False),
+    _ts("updated_at"),
+)
