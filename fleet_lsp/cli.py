@@ -21,10 +21,14 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def serve_stdio() -> None:
+    """Serve over stdio; the process exits with the server's exit code (``exit`` after
+    ``shutdown``: 0; ``exit`` without it or a framing error: 1)."""
     from fleet_lsp.server import configure_logging, create_server
 
     configure_logging()
-    create_server().start_io()
+    server = create_server()
+    server.start_io()
+    sys.exit(server.exit_code)
 
 
 if __name__ == "__main__":  # pragma: no cover

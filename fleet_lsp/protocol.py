@@ -35,6 +35,18 @@ ProgressToken = int | str
 INVALID_PARAMS = -32602
 REQUEST_CANCELLED = -32800
 INTERNAL_ERROR = -32603
+#: JSON-RPC and LSP codes the transport and the lifecycle answer with (``data.kind`` in
+#: parentheses): a body that is not UTF-8/JSON (``ParseError``) or a malformed frame header
+#: (``FrameError``, then the connection closes); a message that is not a JSON-RPC request
+#: (``InvalidRequest``), a frame over ``server.max_message_bytes`` (``MessageTooLarge``, then
+#: the connection closes), a second ``initialize`` or a request after ``shutdown``
+#: (``ShuttingDown``); a request before ``initialize`` (``ServerNotInitialized``).
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+SERVER_NOT_INITIALIZED = -32002
+#: A second TCP client while one is connected (``ServerBusy``; its connection is closed).
+SERVER_BUSY = -32071
 
 #: Fleet error kinds (``FleetError.kind``) and their JSON-RPC codes, in -32050..-32099.
 #: A kind missing from this table (e.g. a sandbox failure) is sent as ``FLEET_ERROR``

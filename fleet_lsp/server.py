@@ -17,28 +17,36 @@ import asyncio
 import contextvars
 import logging
 import os
+import re
+import sys
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import attrs
 from lsprotocol import types
 from pygls.capabilities import get_capability
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
-from pygls.protocol import LanguageServerProtocol, lsp_method
+from pygls.protocol import JsonRPCNotification, LanguageServerProtocol, lsp_method
 
 from fleet_core.errors import FleetError
-from fleet_lsp import __version__
+from fleet_lsp import __version__, transport
 from fleet_lsp.protocol import (
     COMMANDS,
     FEATURES,
+    INTERNAL_ERROR,
     INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
     METHODS,
     NOTIFY_SESSION_CHANGE,
+    PARSE_ERROR,
     PROTOCOL_VERSION,
+    REQUEST_CANCELLED,
     SERVER_NAME,
+    SERVER_NOT_INITIALIZED,
     URI_SCHEME,
     ParamsError,
     error_code,
@@ -56,6 +64,15 @@ log = logging.getLogger("fleet_lsp")
 Handler = Callable[["FleetServer", Any], Awaitable[Any]]
 MAX_LOGGED_TURNS = 50
 MAX_EVENTS_PER_TURN = 5_000
+MAX_INTERNAL_MESSAGE = 500
+#: ``data.kind`` for the JSON-RPC errors pygls sends without data.
+STANDARD_KINDS = {
+    PARSE_ERROR: "ParseError",
+    INVALID_REQUEST: "InvalidRequest",
+    METHOD_NOT_FOUND: "MethodNotFound",
+    INVALID_PARAMS: "InvalidParams",
+    REQUEST_CANCELLED: "RequestCancelled",
+}
 TEST_SCRIPT_ENV = "FLEET_TEST_SCRIPT"
 
 
@@ -76,12 +93,85 @@ _WORK_DONE_TOKEN: contextvars.ContextVar[int | str | None] = contextvars.Context
 
 
 class FleetProtocol(LanguageServerProtocol):
-    """Typed ``fleet/*`` envelopes, the 3.18 content capability, and command progress tokens."""
+    """Typed ``fleet/*`` envelopes, the 3.18 content capability, command progress tokens, the
+    LSP lifecycle rules, readable params errors, and no traceback in any error."""
+
+    initialize_received = False
+    shutdown_received = False
 
     def get_message_type(self, method: str) -> Any:  # type: ignore[override]
         if method in METHODS:
             return FleetRequestMessage
         return super().get_message_type(method)
+
+    def structure_message(self, data: dict[str, Any]) -> Any:
+        """pygls' structuring, with a readable -32602 (pygls logs a traceback and raises a bare
+        "Invalid Params", which its reader then dropped)."""
+        method = data.get("method")
+        if not isinstance(method, str) or "error" in data:
+            return super().structure_message(data)
+        default = FleetRequestMessage if "id" in data else JsonRPCNotification
+        kind = self.get_message_type(method) or default
+        try:
+            return self._converter.structure(data, kind)
+        except Exception as exc:  # cattrs' validation errors, whatever the shape
+            raise JsonRpcInvalidParams(
+                f"{method}: invalid params: {describe_structure_error(exc)}",
+                data={"kind": "InvalidParams", "method": method},
+            ) from None
+
+    def handle_message(self, message: Any) -> None:
+        method = getattr(message, "method", None)
+        if isinstance(method, str) and not self._lifecycle_allows(message, method):
+            return
+        super().handle_message(message)
+
+    def _lifecycle_allows(self, message: Any, method: str) -> bool:
+        """LSP: before ``initialize`` requests get -32002 and notifications are dropped; after
+        ``shutdown`` only ``exit`` is served (pygls dropped requests, so clients waited)."""
+        request_id = getattr(message, "id", None)
+        is_request = hasattr(message, "id")
+        refusal: tuple[int, str, str] | None = None
+        if method == types.EXIT:
+            return True
+        if self.shutdown_received:
+            refusal = (
+                INVALID_REQUEST,
+                "ShuttingDown",
+                f"{method}: the server is shutting "
+                "down ('shutdown' was received); only 'exit' is accepted now",
+            )
+        elif not self.initialize_received:
+            if method == types.INITIALIZE and is_request:
+                self.initialize_received = True
+                return True
+            refusal = (
+                SERVER_NOT_INITIALIZED,
+                "ServerNotInitialized",
+                f"{method}: the server is not initialized; send 'initialize' first",
+            )
+        elif method == types.INITIALIZE:
+            refusal = (
+                INVALID_REQUEST,
+                "InvalidRequest",
+                "initialize: the server is already initialized ('initialize' is sent once)",
+            )
+        elif method == types.SHUTDOWN and is_request:
+            self.shutdown_received = True
+        if refusal is None:
+            return True
+        code, kind, text = refusal
+        if is_request:
+            error = types.ResponseError(code=code, message=text, data={"kind": kind})
+            self._send_response(request_id, error=error)
+        else:
+            log.debug("dropped a %s notification: %s", method, kind)
+        return False
+
+    def _send_response(
+        self, msg_id: Any, result: Any | None = None, error: types.ResponseError | None = None
+    ) -> None:
+        super()._send_response(msg_id, result, None if error is None else public_error(error))
 
     @lsp_method(types.INITIALIZE)
     def lsp_initialize(
@@ -152,6 +242,40 @@ class FleetServer(LanguageServer):
         self._runtime: FleetRuntime | None = None
         self._runtime_task: asyncio.Task[FleetRuntime] | None = None
         self._trace_source: TraceService | None = None
+        self.max_message_bytes = (
+            transport.DEFAULT_MAX_MESSAGE_BYTES
+        )  # the configured cap, once read
+        self.exit_code = 0  # the process's, when serving ends
+        self.exit_grace_seconds: float | None = transport.EXIT_GRACE_SECONDS
+        self.frame_stall_seconds: float | None = transport.FRAME_STALL_SECONDS
+
+    # transport --------------------------------------------------------------------------------
+
+    def start_io(self, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None:
+        """Serve over stdio with :mod:`fleet_lsp.transport` (bounded frames, every error
+        answered); sets :attr:`exit_code`."""
+        self.exit_code = transport.serve_stdio(
+            self.protocol,
+            stdin or sys.stdin.buffer,
+            stdout or sys.stdout.buffer,
+            self._message_limit,
+            stall=self.frame_stall_seconds,
+            exit_grace=self.exit_grace_seconds,
+        )
+
+    def start_tcp(self, host: str, port: int) -> None:
+        """Serve one TCP client (others are refused); sets :attr:`exit_code`."""
+        self.exit_code = transport.serve_tcp(
+            self.protocol,
+            host,
+            port,
+            self._message_limit,
+            stall=self.frame_stall_seconds,
+            exit_grace=self.exit_grace_seconds,
+        )
+
+    def _message_limit(self) -> int:
+        return self.max_message_bytes
 
     # registration -----------------------------------------------------------------------------
 
@@ -239,7 +363,9 @@ class FleetServer(LanguageServer):
     def load_config(self) -> EffectiveConfig:
         from fleet_core.config import load_config
 
-        return load_config(overrides=self.client.settings or None)
+        config = load_config(overrides=self.client.settings or None)
+        self.max_message_bytes = config.settings.server.max_message_bytes
+        return config
 
     async def apply_settings(self, settings: dict[str, Any]) -> None:
         """New client settings: validate, then ``runtime.reconfigure`` (the next Turns use them;
@@ -329,6 +455,48 @@ def rpc_error(exc: FleetError) -> JsonRpcException:
     return JsonRpcException(exc.message, code=code, data=data)
 
 
+def public_error(error: types.ResponseError) -> types.ResponseError:
+    """No traceback leaves the server: pygls puts one in ``data`` for unhandled exceptions
+    (``JsonRpcInternalError.of``); the log has it, the client gets a one-line message."""
+    data = error.data
+    if data is None and error.code in STANDARD_KINDS:  # pygls' own errors: add the kind
+        return types.ResponseError(
+            code=error.code, message=error.message, data={"kind": STANDARD_KINDS[error.code]}
+        )
+    if error.code != INTERNAL_ERROR and not (isinstance(data, dict) and "traceback" in data):
+        return error
+    if isinstance(data, dict) and isinstance(data.get("kind"), str) and "traceback" not in data:
+        return error
+    first = (error.message or "").strip().splitlines()[:1]
+    detail = first[0][:MAX_INTERNAL_MESSAGE] if first else "unexpected error"
+    return types.ResponseError(
+        code=error.code,
+        message=f"Internal error in fleet-lsp: {detail} (the server log has the details)",
+        data={"kind": "InternalError"},
+    )
+
+
+def describe_structure_error(exc: Exception) -> str:
+    """cattrs' validation errors as short ``problem @ $.path`` lines."""
+    try:
+        from cattrs import transform_error
+
+        lines = transform_error(exc, path="$")
+    except Exception:  # not a cattrs error
+        lines = [f"{type(exc).__name__}: {exc}"]
+    lines = [_camel_path(line) for line in lines]
+    text = "; ".join(lines[:3]) + ("; ..." if len(lines) > 3 else "")
+    return text[:MAX_INTERNAL_MESSAGE]
+
+
+def _camel_path(line: str) -> str:
+    """``... @ $.params.text_document.uri`` as the wire names it: ``$.params.textDocument.uri``."""
+    problem, sep, path = line.rpartition(" @ ")
+    if not sep:
+        return line
+    return problem + sep + re.sub(r"_([a-z])", lambda m: m.group(1).upper(), path)
+
+
 def _plain(value: Any) -> Any:
     """lsprotocol/pygls may hand ``LSPAny`` values over as namedtuples; make them JSON again."""
     if isinstance(value, tuple) and hasattr(value, "_asdict"):
@@ -411,3 +579,8 @@ def configure_logging(level: int = logging.WARNING) -> None:
     root = logging.getLogger()
     root.addHandler(handler)
     root.setLevel(level)
+    # pygls logs every message it sends (answers, artifact text) and the initialize params at
+    # INFO: that is traffic, shown only at DEBUG (fleet_lsp.transport logs its own at DEBUG).
+    logging.getLogger("pygls").setLevel(
+        logging.DEBUG if level <= logging.DEBUG else logging.WARNING
+    )

@@ -164,6 +164,8 @@ class ServerSettings(_Section):
     port: int = Field(2087, ge=1, le=65_535)
     allow_non_loopback_bind: bool = False
     progress_reports_per_second: float = Field(10.0, gt=0, le=100)
+    # one JSON-RPC message (fleet_lsp.transport): larger frames are refused, the link closed
+    max_message_bytes: int = Field(64 * 1024 * 1024, ge=64 * 1024, le=1024 * 1024 * 1024)
 
 
 class ConfigMeta(_Section):
