@@ -572,9 +572,9 @@ def test_two_servers_run_turns_on_one_database_through_terminated_backends(
 
 @pytest.mark.long
 def test_long_two_servers_under_repeated_backend_terminations(pg_url: str, tmp_path: Path) -> None:
-    sessions, turns = 4, 25
+    sessions, turns = 4, 50
     started = time.monotonic()
-    reports, kills = _run_two_servers(pg_url, tmp_path, sessions, turns, kill_every=0.7)
+    reports, kills = _run_two_servers(pg_url, tmp_path, sessions, turns, kill_every=0.5)
     _check_two_servers(pg_url, reports, sessions, turns)
     faults = sorted(f for r in reports for f in r["faults"])
     print(
