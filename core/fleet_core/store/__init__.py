@@ -501,23 +501,20 @@ class Store:
     @_read
     def turn_session(self, turn_id: str) -> str:
         """The id of the Session a Turn belongs to (running or finished)."""
-        with self.engine.connect() as conn:
-            found = conn.execute(
-                select(schema.turns.c.session_id).where(schema.turns.c.turn_id == turn_id)
-            ).scalar_one_or_none()
-        if found is None:
-            raise TurnNotFound(f"No turn '{turn_id}'")
-        return str(found)
+        return str(self._turn_column(schema.turns.c.session_id, turn_id))
 
     @_read
     def turn_result(self, turn_id: str) -> dict[str, Any]:
+        return dict(self._turn_column(schema.turns.c.result, turn_id))
+
+    def _turn_column(self, column: Column[Any], turn_id: str) -> Any:
         with self.engine.connect() as conn:
-            result = conn.execute(
-                select(schema.turns.c.result).where(schema.turns.c.turn_id == turn_id)
+            found = conn.execute(
+                select(column).where(schema.turns.c.turn_id == turn_id)
             ).scalar_one_or_none()
-        if result is None:
+        if found is None:
             raise TurnNotFound(f"No turn '{turn_id}'")
-        return dict(result)
+        return found
 
     @_read
     def history(
