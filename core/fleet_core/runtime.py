@@ -218,6 +218,9 @@ class FleetRuntime:
                 continue  # a live process owns it: its Turns are still running
             try:
                 await self._run(self.store.mark_interrupted, session_id)
+                # the dead process's child-agent workspaces (a Turn removes its own as it ends)
+                agents = self.config.state_dir / "agents" / session_id
+                await self._run(shutil.rmtree, agents, ignore_errors=True)
             finally:
                 await self._run(self.store.locks.release, session_id)
 
