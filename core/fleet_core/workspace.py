@@ -218,6 +218,8 @@ class Workspace:
         non-regular entries (FIFOs, sockets, devices, empty directories) can be removed too;
         nothing on the way is followed (every parent is opened without following links)."""
         relative = validate_relative_path(path)
+        if len(relative.parts) == 1:
+            raise WorkspacePathError(f"'{path}/' is a workspace root; it cannot be deleted")
         parent = self._open_parent(relative, create=False, label=path)
         try:
             _remove_entry(parent, relative.name, path)
@@ -462,7 +464,8 @@ def pseudo_filesystems() -> dict[int, str]:
         pass
     for root in _PSEUDO_ROOTS:
         with suppress(OSError):
-            found.setdefault(os.stat(root).st_dev, root)
+            if os.path.ismount(root):  # an unmounted /sys is a plain directory of the root fs
+                found.setdefault(os.stat(root).st_dev, root)
     return found
 
 

@@ -377,6 +377,9 @@ def test_delete_never_goes_through_a_symlinked_directory(
         workspace.delete("files/none.txt")
     with pytest.raises(WorkspacePathError, match="traversal"):
         workspace.delete("files/../../etc/passwd")
+    with pytest.raises(WorkspacePathError, match="workspace root; it cannot be deleted"):
+        workspace.delete("memory")  # empty, but a root
+    assert (workspace.root / "memory").is_dir()
 
 
 def test_changed_since_hashes_only_new_or_changed_files(
