@@ -134,3 +134,12 @@ async def test_a_planted_symlink_is_deleted_not_its_target(
     )
     assert not (root / "artifacts" / "planted.txt").is_symlink()
     assert target.read_text() == "host"
+
+
+async def test_attaching_a_pseudo_filesystem_folder_copies_nothing(lsp: LanguageClient) -> None:
+    session_id = await _session(lsp)
+    for folder in ("/proc/self", "/dev"):
+        error = await _refused(lsp, session_id, Path(folder))
+        assert error.code in (-32602, ERROR_CODES["FileTooLarge"]), (folder, error.message)
+    await _assert_nothing_attached(lsp, session_id)
+    assert _files_containing(lsp.state_dir, CANARY.encode()) == []  # type: ignore[attr-defined]
