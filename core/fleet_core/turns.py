@@ -230,7 +230,11 @@ class TurnService:
             if request.record_replay:  # bounds and secrets: refused before anything is claimed
                 await self._run(self._check_replay, session_id)
             claim = await self._run(
-                self.store.claim_turn, session_id, request.task, request.idempotency_key
+                # stored (history, replays of the key) with configured secrets redacted
+                self.store.claim_turn,
+                session_id,
+                self.redactor.text(request.task, None),
+                request.idempotency_key,
             )
             if claim.replayed is not None:
                 return self._replayed(claim.replayed, session_id, claim.turn_id, on_event)

@@ -171,11 +171,6 @@ async def test_no_canary_reaches_logs_results_events_store_artifacts_or_errors(
     assert leaked == [] and hits(caplog.text) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 13 finding: a secret typed into the task is stored verbatim in fleet_turns.task "
-    "(TurnService claims the Turn with the raw task; the trace and events are redacted)",
-)
 async def test_a_secret_typed_into_the_task_is_not_stored(
     secret_env: dict[str, str], tmp_path: Path
 ) -> None:
