@@ -186,6 +186,8 @@ class RawServer:
             "PYTHONUNBUFFERED": "1",
             **(env or {}),
         }
+        for name in [n for n in environment if n.startswith(("FLEET_LM_", "FLEET_CONFIG"))]:
+            environment.pop(name)  # no model endpoint: a Turn answers ModelUnavailable
         environment.pop("FLEET_TEST_SCRIPT", None)
         self._stderr = self.stderr_path.open("wb")
         self.proc = subprocess.Popen(
