@@ -129,3 +129,4 @@ class TurnResult(Record):
     error: TurnError | None = None
     replayed: bool = False
     duration_seconds: float | None = None  # from the Turn's start to its outcome
+    artifacts_omitted: int = 0  # changed artifacts past storage.max_turn_artifacts, not listed

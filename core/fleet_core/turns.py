@@ -541,7 +541,9 @@ class TurnService:
             error = control.error() if control.terminal else RuntimeError("The Turn did not finish")
         if error is None:
             engine = box["result"]
-            artifacts = await self._changed_artifacts(session_id, turn_id, before, engine.artifacts)
+            artifacts, omitted = await self._changed_artifacts(
+                session_id, turn_id, before, engine.artifacts
+            )
             result = TurnResult(
                 turn_id=turn_id,
                 session_id=session_id,
@@ -550,6 +552,7 @@ class TurnService:
                 route=engine.route,
                 learned_note=redact(engine.learned_note, None) or None,
                 artifacts=artifacts,
+                artifacts_omitted=omitted,
                 trace_id=trace_id,
                 usage=usage,
                 duration_seconds=duration,
@@ -619,9 +622,10 @@ class TurnService:
         turn_id: str,
         before: dict[str, FileStamp],
         promoted: list[ProvenanceRecord],
-    ) -> list[ArtifactRef]:
+    ) -> tuple[list[ArtifactRef], int]:
         """New or changed artifacts: unchanged files are not read, and at most
-        ``storage.max_turn_artifacts`` are hashed and listed (the rest stay in the workspace)."""
+        ``storage.max_turn_artifacts`` are hashed and listed (the rest stay in the workspace);
+        returns them and how many were left out."""
         limit = self.config.settings.storage.max_turn_artifacts
         workspace = self.sessions.workspace(session_id)
         changed, total = await self._run(workspace.changed_since, before, "artifacts", limit=limit)
@@ -648,7 +652,7 @@ class TurnService:
                     provenance=[record] if record else None,
                 )
             )
-        return refs
+        return refs, total - len(changed)
 
     def _replayed(
         self, stored: dict[str, Any], session_id: str, turn_id: str, on_event: OnEvent | None

@@ -384,6 +384,7 @@ async def test_a_turn_with_1501_artifacts_commits_with_bounded_work(
         elapsed = time.monotonic() - started
         assert first.status == "completed", first.error
         assert len(first.artifacts) == min(limit, MANY) == 1_000
+        assert first.artifacts_omitted == MANY - limit  # the client is told, not just the log
         artifacts_dir = runtime.workspace("many").root / "artifacts"
         assert len([p for p in hashed if artifacts_dir in p.parents]) == limit  # none past it
         stored = await runtime.list_workspace("many")
@@ -395,6 +396,7 @@ async def test_a_turn_with_1501_artifacts_commits_with_bounded_work(
         second = await runtime.run_turn(TurnRequest(session_id="many", task="change one"))
         assert second.status == "completed", second.error
         assert [a.path for a in second.artifacts] == ["artifacts/many/a00007.txt"]
+        assert second.artifacts_omitted == 0
         rehashed = [p for p in hashed if artifacts_dir in p.parents]
         assert rehashed == [artifacts_dir / "many/a00007.txt"]  # the manifest reused digests
         database = "postgres" if "FLEET_DATABASE_URL" in fleet_environ else "sqlite"
