@@ -108,6 +108,7 @@ class SandboxSettings(_Section):
     max_output_chars: int = Field(100_000, ge=1_000, le=10_000_000)
     child_max_promoted_files: int = Field(100, ge=1, le=10_000)
     child_max_promoted_bytes: int = Field(25_000_000, ge=1, le=1 << 34)
+    workspace_quota_mb: int = Field(1024, ge=16, le=1 << 24)
     daytona_org_id: str | None = None
     daytona_target: str | None = None
     daytona_api_url: str | None = None

@@ -140,6 +140,10 @@ async def test_sandbox_made_symlinks_and_fifos_are_never_promoted(
             "open('artifacts/ok.txt', 'w').write('fine')\n"
         )
         assert result.error is None, result.error
+    # The sandbox's FIFO was removed when the cell ended (sandbox.hygiene); plant one on the
+    # host side too, so promotion's own refusal is still exercised.
+    assert not (child.root / "artifacts" / "pipe").exists()
+    os.mkfifo(child.root / "artifacts" / "pipe")
     promoted = promote_child_artifacts(
         child, parent, source_sandbox_id=sandbox.id, max_files=100, max_bytes=10**6
     )

@@ -30,6 +30,7 @@ from fleet_core.sandbox.errors import (
     SandboxError,
     SandboxUnavailableError,
     WorkspacePathError,
+    WorkspaceQuotaError,
 )
 
 if TYPE_CHECKING:
@@ -53,6 +54,7 @@ __all__ = [
     "ToolBridge",
     "ToolPolicy",
     "WorkspacePathError",
+    "WorkspaceQuotaError",
     "create_sandbox",
 ]
 

@@ -56,6 +56,9 @@ class SandboxLimits(_Frozen):
     max_concurrent_tool_calls: int = Field(16, ge=1)
     workspace_max_file_bytes: int = Field(25_000_000, ge=1)
     workspace_max_read_bytes: int = Field(25_000_000, ge=1)
+    workspace_quota_bytes: int = Field(1 << 30, ge=1 << 20)
+    """The most space the workspace's writable part may use (``sandbox.hygiene`` measures it);
+    a cell that grows it past this is stopped with a ``WorkspaceQuotaExceeded`` error."""
 
     @classmethod
     def from_settings(cls, settings: SandboxSettings, **overrides: Any) -> SandboxLimits:
@@ -68,6 +71,7 @@ class SandboxLimits(_Frozen):
             "cell_timeout_seconds": settings.cell_timeout_seconds,
             "interrupt_grace_seconds": settings.interrupt_grace_seconds,
             "max_output_chars": settings.max_output_chars,
+            "workspace_quota_bytes": settings.workspace_quota_mb << 20,
         }
         return cls(**(values | overrides))
 

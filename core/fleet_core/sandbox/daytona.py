@@ -678,11 +678,14 @@ class DaytonaSandbox(CellSession):
         listing: dict[str, tuple[int, str | None]] = {}
         for raw_path, size, digest in json.loads(response.result.strip().splitlines()[-1]):
             listing[str(raw_path).removeprefix("./")] = (int(size), digest)
-        wanted = [
-            path
-            for path, (_size, digest) in listing.items()
-            if digest is not None and self._synced.get(path) != digest
-        ]
+        wanted = self._within_quota(
+            listing,
+            [
+                path
+                for path, (_size, digest) in listing.items()
+                if digest is not None and self._synced.get(path) != digest
+            ],
+        )
         skipped = [path for path, (_size, digest) in listing.items() if digest is None]
         if skipped:
             log.warning("Not pulling files over %d bytes: %s", limit, ", ".join(skipped[:10]))
@@ -695,6 +698,30 @@ class DaytonaSandbox(CellSession):
                 self._synced.pop(path, None)
                 with contextlib.suppress(FileNotFoundError, OSError):
                     await anyio.to_thread.run_sync(self._workspace.delete, path)
+
+    def _within_quota(
+        self, listing: Mapping[str, tuple[int, str | None]], wanted: list[str]
+    ) -> list[str]:
+        """The changed files that fit in ``workspace_quota_bytes`` next to the unchanged ones:
+        the host mirror never grows past the quota, whatever the remote disk holds."""
+        pending = set(wanted)
+        budget = self._spec.limits.workspace_quota_bytes
+        budget -= sum(size for path, (size, _d) in listing.items() if path not in pending)
+        kept: list[str] = []
+        for path in wanted:
+            size = listing[path][0]
+            if size <= budget:
+                kept.append(path)
+                budget -= size
+        if len(kept) < len(wanted):
+            skipped = [p for p in wanted if p not in set(kept)]
+            log.warning(
+                "Not pulling %d file(s) past the %d-byte workspace quota: %s",
+                len(skipped),
+                self._spec.limits.workspace_quota_bytes,
+                ", ".join(skipped[:10]),
+            )
+        return kept
 
     async def _download(
         self, paths: list[str], listing: Mapping[str, tuple[int, str | None]]

@@ -19,6 +19,7 @@ __all__ = [
     "SandboxError",
     "SandboxUnavailableError",
     "WorkspacePathError",
+    "WorkspaceQuotaError",
 ]
 
 
@@ -79,3 +80,13 @@ class ResourceLimitError(SandboxError):
     """A host-side limit was hit: promotion or transfer quotas, frame size, tool-call budget."""
 
     kind = "ResourceLimit"
+
+
+class WorkspaceQuotaError(ResourceLimitError):
+    """A cell grew the workspace past ``workspace_quota_bytes`` and kept writing after the soft
+    stop, so the worker was killed (REPL state lost; the files written so far stay). The soft
+    stop alone is not raised: it is the cell's ``WorkspaceQuotaExceeded`` error, state kept."""
+
+    def __init__(self, message: str, *, state_preserved: bool = False, **data: Any) -> None:
+        super().__init__(message, state_preserved=state_preserved, **data)
+        self.state_preserved = state_preserved

@@ -365,6 +365,66 @@ def sweep_stale_cgroups() -> list[Path]:
     return removed
 
 
+def sweep_stale_processes() -> list[int]:
+    """SIGKILL sandbox processes a dead host left running: bwrap processes running our worker
+    whose parent is gone (reparented to init), and processes
+    of a reserved dedicated uid that no live sandbox holds. Returns the pids killed. Zombies
+    cannot be swept: only their parent (init, after the host died) can reap them."""
+    killed: list[int] = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        pid = int(entry)
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            if _stale_sandbox_process(pid):
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+    return killed
+
+
+def _stale_sandbox_process(pid: int) -> bool:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    state, ppid = fields[0], int(fields[1])
+    if state in ("Z", "X"):
+        return False
+    uid = os.stat(f"/proc/{pid}").st_uid
+    if DEDICATED_UID_BASE <= uid < DEDICATED_UID_BASE + DEDICATED_UID_COUNT:
+        return _uid_free(uid)
+    argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    ours = argv[0].endswith(b"bwrap") and SANDBOX_WORKER_PATH.encode() in argv
+    return ours and not _is_bwrap_pid(ppid) and not _is_live_host(ppid)
+
+
+def _is_bwrap_pid(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0", 1)[0].endswith(b"bwrap")
+    except OSError:
+        return False
+
+
+def _is_live_host(pid: int) -> bool:
+    """Whether ``pid`` is a running process other than init (a host that owns its bwrap; a
+    bwrap reparented to a subreaper is not recognised as orphaned)."""
+    if pid <= 1:
+        return False
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def _uid_free(uid: int) -> bool:
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.bind("\0" + _UID_LOCK_NAME.format(uid))
+    except OSError:
+        return False
+    finally:
+        probe.close()
+    return True
+
+
 def _owner_alive(directory: Path) -> bool:
     """Whether the host process named in ``fleet-sbx-<pid>-...`` still runs (and is the one
     that made the directory, not a later process given the same pid). Unparseable: not alive."""

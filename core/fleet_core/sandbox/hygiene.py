@@ -1,0 +1,238 @@
+"""What may leave a sandbox: a walk of the host workspace that measures it and cleans it.
+
+A LocalSandbox's workspace is bind-mounted into the sandbox, so whatever sandbox code creates
+lands in the host directory as is. :func:`scan_workspace` walks it without ever following a
+symlink (every step is relative to an open directory fd, opened with ``O_NOFOLLOW``) and:
+
+- **strips** setuid, setgid and sticky bits from files and directories (a file with such a bit and
+  several hard links is unlinked instead, so a host file linked in is never changed);
+- **removes** FIFOs, sockets and device nodes;
+- makes the workspace root ``0700`` (no other local user can reach anything below it);
+- **measures** the space it uses for the quota: per inode (hard links once), the larger of its
+  allocated blocks and its apparent size, at least one 4 KiB block per entry (so a flood of
+  empty files or directories counts too), top-level names in ``exclude`` not counted.
+
+The host calls it before the first cell, after every cell and at teardown (then no sandbox
+process is left to race with it); the quota watchdog calls it with ``sanitize=False``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import stat
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+SPECIAL_BITS = stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX
+BLOCK = 4096
+MAX_DEPTH = 256
+"""Deeper directories are not walked; the scan says so (``too_deep``) and the quota treats it
+as exceeded, so nothing can be hidden below the walk."""
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+_PATH_FLAGS = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+@dataclass
+class WorkspaceScan:
+    """What one walk found (and, with ``sanitize``, changed)."""
+
+    bytes_used: int = 0
+    entries: int = 0
+    too_deep: bool = False
+    stripped: list[str] = field(default_factory=list)
+    """Relative paths whose setuid/setgid/sticky bits were removed."""
+    removed: list[str] = field(default_factory=list)
+    """Relative paths unlinked: special files, and files with special bits and hard links."""
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.stripped or self.removed)
+
+    def over(self, limit: int) -> bool:
+        return self.too_deep or self.bytes_used > limit
+
+
+def scan_workspace(
+    root: Path, *, sanitize: bool = True, exclude: Iterable[str] = ()
+) -> WorkspaceScan:
+    """Walk ``root`` (see the module docstring); a vanished root is an empty scan."""
+    scan = WorkspaceScan()
+    try:
+        root_fd = os.open(root, _DIR_FLAGS)
+    except OSError:
+        return scan
+    try:
+        info = os.fstat(root_fd)
+        scan.bytes_used += _charge(info)
+        if sanitize:
+            _tighten_root(root_fd, info)
+        _walk(root_fd, scan, sanitize=sanitize, exclude=frozenset(exclude))
+    finally:
+        os.close(root_fd)
+    return scan
+
+
+def sanitize_workspace(
+    root: Path, *, label: str = "", exclude: Iterable[str] = ()
+) -> WorkspaceScan:
+    """:func:`scan_workspace` with cleaning, logging a warning when anything was changed."""
+    scan = scan_workspace(root, sanitize=True, exclude=exclude)
+    if scan.changed:
+        log.warning(
+            "sandbox %s: stripped setuid/setgid/sticky bits from %d path(s) %s and removed %d "
+            "special file(s) %s in %s",
+            label or "-",
+            len(scan.stripped),
+            scan.stripped[:10],
+            len(scan.removed),
+            scan.removed[:10],
+            root,
+        )
+    return scan
+
+
+def _walk(root_fd: int, scan: WorkspaceScan, *, sanitize: bool, exclude: frozenset[str]) -> None:
+    """Depth-first; only the directories on the current path are open."""
+    seen: set[tuple[int, int]] = set()
+    stack: list[tuple[int, str, list[str], bool]] = [(root_fd, "", _names(root_fd), True)]
+    try:
+        while stack:
+            dir_fd, prefix, names, counted = stack[-1]
+            if not names:
+                stack.pop()
+                if dir_fd != root_fd:
+                    os.close(dir_fd)
+                continue
+            name = names.pop()
+            rel = f"{prefix}{name}"
+            charge = counted and not (prefix == "" and name in exclude)
+            child = _visit(dir_fd, name, rel, scan, seen, sanitize=sanitize, charge=charge)
+            if child is None:
+                continue
+            if len(stack) > MAX_DEPTH:
+                os.close(child)
+                scan.too_deep = True
+                continue
+            stack.append((child, rel + "/", _names(child), charge))
+    finally:
+        for dir_fd, *_rest in stack:
+            if dir_fd != root_fd:
+                os.close(dir_fd)
+
+
+def _names(dir_fd: int) -> list[str]:
+    try:
+        with os.scandir(dir_fd) as entries:
+            return [entry.name for entry in entries]
+    except OSError:
+        return []
+
+
+def _visit(
+    dir_fd: int,
+    name: str,
+    rel: str,
+    scan: WorkspaceScan,
+    seen: set[tuple[int, int]],
+    *,
+    sanitize: bool,
+    charge: bool,
+) -> int | None:
+    """Account for one entry and clean it; returns an open fd when it is a directory to enter."""
+    try:
+        info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except OSError:
+        return None
+    mode = info.st_mode
+    scan.entries += 1
+    if stat.S_ISDIR(mode):
+        child = _open_dir(dir_fd, name, info)
+        if child is not None and sanitize and mode & SPECIAL_BITS:
+            _strip(child, info, rel, scan)
+        if charge:
+            scan.bytes_used += _charge(info)
+        return child
+    if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+        if sanitize:
+            _unlink(dir_fd, name, rel, scan)
+        elif charge:
+            scan.bytes_used += BLOCK
+        return None
+    if sanitize and stat.S_ISREG(mode) and mode & SPECIAL_BITS:
+        if info.st_nlink > 1:
+            _unlink(dir_fd, name, rel, scan)
+            return None
+        _strip_entry(dir_fd, name, rel, scan)
+    key = (info.st_dev, info.st_ino)
+    if charge and key not in seen:
+        seen.add(key)
+        scan.bytes_used += _charge(info)
+    return None
+
+
+def _charge(info: os.stat_result) -> int:
+    return max(info.st_blocks * 512, info.st_size, BLOCK)
+
+
+def _open_dir(dir_fd: int, name: str, info: os.stat_result) -> int | None:
+    """Open a subdirectory without following links; None if it was swapped meanwhile."""
+    try:
+        fd = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+    except OSError:
+        return None
+    opened = os.fstat(fd)
+    if (opened.st_dev, opened.st_ino) != (info.st_dev, info.st_ino):
+        os.close(fd)
+        return None
+    return fd
+
+
+def _strip_entry(dir_fd: int, name: str, rel: str, scan: WorkspaceScan) -> None:
+    try:
+        fd = os.open(name, _PATH_FLAGS, dir_fd=dir_fd)
+    except OSError:
+        return
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISREG(info.st_mode) and info.st_nlink == 1:
+            _strip(fd, info, rel, scan)
+    finally:
+        os.close(fd)
+
+
+def _strip(fd: int, info: os.stat_result, rel: str, scan: WorkspaceScan) -> None:
+    """Clear the special bits of the inode behind ``fd`` (an ``O_PATH`` or directory fd, never
+    a symlink): ``chmod`` through ``/proc/self/fd`` works for ``O_PATH`` fds and any owner."""
+    mode = stat.S_IMODE(info.st_mode)
+    if not mode & SPECIAL_BITS:
+        return
+    try:
+        os.chmod(f"/proc/self/fd/{fd}", mode & ~SPECIAL_BITS)
+    except OSError as exc:
+        log.warning("could not strip the special bits of %s: %s", rel, exc)
+        return
+    scan.stripped.append(rel)
+
+
+def _unlink(dir_fd: int, name: str, rel: str, scan: WorkspaceScan) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        try:
+            os.unlink(name, dir_fd=dir_fd)
+        except OSError as exc:
+            log.warning("could not remove %s from the workspace: %s", rel, exc)
+            return
+        scan.removed.append(rel)
+
+
+def _tighten_root(root_fd: int, info: os.stat_result) -> None:
+    """The workspace root is private to its owner: ``0700``, no special bits."""
+    mode = stat.S_IMODE(info.st_mode)
+    wanted = mode & 0o700 | 0o700
+    if mode != wanted:
+        with contextlib.suppress(OSError):
+            os.fchmod(root_fd, wanted)
