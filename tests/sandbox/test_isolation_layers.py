@@ -181,6 +181,7 @@ async def test_dedicated_uid_bounds_a_fork_bomb_without_a_pids_cgroup(
 ) -> None:
     (world_workspace / "uid" / "files").mkdir(parents=True)
     (world_workspace / "uid" / "files" / "input.txt").write_text("in")
+    (world_workspace / "uid" / "files" / "input.txt").chmod(0o600)  # as attach writes it
     sandbox = _uid_sandbox(world_workspace, uid_sandboxes, "uid")
     info = await sandbox.start()
     report = info.isolation
@@ -201,7 +202,11 @@ async def test_dedicated_uid_bounds_a_fork_bomb_without_a_pids_cgroup(
     )
     assert written.value_repr == "65534"  # uid inside; on the host the file belongs to `uid`
     assert (world_workspace / "uid" / "artifacts" / "out.txt").stat().st_uid == uid
-    assert (world_workspace / "uid" / "files" / "input.txt").stat().st_uid == 0  # ro: untouched
+    read = await sandbox.execute("open('files/input.txt').read()")  # an attached 0600 file
+    assert read.error is None and read.value == "in", read.error
+    changed = await sandbox.execute("open('files/input.txt', 'w').write('x')")
+    assert changed.error is not None  # files/ stays read-only (the mount, not the owner)
+    assert (world_workspace / "uid" / "files" / "input.txt").read_text() == "in"
     worker = sandbox.worker_pid
     assert worker is not None
     await sandbox.destroy()

@@ -604,8 +604,8 @@ def _unreachable(path: str, mode: int) -> str | None:
 
 
 def chown_workspace(workspace: Path, uid: int, *, skip: Iterable[str] = ()) -> None:
-    """Give ``uid`` the workspace's writable parts: the root and everything under it except the
-    ``skip`` top-level names (read-only mounts). Symlinks are never followed or changed, and
+    """Give ``uid`` the workspace: the root and everything under it except the ``skip``
+    top-level names. Symlinks are never followed or changed, and
     files with several hard links are left alone (one could be a host file linked in)."""
     skipped = set(skip)
     os.lchown(workspace, uid, uid)

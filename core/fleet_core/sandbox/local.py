@@ -247,7 +247,9 @@ class LocalSandbox(CellSession):
             self._uid_blocker = blocker or "no free uid in the reserved range"
             return
         try:
-            isolation.chown_workspace(self._spec.workspace, uid.uid, skip=self._spec.readonly_roots)
+            # Read-only roots too: attached files are 0600, and the uid must read them; their
+            # read-only bind mount, not their owner, keeps the sandbox from changing them.
+            isolation.chown_workspace(self._spec.workspace, uid.uid)
         except OSError as exc:
             uid.release()
             self._uid_blocker = f"cannot give the workspace to the dedicated uid: {exc}"
