@@ -157,7 +157,10 @@ class TurnProgram:
         control = self.control
         root_lm = MeteredLM(self.lms.lm("root"), control, category="generation")
         callbacks = [EventCallback(control, ROOT, None)]
-        with dspy.context(lm=root_lm, adapter=self.adapter, callbacks=callbacks):
+        # disable_history: dspy would keep every call (prompt and response) for the process's life
+        with dspy.context(
+            lm=root_lm, adapter=self.adapter, callbacks=callbacks, disable_history=True
+        ):
             decision = self.route(inputs)
             control.emit("triage_decision", decision.payload(inputs.mode))
             if decision.route == "direct":
@@ -474,7 +477,9 @@ class TurnProgram:
             parent_agent_id=space.parent_agent_id,
         )
         callbacks = [EventCallback(control, space.agent_id, space.parent_agent_id)]
-        with dspy.context(lm=child_lm, adapter=self.adapter, callbacks=callbacks):
+        with dspy.context(
+            lm=child_lm, adapter=self.adapter, callbacks=callbacks, disable_history=True
+        ):
             rlm = dspy.RLM(
                 ChildTask,
                 max_iters=max_iters,
