@@ -332,6 +332,12 @@ def crash_recovery(tmp_path: Path, env_extra: dict[str, str], moments: int, seed
         "turns_committed_and_answered": len(ledger.turns),
         "turns_committed_unanswered": len(ledger.unanswered_but_committed),
         "turns_interrupted": len(ledger.interrupted),
+        # one Turn at a time: a kill during a Turn request that left neither kind came before
+        # the Turn was claimed (no row, nothing to recover)
+        "turn_kills_before_claim": during.get("turn", 0)
+        + during.get("slow", 0)
+        - len(ledger.interrupted)
+        - len(ledger.unanswered_but_committed),
         "attaches_answered": ledger.attaches,
         "stale_cgroups_at_kill": ledger.stale_cgroups_at_kill,
         "child_workspaces_at_kill": ledger.child_workspaces_at_kill,
