@@ -275,7 +275,7 @@ def crash_recovery(tmp_path: Path, env_extra: dict[str, str], moments: int, seed
         if workload.error is not None:
             raise workload.error
         ledger.killed_pids.append(server.pid)
-        moment = {
+        moment: dict[str, Any] = {
             "n": iteration,
             "aimed_at": target,
             "delay": round(delay, 3),
@@ -297,7 +297,7 @@ def crash_recovery(tmp_path: Path, env_extra: dict[str, str], moments: int, seed
         _verify_committed(server, ledger, state)
         # bwrap and its worker die with their parent (--die-with-parent): give the kernel a moment
         left = wait_until(
-            lambda p=previous, s=server: not any(_leftovers(p, state, s).values()),  # type: ignore[misc]
+            lambda p=previous, s=server: not any(_leftovers(p, state, s).values()),
             timeout=10,
         )
         if not left:

@@ -153,7 +153,7 @@ def load(
         # job is handed out, so a cheap request on each poll lets it prune
         def quiet() -> bool:
             server.request("fleet/session/list", {})
-            return server.status()["Threads"] <= rounds[0]["threads"]
+            return bool(server.status()["Threads"] <= rounds[0]["threads"])
 
         idle = wait_until(quiet, IDLE_SECONDS, 1.0)
         idle_threads = server.status()["Threads"]
