@@ -65,6 +65,7 @@ Handler = Callable[["FleetServer", Any], Awaitable[Any]]
 MAX_LOGGED_TURNS = 50
 MAX_EVENTS_PER_TURN = 5_000
 MAX_INTERNAL_MESSAGE = 500
+MAX_EARLY_CANCELS = 64  # progress cancels kept for Turns whose run request is still starting
 #: ``data.kind`` for the JSON-RPC errors pygls sends without data.
 STANDARD_KINDS = {
     PARSE_ERROR: "ParseError",
@@ -98,6 +99,10 @@ class FleetProtocol(LanguageServerProtocol):
 
     initialize_received = False
     shutdown_received = False
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._early: OrderedDict[int | str, None] = OrderedDict()
 
     def get_message_type(self, method: str) -> Any:  # type: ignore[override]
         if method in METHODS:
@@ -189,6 +194,24 @@ class FleetProtocol(LanguageServerProtocol):
         }
         return result
 
+    @lsp_method(types.WINDOW_WORK_DONE_PROGRESS_CANCEL)
+    def lsp_work_done_progress_cancel(
+        self, params: types.WorkDoneProgressCancelParams
+    ) -> Generator[Any, Any, None]:
+        """A cancel for a token no Turn holds yet is kept (the last few, bounded): the
+        notification can overtake the handler of the ``fleet/turn/run`` that brings the token,
+        and that Turn applies it as it starts (``take_early_cancel``)."""
+        if params.token not in self.progress.tokens:
+            self._early[params.token] = None
+            while len(self._early) > MAX_EARLY_CANCELS:
+                self._early.popitem(last=False)
+            return
+        yield from super().lsp_work_done_progress_cancel(params)
+
+    def take_early_cancel(self, token: int | str) -> bool:
+        """Whether a cancel for ``token`` arrived before any Turn held it (forgets it)."""
+        return self._early.pop(token, False) is None
+
     @lsp_method(types.WORKSPACE_EXECUTE_COMMAND)
     def lsp_workspace__execute_command(
         self, params: types.ExecuteCommandParams
@@ -222,10 +245,12 @@ class RunningTurn:
     cancel_route: str | None = None
 
     def cancel(self, route: str) -> bool:
-        if self.task is None or self.task.done():
+        """Cancel the Turn; before its task exists, the cancel is kept and applied at start."""
+        if self.task is not None and self.task.done():
             return False
         self.cancel_route = self.cancel_route or route
-        self.task.cancel()
+        if self.task is not None:
+            self.task.cancel()
         return True
 
 

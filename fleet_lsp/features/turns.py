@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
 from fleet_core.errors import FleetError, InvalidInput, TurnBusy, TurnNotFound
@@ -53,6 +54,28 @@ def register(server: FleetServer) -> None:
 
 
 async def run_turn(ls: FleetServer, p: TurnRunParams) -> dict[str, Any]:
+    held = _hold_client_token(ls, p.work_done_token)
+    try:
+        return await _run_turn(ls, p)
+    finally:
+        if held is not None:  # the Turn's progress forgets it too; this covers early errors
+            ls.work_done_progress.tokens.pop(held, None)
+
+
+def _hold_client_token(ls: FleetServer, token: int | str | None) -> int | str | None:
+    """Register the client's progress token before the first await, so a
+    ``window/workDoneProgress/cancel`` that overtakes the Turn's start is not lost."""
+    if token is None:
+        return None
+    from fleet_lsp.server import FleetProtocol
+
+    future = ls.work_done_progress.tokens.setdefault(token, Future())
+    if isinstance(ls.protocol, FleetProtocol) and ls.protocol.take_early_cancel(token):
+        future.cancel()  # the Turn's progress sees a cancelled token and cancels at start
+    return token
+
+
+async def _run_turn(ls: FleetServer, p: TurnRunParams) -> dict[str, Any]:
     from fleet_lsp.progress import TurnProgress
     from fleet_lsp.server import RunningTurn
 
@@ -105,6 +128,8 @@ async def run_turn(ls: FleetServer, p: TurnRunParams) -> dict[str, Any]:
         await progress.start()
         inner = asyncio.ensure_future(runtime.run_turn(request, on_event=on_event))
         running.task = inner
+        if running.cancel_route is not None:  # cancelled before the Turn started
+            inner.cancel()
         try:
             result = await inner
         except asyncio.CancelledError:

@@ -73,9 +73,11 @@ local ok, err = pcall(function()
 
   -- cancel a slow Turn through its progress token
   local cancelled = nil
+  local seen_before = #report.progress -- only this Turn's reports count below
   fleet.run_turn(env.FLEET_NVIM_SLOW, function(err_, res) cancelled = { err = err_, result = res } end)
   assert(vim.wait(60000, function()
-    for _, p in ipairs(report.progress) do
+    for i = seen_before + 1, #report.progress do
+      local p = report.progress[i]
       if p.kind == 'report' and p.message and p.message:match('cell') then return true end
     end
     return false

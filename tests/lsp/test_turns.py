@@ -276,6 +276,23 @@ async def test_cancel_by_progress_cancel(lsp: LanguageClient) -> None:
     await assert_clean(lsp)
 
 
+async def test_a_progress_cancel_sent_right_after_the_run_request_is_not_lost(
+    lsp: LanguageClient,
+) -> None:
+    """The cancel overtakes the Turn's start (it arrives while the handler still awaits): the
+    server holds the client's token from the first moment, so the Turn still ends cancelled."""
+    session_id = await new_session(lsp)
+    token = f"early-{uuid.uuid4().hex[:6]}"
+    params = {"sessionId": session_id, "task": SLOW, "mode": "rlm", "workDoneToken": token}
+    future = start_run(lsp, params)
+    lsp.window_work_done_progress_cancel(types.WorkDoneProgressCancelParams(token=token))
+    result = _plain(await asyncio.wait_for(future, 60))
+    assert result["status"] == "cancelled"
+    turns = (await call(lsp, "fleet/session/history", {"sessionId": session_id}))["turns"]
+    assert all(t["status"] != "running" for t in turns)
+    await assert_clean(lsp)
+
+
 async def test_cancel_by_turn_cancel(lsp: LanguageClient) -> None:
     session_id = await new_session(lsp)
     future, token, turn_id = await _slow_turn(lsp, session_id)
