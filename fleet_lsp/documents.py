@@ -22,22 +22,12 @@ from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import quote, unquote
 
 from fleet_core.errors import InvalidInput, TurnNotFound
-from fleet_core.event_payloads import (
-    ArtifactPayload,
-    CellOutputPayload,
-    CodeCellPayload,
-    ToolCallEndPayload,
-    ToolCallStartPayload,
-    TriageDecisionPayload,
-    TurnEndedPayload,
-)
-from fleet_core.models import TurnResult
 from fleet_core.workspace import is_probably_text, validate_relative_path, validate_session_id
 from fleet_lsp.protocol import URI_SCHEME, ArtifactReadResult
 
 if TYPE_CHECKING:
     from fleet_core.events import TurnEvent
-    from fleet_core.models import TurnSummary
+    from fleet_core.models import TurnResult, TurnSummary
     from fleet_core.runtime import FleetRuntime
 
 MAX_TEXT_BYTES = 2_000_000
@@ -220,6 +210,8 @@ class StoreTraceSource:
 
 def _stored_result(result: Mapping[str, Any]) -> TurnResult | None:
     """The stored ``TurnResult`` (wire form), or ``None`` while the Turn has none."""
+    from fleet_core.models import TurnResult
+
     try:
         return TurnResult.model_validate(result) if result else None
     except ValueError:
@@ -246,6 +238,8 @@ def render_trace(
     events: Sequence[TurnEvent] = (),
 ) -> str:
     """A Turn as a readable markdown document."""
+    from fleet_core.event_payloads import TriageDecisionPayload  # pydantic: not at server start
+
     first_line = turn.task.strip().splitlines()[0] if turn.task.strip() else ""
     lines = [f"# Turn {turn.seq}: {_short(first_line, 120)}", ""]
     stored = _stored_result(result)
@@ -320,6 +314,16 @@ def _render_artifacts(
 
 def _event_lines(event: TurnEvent, cell: int) -> list[str]:
     """One event of an agent as markdown lines (typed payloads; unknown kinds show nothing)."""
+    from fleet_core.event_payloads import (
+        ArtifactPayload,
+        CellOutputPayload,
+        CodeCellPayload,
+        ToolCallEndPayload,
+        ToolCallStartPayload,
+        TriageDecisionPayload,
+        TurnEndedPayload,
+    )
+
     data = event.data
     if isinstance(data, CodeCellPayload):
         return [f"**Cell {cell}**", "", _fence(data.code, "python"), ""]
