@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from fleet_core.config import EffectiveConfig, load_config
+from fleet_core.engine.testing import SwitchableLms
 from fleet_core.observability.tracing import MlflowTracer, create_tracer
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -39,3 +40,9 @@ def tracer(obs_config: EffectiveConfig) -> Iterator[MlflowTracer]:
     assert isinstance(created, MlflowTracer)
     yield created
     created.close()
+
+
+@pytest.fixture
+def lms() -> SwitchableLms:
+    """Scripted models for the runtime Turns of a test (swap ``lms.root`` / ``lms.sub``)."""
+    return SwitchableLms()

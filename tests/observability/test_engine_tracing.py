@@ -22,11 +22,6 @@ SALES = b"region,revenue\nnorth,100\nsouth,250\nnorth,50\n"
 
 
 @pytest.fixture
-def lms() -> SwitchableLms:
-    return SwitchableLms()
-
-
-@pytest.fixture
 async def traced_runtime(
     obs_config: EffectiveConfig, lms: SwitchableLms
 ) -> AsyncIterator[FleetRuntime]:

@@ -34,11 +34,6 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def lms() -> SwitchableLms:
-    return SwitchableLms()
-
-
-@pytest.fixture
 async def deferred_runtime(
     obs_config: EffectiveConfig, lms: SwitchableLms
 ) -> AsyncIterator[FleetRuntime]:
