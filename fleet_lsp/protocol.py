@@ -73,6 +73,7 @@ ERROR_CODES: dict[str, int] = {
     "ClientCapabilityMissing": -32068,
     "TracingUnavailable": -32069,
     "LabelSyncError": -32070,
+    "SessionLimit": -32071,
     "InvalidInput": INVALID_PARAMS,
     "LabelInvalid": INVALID_PARAMS,
 }

@@ -36,6 +36,12 @@ class SessionOwned(FleetError):
     kind = "SessionOwned"
 
 
+class SessionLimit(FleetError):
+    """This process already holds ``runtime.max_active_sessions`` Sessions."""
+
+    kind = "SessionLimit"
+
+
 class TurnBusy(FleetError):
     kind = "TurnBusy"
 

@@ -49,6 +49,7 @@ EventKind = Literal[
     "artifact",
     "budget_update",
     "status",
+    "sandbox_environment_incomplete",
     "turn_completed",
     "turn_failed",
     "turn_cancelled",
@@ -232,6 +233,14 @@ class StatusPayload(EventPayload):
     dropped: int | None = Field(None, description="How many events a slow consumer missed.")
 
 
+class SandboxEnvironmentIncompletePayload(EventPayload):
+    """Packages of the sandbox environment line are not installed (once per Session and
+    process, at the first Turn that finds them missing)."""
+
+    missing: list[str] = Field(description="The missing packages' distribution names.")
+    python: str = Field(description="The sandbox's Python version.")
+
+
 class TurnEndedPayload(TurnResult):
     """turn_completed, turn_failed, turn_cancelled: the Turn's ``TurnResult`` (camelCase)."""
 
@@ -254,6 +263,7 @@ AnyPayload: TypeAlias = (
     | ArtifactPayload
     | BudgetUpdatePayload
     | StatusPayload
+    | SandboxEnvironmentIncompletePayload
     | TurnEndedPayload
 )
 PayloadModel: TypeAlias = type[EventPayload] | type[TurnEndedPayload]
@@ -273,6 +283,7 @@ PAYLOADS: dict[str, PayloadModel] = {
     "artifact": ArtifactPayload,
     "budget_update": BudgetUpdatePayload,
     "status": StatusPayload,
+    "sandbox_environment_incomplete": SandboxEnvironmentIncompletePayload,
     "turn_completed": TurnEndedPayload,
     "turn_failed": TurnEndedPayload,
     "turn_cancelled": TurnEndedPayload,

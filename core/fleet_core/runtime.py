@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import threading
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from fleet_core.errors import (
     FleetError,
     InvalidInput,
     ModelUnavailable,
+    SessionLimit,
     SessionOwned,
     TurnNotFound,
 )
@@ -93,6 +95,7 @@ class FleetRuntime:
         self._turns: TurnService | None = None
         self._trace_export = trace_export
         self._exporter: TraceExporter | None = None
+        self._slots = threading.Lock()  # a limit check and the take it allows are one step
         store.locks.on_lost(self._ownership_lost)  # the lease monitor stops the Session's Turn
 
     @classmethod
@@ -226,12 +229,29 @@ class FleetRuntime:
 
     # Sessions -------------------------------------------------------------------------------
 
+    def _take(self, session_id: str, reload: bool = False) -> None:
+        """Own the Session, within ``runtime.max_active_sessions`` (a Session this process
+        already owns never counts twice; closing or deleting one frees its slot)."""
+        limit = self.config.settings.runtime.max_active_sessions
+        locks = self.store.locks
+        with self._slots:
+            if not locks.owned(session_id) and locks.held() >= limit:
+                raise SessionLimit(
+                    f"This fleet-lsp process already holds {limit} Sessions, the limit "
+                    f"(runtime.max_active_sessions = {limit}); close a Session "
+                    f"(fleet/session/close) or raise max_active_sessions to open '{session_id}'",
+                    session_id=session_id,
+                    setting="runtime.max_active_sessions",
+                    limit=limit,
+                )
+            locks.acquire(session_id, reload=reload)
+
     async def new_session(
         self, session_id: str | None = None, mode: str | None = None
     ) -> SessionInfo:
         session_id = validate_session_id(session_id or f"sess_{uuid.uuid4().hex[:8]}")
         mode = _mode(mode or self.config.settings.runtime.execution_mode)
-        await self._run(self.store.locks.acquire, session_id)
+        await self._run(self._take, session_id)
         try:
             info = await self._run(self.store.create_session, session_id, mode)
         except Exception:
@@ -243,7 +263,7 @@ class FleetRuntime:
     async def load_session(self, session_id: str) -> SessionInfo:
         """Take ownership of a stored Session for this process (again, after it was lost)."""
         info = await self.describe_session(session_id)
-        await self._run(self.store.locks.acquire, session_id, reload=True)
+        await self._run(self._take, session_id, reload=True)
         await self._run(self.workspace(session_id).ensure_layout)
         return info
 
@@ -260,7 +280,9 @@ class FleetRuntime:
         self._workspaces.pop(session_id, None)
 
     async def delete_session(self, session_id: str) -> None:
-        await self._own(session_id)
+        # never refused by the Session limit: the take is released as the Session goes
+        await self.describe_session(session_id)
+        await self._run(self.store.locks.acquire, session_id)
         await self._run(self.store.delete_session, session_id)
         await self._run(shutil.rmtree, self._workspace_dir(session_id), ignore_errors=True)
         await self._run(self.store.locks.release, session_id)
@@ -278,7 +300,7 @@ class FleetRuntime:
 
     async def _own(self, session_id: str) -> None:
         await self.describe_session(session_id)
-        await self._run(self.store.locks.acquire, session_id)
+        await self._run(self._take, session_id)
 
     async def own_session(self, session_id: str) -> None:
         """Take ownership of a stored Session for this process (no layout work)."""

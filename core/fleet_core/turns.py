@@ -19,10 +19,9 @@ the Turn is claimed and the snapshot is stored inside the Turn's commit.
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import logging
-import platform
 import shutil
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -37,11 +36,11 @@ from fleet_core import skills as skill_lib
 from fleet_core.config import turn_timeout_problem
 from fleet_core.engine.context import (
     TurnInputs,
-    environment_line,
     render_history,
     render_memory_summary,
 )
 from fleet_core.engine.control import AgentLimits, TurnControl, TurnStopped
+from fleet_core.engine.environment import SandboxEnvironment, host_environment
 from fleet_core.engine.lm import ConfiguredLmProvider, LmProvider
 from fleet_core.engine.stream import EventChannel
 from fleet_core.errors import FleetError, InvalidInput, SessionOwned, TurnBusy
@@ -71,7 +70,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 OnEvent = Callable[[TurnEvent], None]
 T = TypeVar("T")
-ENV_PACKAGES = ("numpy", "pandas", "scipy", "polars", "pyarrow", "sklearn")
+ENV_TOLD_MAX = 4_096  # Sessions remembered as told their environment is incomplete
 
 
 @dataclass(slots=True)
@@ -86,8 +85,7 @@ class _Running:
 
 def host_environment_line() -> str:
     """The local sandbox runs the project's interpreter; describe it for the model."""
-    packages = {name: importlib.util.find_spec(name) is not None for name in ENV_PACKAGES}
-    return environment_line(platform.python_version(), packages)
+    return host_environment().line()
 
 
 class SessionGate(Protocol):
@@ -144,7 +142,8 @@ class TurnService:
         self.redactor = Redactor.from_config(config)
         self._running: dict[str, _Running] = {}
         self._by_turn: dict[str, _Running] = {}
-        self._env_line: str | None = None
+        self._env: SandboxEnvironment | None = None
+        self._env_told: OrderedDict[str, None] = OrderedDict()  # bounded: ENV_TOLD_MAX
 
     def reconfigure(self, config: EffectiveConfig, lms: LmProvider | None = None) -> None:
         """New settings (and models) for the Turns that start from now on; a running Turn keeps
@@ -353,6 +352,7 @@ class TurnService:
                                 dataset = await self.sessions.check_dataset(session_id)
                                 before.update(await self._artifact_digests(session_id))
                                 inputs = await self._prepare(request, mode, dataset, config)
+                                self._report_environment(session_id, control)
                             trace.annotate(
                                 dataset=dataset.path if dataset else None,
                                 skills=[s.name for s in inputs.skills],
@@ -469,14 +469,15 @@ class TurnService:
         )
         notes = await self._run(self.store.memory_summary, session_id)
         memories = await self._run(self.store.memories, session_id, reviewed=True)
-        if self._env_line is None:
-            self._env_line = await self._run(host_environment_line)
+        if self._env is None:
+            self._env = await self._run(host_environment)
+        env_line = self._env.line()
         return TurnInputs(
             task=request.task,
             mode=mode,
             workspace_manifest=manifest,
             skills_catalog=skill_lib.catalog(found),
-            memory_summary=render_memory_summary(notes, memories, request.task, self._env_line),
+            memory_summary=render_memory_summary(notes, memories, request.task, env_line),
             session_history=render_history(
                 history,
                 max_turns=settings.runtime.history_turns,
@@ -485,6 +486,21 @@ class TurnService:
             dataset=dataset,
             skills=tuple(found),
         )
+
+    def _report_environment(self, session_id: str, control: TurnControl) -> None:
+        """One ``sandbox_environment_incomplete`` per Session (and process) when packages of
+        the environment line are missing; the Sessions told are remembered, bounded."""
+        env = self._env
+        if env is None or not env.missing:
+            return
+        if session_id in self._env_told:
+            self._env_told.move_to_end(session_id)
+            return
+        self._env_told[session_id] = None
+        while len(self._env_told) > ENV_TOLD_MAX:
+            self._env_told.popitem(last=False)
+        payload = {"missing": env.missing, "python": env.python}
+        control.emit("sandbox_environment_incomplete", payload)
 
     async def _artifact_digests(self, session_id: str) -> dict[str, FileStamp]:
         """The artifacts' stamps before the Turn (inodes only: nothing is read or hashed)."""

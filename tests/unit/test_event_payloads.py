@@ -112,6 +112,7 @@ EMITTED: dict[str, dict[str, Any]] = {
     "artifact": {"path": "artifacts/a.txt"},  # reserved: no emitter today
     "budget_update": {"used": 3, "max": 150, "category": "generation"},  # engine/control
     "status": {"status": "stopping", "reason": "cancelled", "message": "The Turn was cancelled"},
+    "sandbox_environment_incomplete": {"missing": ["sympy"], "python": "3.12.3"},  # turns.py
     "turn_completed": RESULT | {"durationSeconds": 1.25},  # turns.py: result.wire() | duration
     "turn_failed": RESULT | {"status": "failed", "error": {"kind": "X", "message": "m"}},
     "turn_cancelled": RESULT | {"status": "cancelled", "replayed": True},

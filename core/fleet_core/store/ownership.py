@@ -54,6 +54,9 @@ class SessionLocks(Protocol):
 
     def owned(self, session_id: str) -> bool: ...
 
+    def held(self) -> int:
+        """How many Sessions this process owns now."""
+
     def lease(self, session_id: str) -> int | None:
         """The epoch a commit into the Session must find (``None``: nothing to check);
         ``SessionOwned`` when this process lost the Session."""
@@ -113,6 +116,9 @@ class FileSessionLocks:
 
     def owned(self, session_id: str) -> bool:
         return session_id in self._held
+
+    def held(self) -> int:
+        return len(self._held)
 
     def lease(self, session_id: str) -> int | None:
         return None
@@ -250,6 +256,9 @@ class AdvisorySessionLocks:
 
     def owned(self, session_id: str) -> bool:
         return session_id in self._epochs
+
+    def held(self) -> int:
+        return len(self._epochs)
 
     def lease(self, session_id: str) -> int | None:
         with self._mutex:
