@@ -270,6 +270,25 @@ class MemoryReviewParams:
 
 
 @attrs.frozen(kw_only=True)
+class MemoryAddParams:
+    """A memory the user adds; it stays unreviewed (never shown to the model) until reviewed.
+
+    ``content`` is bounded again by the store (4,000 characters after trimming)."""
+
+    session_id: str = _session_id()
+    content: str = _f(min_len=1, max_len=100_000)
+    kind: str = _f("user", min_len=1, max_len=32)
+
+
+@attrs.frozen(kw_only=True)
+class MemoryRejectParams:
+    """Reject a memory: it is deleted and never reaches the model."""
+
+    session_id: str = _session_id()
+    memory_id: str = _f(min_len=1, max_len=128)
+
+
+@attrs.frozen(kw_only=True)
 class DebugParams:
     session_id: str | None = _session_id(None)
 
@@ -351,6 +370,24 @@ class TraceLabelResult(TypedDict):
     messages: list[str]
 
 
+class MemoryWire(TypedDict):
+    memoryId: str
+    kind: str
+    content: str
+    sources: dict[str, Any]
+    reviewed: bool
+    createdAt: str
+
+
+class MemoryListResult(TypedDict):
+    memories: list[MemoryWire]
+    summary: str
+
+
+class MemoryAddResult(TypedDict):
+    memory: MemoryWire
+
+
 class TurnResultWire(TypedDict):
     turnId: str
     sessionId: str
@@ -393,6 +430,8 @@ METHODS: dict[str, type] = {
     "fleet/trace/label": TraceLabelParams,
     "fleet/memory/list": MemoryListParams,
     "fleet/memory/review": MemoryReviewParams,
+    "fleet/memory/add": MemoryAddParams,
+    "fleet/memory/reject": MemoryRejectParams,
     "fleet/debug/info": DebugParams,
 }
 

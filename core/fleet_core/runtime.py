@@ -446,6 +446,18 @@ class FleetRuntime:
         await self._own(session_id)
         await self._run(self.store.review_memory, session_id, memory_id, reviewed)
 
+    async def add_memory(self, session_id: str, content: str, kind: str = "user") -> Memory:
+        """A memory the user adds: unreviewed until reviewed (bounded size and count)."""
+        await self._own(session_id)
+        return await self._run(
+            self.store.add_memory, session_id, kind, content, {"addedBy": "user"}
+        )
+
+    async def reject_memory(self, session_id: str, memory_id: str) -> None:
+        """Reject a memory: it is deleted and never reaches the model."""
+        await self._own(session_id)
+        await self._run(self.store.delete_memory, session_id, memory_id)
+
     # Turns (delegates to fleet_core.turns) ----------------------------------------------------
 
     @property

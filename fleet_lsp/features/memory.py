@@ -1,10 +1,15 @@
-"""``fleet/memory/*``: list a Session's memories, mark one reviewed (or not)."""
+"""``fleet/memory/*``: list a Session's memories, add one, review (or un-review) and reject one."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from fleet_lsp.protocol import MemoryListParams, MemoryReviewParams
+from fleet_lsp.protocol import (
+    MemoryAddParams,
+    MemoryListParams,
+    MemoryRejectParams,
+    MemoryReviewParams,
+)
 
 if TYPE_CHECKING:
     from fleet_lsp.server import FleetServer
@@ -18,7 +23,18 @@ def register(server: FleetServer) -> None:
         summary = await runtime.memory_summary(p.session_id)
         return {"memories": [m.wire() for m in memories], "summary": summary}
 
+    @server.fleet_method("fleet/memory/add")
+    async def add(ls: FleetServer, p: MemoryAddParams) -> dict[str, Any]:
+        runtime = await ls.runtime()
+        memory = await runtime.add_memory(p.session_id, p.content, kind=p.kind)
+        return {"memory": memory.wire()}
+
     @server.fleet_method("fleet/memory/review")
     async def review(ls: FleetServer, p: MemoryReviewParams) -> None:
         runtime = await ls.runtime()
         await runtime.review_memory(p.session_id, p.memory_id, p.reviewed)
+
+    @server.fleet_method("fleet/memory/reject")
+    async def reject(ls: FleetServer, p: MemoryRejectParams) -> None:
+        runtime = await ls.runtime()
+        await runtime.reject_memory(p.session_id, p.memory_id)

@@ -201,6 +201,7 @@ VALID: dict[str, dict[str, Any]] = {
     "fleet/artifact/save": {"uri": "fleet:/sessions/a/artifacts/x", "target": "file:///tmp/x"},
     "fleet/trace/get": {"traceId": "x"},
     "fleet/trace/label": {"traceId": "x", "status": "approved"},
+    "fleet/memory/add": {"sessionId": "s1", "content": "c"},
     "fleet/debug/info": {},
 }
 

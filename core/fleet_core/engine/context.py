@@ -10,8 +10,8 @@ from fleet_core.models import DatasetContext, Memory, TurnSummary
 from fleet_core.skills import Skill
 
 NOTES_CHARS = 6_000
-MEMORIES_MAX = 20
-MEMORIES_CHARS = 12_000
+MEMORIES_MAX = 10  # reviewed memories shown to the model per Turn
+MEMORIES_CHARS = 6_000  # and their text, at most
 _WORD = re.compile(r"[a-z0-9]{3,}")
 
 
@@ -51,19 +51,75 @@ def render_history(turns: Sequence[TurnSummary], *, max_turns: int, max_chars: i
     return "\n\n".join(reversed(blocks)) if blocks else "(no earlier Turns in this Session)"
 
 
+# Words too common to say that a memory is about the task.
+_STOP_WORDS = frozenset(
+    {
+        "the",
+        "and",
+        "for",
+        "are",
+        "but",
+        "not",
+        "you",
+        "all",
+        "any",
+        "can",
+        "had",
+        "her",
+        "was",
+        "one",
+        "our",
+        "out",
+        "has",
+        "have",
+        "with",
+        "this",
+        "that",
+        "from",
+        "they",
+        "will",
+        "would",
+        "there",
+        "their",
+        "what",
+        "when",
+        "which",
+        "who",
+        "how",
+        "why",
+        "into",
+        "than",
+        "then",
+        "them",
+        "these",
+        "those",
+        "its",
+        "also",
+        "about",
+        "please",
+        "just",
+    }
+)
+
+
 def _words(text: str) -> set[str]:
-    return set(_WORD.findall(text.lower()))
+    return set(_WORD.findall(text.lower())) - _STOP_WORDS
 
 
 def relevant_memories(
     memories: Sequence[Memory], task: str, limit: int = MEMORIES_MAX
 ) -> list[Memory]:
-    """Reviewed memories ranked by word overlap with the task, then recency."""
+    """Search the reviewed memories by the task's text (the one search a Turn makes).
+
+    A memory matches when it shares at least one word (3+ letters or digits, lower-cased, common
+    words left out) with the task; matches rank by the number of shared words, then newest first,
+    and at most ``limit`` are kept. Unreviewed memories never match, whatever their words.
+    """
     wanted = _words(task)
     scored = [
-        (len(wanted & _words(m.content)), m.created_at.timestamp(), m)
+        (overlap, m.created_at.timestamp(), m)
         for m in memories
-        if m.reviewed
+        if m.reviewed and (overlap := len(wanted & _words(m.content))) > 0
     ]
     scored.sort(key=lambda item: (item[0], item[1]), reverse=True)
     return [m for _, _, m in scored[:limit]]
@@ -96,6 +152,6 @@ def render_memory_summary(
         text = "\n".join(lines)
         if len(text) > MEMORIES_CHARS:
             text = text[:MEMORIES_CHARS] + "..."
-        parts.append("Reviewed memories:\n" + text)
+        parts.append("Reviewed memories matching this task:\n" + text)
     parts.append(environment)
     return "\n\n".join(parts)

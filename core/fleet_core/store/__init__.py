@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import re
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Sequence
@@ -18,6 +19,7 @@ from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_expo
 
 from fleet_core.errors import (
     IdempotencyConflict,
+    InvalidInput,
     MemoryNotFound,
     SessionExists,
     SessionNotFound,
@@ -46,6 +48,10 @@ from fleet_core.store.ownership import (
 
 __all__ = ["INTERRUPTED", "Store", "TraceExport", "TurnClaim", "TurnOutcome"]
 MEMORY_SUMMARY_CHARS = 20_000
+MEMORY_CONTENT_CHARS = 4_000  # one memory's content; a longer learned note is cut to it
+MEMORIES_PER_SESSION = 500  # beyond it, user adds are refused and learned notes not proposed
+LEARNED_NOTE_KIND = "learned_note"
+_MEMORY_KIND = re.compile(r"[a-z][a-z0-9_-]{0,31}")
 READ_ATTEMPTS = 3  # an idempotent read is tried again after a dropped connection
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -413,6 +419,8 @@ class Store:
             if outcome.trace_export is not None:
                 self._queue_trace(conn, session_id, turn_id, outcome.trace_export, stamp)
             self._touch_session(conn, session_id, outcome, stamp)
+            if outcome.status == "completed" and outcome.learned_note:
+                self._propose_learned_note(conn, session_id, turn_id, outcome.learned_note, stamp)
 
     def _queue_trace(
         self, conn: Connection, session_id: str, turn_id: str, export: TraceExport, stamp: datetime
@@ -555,31 +563,96 @@ class Store:
         return int(changed.rowcount)
 
     # Memories -------------------------------------------------------------------------------
+    # A memory is proposed unreviewed (a Turn's learned note, the user); only a person's review
+    # lets it reach the model. Rejecting one deletes it.
+
+    def _memory_count(self, conn: Connection, session_id: str) -> int:
+        return int(
+            conn.execute(
+                select(func.count())
+                .select_from(schema.memories)
+                .where(schema.memories.c.session_id == session_id)
+            ).scalar_one()
+        )
+
+    def _insert_memory(
+        self,
+        conn: Connection,
+        session_id: str,
+        kind: str,
+        content: str,
+        sources: dict[str, Any],
+        stamp: datetime,
+    ) -> Memory:
+        memory_id = uuid.uuid4().hex
+        conn.execute(
+            insert(schema.memories).values(
+                memory_id=memory_id,
+                session_id=session_id,
+                kind=kind,
+                content=content,
+                sources=sources,
+                reviewed=False,
+                created_at=stamp,
+                updated_at=stamp,
+            )
+        )
+        return Memory(
+            memory_id=memory_id, kind=kind, content=content, sources=sources, created_at=stamp
+        )
+
+    def _propose_learned_note(
+        self, conn: Connection, session_id: str, turn_id: str, note: str, stamp: datetime
+    ) -> None:
+        """The Turn's learned note as an unreviewed memory, inside the Turn's commit."""
+        content = note.strip()[:MEMORY_CONTENT_CHARS]
+        if not content or self._memory_count(conn, session_id) >= MEMORIES_PER_SESSION:
+            return  # the note still reaches the Session's memory summary
+        self._insert_memory(
+            conn, session_id, LEARNED_NOTE_KIND, content, {"turnId": turn_id}, stamp
+        )
 
     @_write
     def add_memory(
         self, session_id: str, kind: str, content: str, sources: dict[str, Any]
     ) -> Memory:
+        """An unreviewed memory; ``InvalidInput`` when it is empty, too long or one too many."""
+        if not _MEMORY_KIND.fullmatch(kind):
+            raise InvalidInput(
+                f"A memory's kind is 1-32 lower-case letters, digits, '_' or '-' (got {kind!r})"
+            )
+        content = content.strip()
+        if not content:
+            raise InvalidInput("A memory's content must not be empty")
+        if len(content) > MEMORY_CONTENT_CHARS:
+            raise InvalidInput(
+                f"A memory holds at most {MEMORY_CONTENT_CHARS} characters (got {len(content)})"
+            )
         stamp = now()
-        memory_id = uuid.uuid4().hex
         epoch = self.locks.lease(session_id)
         with self.engine.begin() as conn:
             self._fence(conn, session_id, epoch)
-            conn.execute(
-                insert(schema.memories).values(
-                    memory_id=memory_id,
-                    session_id=session_id,
-                    kind=kind,
-                    content=content,
-                    sources=sources,
-                    reviewed=False,
-                    created_at=stamp,
-                    updated_at=stamp,
+            if self._memory_count(conn, session_id) >= MEMORIES_PER_SESSION:
+                raise InvalidInput(
+                    f"Session '{session_id}' already holds {MEMORIES_PER_SESSION} memories "
+                    "(the limit): reject some first"
+                )
+            return self._insert_memory(conn, session_id, kind, content, sources, stamp)
+
+    @_write
+    def delete_memory(self, session_id: str, memory_id: str) -> None:
+        """Reject a memory: it is deleted and never reaches the model."""
+        epoch = self.locks.lease(session_id)
+        with self.engine.begin() as conn:
+            self._fence(conn, session_id, epoch)
+            changed = conn.execute(
+                delete(schema.memories).where(
+                    schema.memories.c.session_id == session_id,
+                    schema.memories.c.memory_id == memory_id,
                 )
             )
-        return Memory(
-            memory_id=memory_id, kind=kind, content=content, sources=sources, created_at=stamp
-        )
+        if changed.rowcount == 0:
+            raise MemoryNotFound(f"No memory '{memory_id}' in session '{session_id}'")
 
     @_read
     def memories(self, session_id: str, *, reviewed: bool | None = None) -> list[Memory]:
