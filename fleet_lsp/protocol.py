@@ -73,7 +73,7 @@ ERROR_CODES: dict[str, int] = {
     "ClientCapabilityMissing": -32068,
     "TracingUnavailable": -32069,
     "LabelSyncError": -32070,
-    "SessionLimit": -32071,
+    "SessionLimit": -32072,
     "InvalidInput": INVALID_PARAMS,
     "LabelInvalid": INVALID_PARAMS,
 }

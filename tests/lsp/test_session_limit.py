@@ -31,7 +31,7 @@ async def test_the_session_past_the_limit_is_refused_and_close_frees_a_slot(
     await call(lsp, "fleet/session/new", {"sessionId": "lim-a"})
     await call(lsp, "fleet/session/new", {"sessionId": "lim-b"})
     error = await call_error(lsp, "fleet/session/new", {"sessionId": "lim-c"})
-    assert error.code == ERROR_CODES["SessionLimit"] == -32071
+    assert error.code == ERROR_CODES["SessionLimit"] == -32072
     assert "max_active_sessions" in error.message, error.message
     listed = await call(lsp, "fleet/session/list", {})
     assert "lim-c" not in {s["sessionId"] for s in listed["sessions"]}
