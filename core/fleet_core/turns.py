@@ -467,7 +467,6 @@ class TurnService:
         history = await self._run(
             self.store.history, session_id, settings.runtime.history_turns, completed_only=True
         )
-        notes = await self._run(self.store.memory_summary, session_id)
         memories = await self._run(self.store.memories, session_id, reviewed=True)
         if self._env is None:
             self._env = await self._run(host_environment)
@@ -477,7 +476,7 @@ class TurnService:
             mode=mode,
             workspace_manifest=manifest,
             skills_catalog=skill_lib.catalog(found),
-            memory_summary=render_memory_summary(notes, memories, request.task, env_line),
+            memory_summary=render_memory_summary(memories, request.task, env_line),
             session_history=render_history(
                 history,
                 max_turns=settings.runtime.history_turns,

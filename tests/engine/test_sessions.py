@@ -26,7 +26,7 @@ async def test_idempotent_replay_returns_the_stored_outcome(engine_runtime, lms)
     assert len(await runtime.history("i")) == 1
 
 
-async def test_restart_keeps_history_and_notes(open_runtime, lms) -> None:
+async def test_restart_keeps_history_and_notes_and_only_reviewed_notes_reach_the_model(open_runtime, lms) -> None:
     first = await open_runtime()
     await first.new_session("r", mode="rlm")
     lms.root = scripted_lm([submit("'Paris'", note="capital lookups need no code")])
@@ -44,9 +44,15 @@ async def test_restart_keeps_history_and_notes(open_runtime, lms) -> None:
     assert again.answer == "Berlin"
     prompt = lms.root.engine_script.requests[0]
     assert "User: Capital of France?" in prompt and "Assistant: Paris" in prompt
-    assert "capital lookups need no code" in prompt
+    assert "capital lookups need no code" not in prompt  # unreviewed: never shown to the model
     assert "Sandbox: Python" in prompt
     assert '<skill name="tabular-analysis">' in prompt
+    [note] = await second.memories("r")  # the note was proposed as a memory; a person reviews it
+    assert note.kind == "learned_note" and not note.reviewed
+    await second.review_memory("r", note.memory_id)
+    lms.root = scripted_lm([submit("'Rome'")])
+    await second.run_turn(TurnRequest(session_id="r", task="Which capital has Italy?"))
+    assert "capital lookups need no code" in lms.root.engine_script.requests[0]
 
 
 async def test_reviewed_memories_reach_the_prompt(engine_runtime, lms) -> None:

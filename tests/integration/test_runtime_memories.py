@@ -117,5 +117,5 @@ def test_the_search_ranks_by_shared_words_then_recency_within_its_bounds() -> No
     ]
     assert len(relevant_memories(memories, "revenue", limit=2)) == 2
     many = [_memory(f"revenue {i} " + "y" * 3_000, second=i) for i in range(20)]
-    text = render_memory_summary("", many, "revenue", "Sandbox: Python 3.")
+    text = render_memory_summary(many, "revenue", "Sandbox: Python 3.")
     assert text.count("- [k] revenue") <= 10 and len(text) < 6_200

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from fleet_core.models import DatasetContext, Memory, TurnSummary
 from fleet_core.skills import Skill
 
-NOTES_CHARS = 6_000
 MEMORIES_MAX = 10  # reviewed memories shown to the model per Turn
 MEMORIES_CHARS = 6_000  # and their text, at most
 _WORD = re.compile(r"[a-z0-9]{3,}")
@@ -136,16 +135,10 @@ def environment_line(python: str, packages: Mapping[str, bool]) -> str:
     return line + "."
 
 
-def render_memory_summary(
-    notes: str, memories: Sequence[Memory], task: str, environment: str
-) -> str:
-    """Learned notes (bounded, newest kept), matching reviewed memories, environment line."""
+def render_memory_summary(memories: Sequence[Memory], task: str, environment: str) -> str:
+    """The reviewed memories matching the task (bounded) and the environment line. Learned
+    notes reach the model only once a person reviewed them (as ``learned_note`` memories)."""
     parts: list[str] = []
-    notes = notes.strip()
-    if notes:
-        if len(notes) > NOTES_CHARS:
-            notes = "..." + notes[-NOTES_CHARS:]
-        parts.append("Learned notes (unreviewed hints, never a reference):\n" + notes)
     chosen = relevant_memories(memories, task)
     if chosen:
         lines = [f"- [{m.kind}] {m.content}" for m in chosen]
