@@ -26,7 +26,9 @@ async def test_idempotent_replay_returns_the_stored_outcome(engine_runtime, lms)
     assert len(await runtime.history("i")) == 1
 
 
-async def test_restart_keeps_history_and_notes_and_only_reviewed_notes_reach_the_model(open_runtime, lms) -> None:
+async def test_restart_keeps_history_and_only_reviewed_notes_reach_the_model(
+    open_runtime, lms
+) -> None:
     first = await open_runtime()
     await first.new_session("r", mode="rlm")
     lms.root = scripted_lm([submit("'Paris'", note="capital lookups need no code")])
