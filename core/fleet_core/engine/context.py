@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from fleet_core.models import DatasetContext, Memory, TurnSummary
@@ -122,17 +122,6 @@ def relevant_memories(
     ]
     scored.sort(key=lambda item: (item[0], item[1]), reverse=True)
     return [m for _, _, m in scored[:limit]]
-
-
-def environment_line(python: str, packages: Mapping[str, bool]) -> str:
-    have = sorted(name for name, present in packages.items() if present)
-    missing = sorted(name for name, present in packages.items() if not present)
-    line = f"Sandbox: Python {python or 'unknown'}"
-    if have:
-        line += f"; available packages: {', '.join(have)}"
-    if missing:
-        line += f"; not installed: {', '.join(missing)}"
-    return line + "."
 
 
 def render_memory_summary(memories: Sequence[Memory], task: str, environment: str) -> str:
