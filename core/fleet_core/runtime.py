@@ -289,7 +289,7 @@ class FleetRuntime:
         self._workspaces.pop(session_id, None)
 
     async def set_mode(self, session_id: str, mode: str) -> SessionInfo:
-        await self._own(session_id)
+        await self.own_session(session_id)
         return await self._run(self.store.update_session, session_id, mode=_mode(mode))
 
     async def effective_config(self, session_id: str) -> EffectiveConfig:
@@ -298,13 +298,10 @@ class FleetRuntime:
         selections = dict(info.selections) | {"runtime.execution_mode": info.mode}
         return self.config.with_session(selections)
 
-    async def _own(self, session_id: str) -> None:
-        await self.describe_session(session_id)
-        await self._run(self._take, session_id)
-
     async def own_session(self, session_id: str) -> None:
         """Take ownership of a stored Session for this process (no layout work)."""
-        await self._own(session_id)
+        await self.describe_session(session_id)
+        await self._run(self._take, session_id)
 
     def _ownership_lost(self, session_id: str, message: str) -> None:
         """The lease monitor's thread: stop the Session's running Turn (``SessionOwned``)."""
@@ -332,14 +329,14 @@ class FleetRuntime:
         self, session_id: str, source: Path, target: str | None = None
     ) -> WorkspaceFile:
         """Stream a local file into the workspace (``files/<basename>`` unless ``target``)."""
-        await self._own(session_id)
+        await self.own_session(session_id)
         if target is not None:
             validate_relative_path(target)
         info = await self._run(self.workspace(session_id).attach, source, target)
         return _wire_file(info)
 
     async def write_file(self, session_id: str, path: str, data: bytes) -> WorkspaceFile:
-        await self._own(session_id)
+        await self.own_session(session_id)
         return _wire_file(await self._run(self.workspace(session_id).write, path, data))
 
     async def stat_file(self, session_id: str, path: str) -> WorkspaceFile:
@@ -355,7 +352,7 @@ class FleetRuntime:
         )
 
     async def delete_file(self, session_id: str, path: str) -> None:
-        await self._own(session_id)
+        await self.own_session(session_id)
         await self._run(self.workspace(session_id).delete, path)
 
     async def list_workspace(self, session_id: str) -> dict[str, list[WorkspaceFile]]:
@@ -381,7 +378,7 @@ class FleetRuntime:
     async def set_dataset(
         self, session_id: str, path: str, description: str | None = None
     ) -> DatasetContext:
-        await self._own(session_id)
+        await self.own_session(session_id)
         if description is not None and len(description) > MAX_DESCRIPTION_CHARS:
             raise InvalidInput(
                 f"Dataset description is {len(description)} characters; "
@@ -397,7 +394,7 @@ class FleetRuntime:
         return dataset
 
     async def clear_dataset(self, session_id: str) -> None:
-        await self._own(session_id)
+        await self.own_session(session_id)
         await self._run(self.store.set_dataset, session_id, None)
 
     async def check_dataset(self, session_id: str) -> DatasetContext | None:
@@ -443,19 +440,19 @@ class FleetRuntime:
         return await self._run(self.store.memories, session_id, reviewed=reviewed)
 
     async def review_memory(self, session_id: str, memory_id: str, reviewed: bool = True) -> None:
-        await self._own(session_id)
+        await self.own_session(session_id)
         await self._run(self.store.review_memory, session_id, memory_id, reviewed)
 
     async def add_memory(self, session_id: str, content: str, kind: str = "user") -> Memory:
         """A memory the user adds: unreviewed until reviewed (bounded size and count)."""
-        await self._own(session_id)
+        await self.own_session(session_id)
         return await self._run(
             self.store.add_memory, session_id, kind, content, {"addedBy": "user"}
         )
 
     async def reject_memory(self, session_id: str, memory_id: str) -> None:
         """Reject a memory: it is deleted and never reaches the model."""
-        await self._own(session_id)
+        await self.own_session(session_id)
         await self._run(self.store.delete_memory, session_id, memory_id)
 
     # Turns (delegates to fleet_core.turns) ----------------------------------------------------

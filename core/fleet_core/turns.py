@@ -350,7 +350,7 @@ class TurnService:
                         try:
                             with trace.phase("prepare_inputs"):
                                 dataset = await self.sessions.check_dataset(session_id)
-                                before.update(await self._artifact_digests(session_id))
+                                before.update(await self._artifact_stamps(session_id))
                                 inputs = await self._prepare(request, mode, dataset, config)
                                 self._report_environment(session_id, control)
                             trace.annotate(
@@ -501,7 +501,7 @@ class TurnService:
         payload = {"missing": env.missing, "python": env.python}
         control.emit("sandbox_environment_incomplete", payload)
 
-    async def _artifact_digests(self, session_id: str) -> dict[str, FileStamp]:
+    async def _artifact_stamps(self, session_id: str) -> dict[str, FileStamp]:
         """The artifacts' stamps before the Turn (inodes only: nothing is read or hashed)."""
         stamps: dict[str, FileStamp]
         stamps = await self._run(self.sessions.workspace(session_id).stamps, "artifacts")

@@ -120,6 +120,22 @@ def write_script(path: Path, script: dict[str, Any]) -> Path:
     return path
 
 
+async def scripted_lsp(
+    kind: str, tmp_path_factory: pytest.TempPathFactory, script: dict[str, Any], name: str
+) -> AsyncIterator[LanguageClient]:
+    """A module's client of a server whose models follow ``script`` (``FLEET_TEST_SCRIPT``),
+    on its own state dir; shut down afterwards. Use it as a fixture's body."""
+    state = tmp_path_factory.mktemp("state")
+    path = write_script(state.parent / f"{name}-{kind}.json", script)
+    client = await start_client(
+        kind, {"FLEET_STATE_DIR": str(state), "FLEET_TEST_SCRIPT": str(path)}
+    )
+    client.kind = kind  # type: ignore[attr-defined]
+    yield client
+    await client.shutdown_session()
+    await client.stop()
+
+
 @pytest_asyncio.fixture(scope="module", loop_scope="module", params=CLIENTS)
 async def lsp(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory

@@ -14,7 +14,7 @@ from pytest_lsp import LanguageClient
 
 from fleet_core.engine.testing import submit
 from fleet_lsp.protocol import ERROR_CODES
-from tests.lsp.conftest import CLIENTS, call, call_error, start_client, write_script
+from tests.lsp.conftest import CLIENTS, call, call_error, scripted_lsp
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -37,14 +37,8 @@ SCRIPT: dict[str, Any] = {
 async def lsp(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[LanguageClient]:
-    state = tmp_path_factory.mktemp("state")
-    script = write_script(state.parent / f"memory-{request.param}.json", SCRIPT)
-    client = await start_client(
-        request.param, {"FLEET_STATE_DIR": str(state), "FLEET_TEST_SCRIPT": str(script)}
-    )
-    yield client
-    await client.shutdown_session()
-    await client.stop()
+    async for client in scripted_lsp(request.param, tmp_path_factory, SCRIPT, "memory"):
+        yield client
 
 
 async def run(lsp: LanguageClient, session_id: str, task: str) -> str:

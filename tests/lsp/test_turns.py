@@ -20,7 +20,7 @@ from pytest_lsp import LanguageClient
 
 from fleet_core.engine.testing import action, route, submit
 from fleet_lsp.protocol import ERROR_CODES
-from tests.lsp.conftest import CLIENTS, SALES, call, call_error, start_client, write_script
+from tests.lsp.conftest import CLIENTS, SALES, call, call_error, scripted_lsp
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -78,14 +78,8 @@ SCRIPT = {
 async def lsp(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[LanguageClient]:
-    state = tmp_path_factory.mktemp("state")
-    script = write_script(state.parent / f"script-{request.param}.json", SCRIPT)
-    env = {"FLEET_STATE_DIR": str(state), "FLEET_TEST_SCRIPT": str(script)}
-    client = await start_client(request.param, env)
-    client.kind = request.param  # type: ignore[attr-defined]
-    yield client
-    await client.shutdown_session()
-    await client.stop()
+    async for client in scripted_lsp(request.param, tmp_path_factory, SCRIPT, "script"):
+        yield client
 
 
 async def wait_for(predicate: Callable[[], Any], timeout: float = 60.0) -> Any:
