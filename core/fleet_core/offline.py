@@ -51,9 +51,7 @@ def apply_offline_defaults(environ: MutableMapping[str, str] | None = None) -> N
     refresh; a user who opts back in (``LITELLM_LOCAL_MODEL_COST_MAP=False``) sees a failed
     refresh only at debug level.
     """
-    target = os.environ if environ is None else environ
-    for name, value in OFFLINE_DEFAULTS.items():
-        target.setdefault(name, value)
+    _set_defaults(os.environ if environ is None else environ)
     logger = logging.getLogger(DSPY_METADATA_LOGGER)
     if not any(isinstance(f, DemoteToDebug) for f in logger.filters):
         logger.addFilter(DemoteToDebug())
@@ -64,6 +62,10 @@ def offline_environ(base: Mapping[str, str] | None = None) -> dict[str, str]:
     where unset: the environment for a child process that imports the libraries itself
     (``python -m mlflow ui``, which imports LiteLLM)."""
     environ = dict(os.environ if base is None else base)
+    _set_defaults(environ)
+    return environ
+
+
+def _set_defaults(environ: MutableMapping[str, str]) -> None:
     for name, value in OFFLINE_DEFAULTS.items():
         environ.setdefault(name, value)
-    return environ

@@ -12,7 +12,6 @@ from fleet_core.config import EffectiveConfig, load_config
 from fleet_core.engine.testing import SwitchableLms
 from fleet_core.observability.tracing import MlflowTracer, create_tracer
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("MLFLOW_ENABLE_ASYNC_TRACE_LOGGING", "false")
 
 CANARY = "canary-SECRET-7f3a9e1d2c"
