@@ -327,12 +327,8 @@ def trace_show(
     async def go(runtime: FleetRuntime) -> str:
         from fleet_lsp.traces import TraceService
 
-        service = TraceService()
-        try:
-            await runtime.flush_traces()  # what earlier CLI Turns queued
-            return (await service.get(runtime, trace_id=trace_id)).markdown
-        finally:
-            service.close()
+        await runtime.flush_traces()  # what earlier CLI Turns queued
+        return (await TraceService().get(runtime, trace_id=trace_id)).markdown
 
     markdown: str = _run(go)
     if raw:

@@ -70,11 +70,7 @@ def label_command(
         raise fail(exc) from None
 
     async def go(runtime: FleetRuntime) -> LabelResult:
-        service = TraceService()
-        try:
-            return await service.label(runtime, trace_id, update)
-        finally:
-            service.close()
+        return await TraceService().label(runtime, trace_id, update)
 
     result: LabelResult = _run(go)
     if as_json:

@@ -75,9 +75,6 @@ class TraceService:
     def __init__(self, events: Mapping[str, Sequence[TurnEvent]] | None = None) -> None:
         self.fallback = StoreTraceSource(events)
 
-    def close(self) -> None:
-        """Nothing to release: the runtime owns its tracer."""
-
     # documents --------------------------------------------------------------------------------
 
     async def get(
