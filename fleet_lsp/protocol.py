@@ -399,6 +399,95 @@ class TurnResultWire(TypedDict):
     traceId: NotRequired[str]
     usage: dict[str, Any]
     error: NotRequired[dict[str, Any]]
+    replayed: NotRequired[bool]
+    durationSeconds: NotRequired[float]
+    artifactsOmitted: NotRequired[int]
+
+
+class SessionListResult(TypedDict):
+    sessions: list[SessionInfoWire]
+
+
+class TurnErrorWire(TypedDict):
+    kind: str
+    message: str
+
+
+class TurnSummaryWire(TypedDict):
+    turnId: str
+    seq: int
+    status: Literal["running", "completed", "failed", "cancelled"]
+    task: str
+    answer: NotRequired[str]
+    route: NotRequired[str]
+    learnedNote: NotRequired[str]
+    traceId: NotRequired[str]
+    createdAt: str
+    error: NotRequired[TurnErrorWire]
+
+
+class HistoryResult(TypedDict):
+    turns: list[TurnSummaryWire]
+
+
+class WorkspaceListResult(TypedDict):
+    files: list[WorkspaceFileWire]
+    artifacts: list[WorkspaceFileWire]
+
+
+class ArtifactListResult(TypedDict):
+    artifacts: list[ArtifactWire]
+
+
+class ArtifactOpenResult(TypedDict):
+    shown: bool
+    uri: str
+
+
+class ArtifactSaveResult(TypedDict):
+    target: str
+    sizeBytes: int
+    sha256: str
+
+
+class TraceSummaryWire(TypedDict):
+    traceId: str
+    turnId: str
+    sessionId: str
+    uri: str
+    source: Literal["mlflow", "store"]
+
+
+class TraceListResult(TypedDict):
+    traces: list[TraceSummaryWire]
+
+
+class DebugInfoResult(TypedDict):
+    """What a bug report needs; ``settings`` maps each key to ``{value, source}``, ``secrets``
+    each secret's name to whether it is set (never its value)."""
+
+    server: dict[str, Any]
+    protocolVersion: int
+    client: dict[str, Any]
+    stateDir: str
+    database: str
+    configDigest: str
+    settings: dict[str, Any]
+    secrets: dict[str, Any]
+    sessions: int
+    progressTokens: int
+    runningTurns: list[dict[str, Any]]
+
+
+class SessionDidChangeParams(TypedDict):
+    sessionId: str
+    change: Literal["created", "updated", "closed", "deleted"]
+
+
+class ArtifactDidChangeParams(TypedDict):
+    uri: str
+    sessionId: str
+    turnId: str
 
 
 # ---------------------------------------------------------------------------------------------
@@ -435,6 +524,37 @@ METHODS: dict[str, type] = {
     "fleet/debug/info": DebugParams,
 }
 
+#: The result shape of every ``fleet/*`` request (``None``: the result is ``null``). The JSON
+#: Schema (``python -m fleet_lsp.schema``) is generated from ``METHODS`` and this table.
+RESULTS: dict[str, Any] = {
+    "fleet/session/new": SessionInfoWire,
+    "fleet/session/load": SessionInfoWire,
+    "fleet/session/list": SessionListResult,
+    "fleet/session/close": None,
+    "fleet/session/delete": None,
+    "fleet/session/setMode": SessionInfoWire,
+    "fleet/session/history": HistoryResult,
+    "fleet/context/attach": AttachResult,
+    "fleet/context/setDataset": DatasetWire,
+    "fleet/context/clearDataset": None,
+    "fleet/workspace/list": WorkspaceListResult,
+    "fleet/workspace/delete": None,
+    "fleet/turn/run": TurnResultWire,
+    "fleet/turn/cancel": None,
+    "fleet/artifact/list": ArtifactListResult,
+    "fleet/artifact/read": ArtifactReadResult,
+    "fleet/artifact/open": ArtifactOpenResult,
+    "fleet/artifact/save": ArtifactSaveResult,
+    "fleet/trace/get": TraceResult,
+    "fleet/trace/list": TraceListResult,
+    "fleet/trace/label": TraceLabelResult,
+    "fleet/memory/list": MemoryListResult,
+    "fleet/memory/review": None,
+    "fleet/memory/add": MemoryAddResult,
+    "fleet/memory/reject": None,
+    "fleet/debug/info": DebugInfoResult,
+}
+
 #: ``workspace/executeCommand`` commands: each takes one object argument and wraps a request.
 COMMANDS: dict[str, str] = {
     "fleet.newSession": "fleet/session/new",
@@ -457,6 +577,14 @@ COMMANDS: dict[str, str] = {
 NOTIFY_TURN_EVENT = "fleet/turn/didEmit"
 NOTIFY_SESSION_CHANGE = "fleet/session/didChange"
 NOTIFY_ARTIFACT_CHANGE = "fleet/artifact/didChange"
+
+#: Server -> client notifications and their params (``fleet/turn/didEmit``'s params are the
+#: TurnEvent of ``fleet_core.event_payloads``, one payload model per kind).
+NOTIFICATIONS: dict[str, Any] = {
+    NOTIFY_TURN_EVENT: "TurnEvent",
+    NOTIFY_SESSION_CHANGE: SessionDidChangeParams,
+    NOTIFY_ARTIFACT_CHANGE: ArtifactDidChangeParams,
+}
 
 #: Advertised in ``capabilities.experimental.fleet.features``.
 FEATURES: tuple[str, ...] = (
