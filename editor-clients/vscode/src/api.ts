@@ -13,10 +13,14 @@ import {
   ArtifactReadResult,
   AttachResult,
   DatasetInfo,
+  Memory,
+  MemoryListResult,
   Methods,
   Mode,
+  ModelsListResult,
   ServerCommand,
   SessionInfo,
+  SessionModels,
   TraceDocument,
   TraceLabelParams,
   TraceRef,
@@ -79,6 +83,10 @@ export class FleetApi {
 
   closeSession(sessionId: string): Promise<null> {
     return this.request(Methods.sessionClose, { sessionId });
+  }
+
+  deleteSession(sessionId: string): Promise<null> {
+    return this.request(Methods.sessionDelete, { sessionId });
   }
 
   setMode(sessionId: string, mode: Mode): Promise<SessionInfo> {
@@ -172,6 +180,33 @@ export class FleetApi {
 
   labelTrace(params: TraceLabelParams): Promise<{ traceId: string; labels: Record<string, unknown> }> {
     return this.request(Methods.traceLabel, params);
+  }
+
+  // memory and models ----------------------------------------------------------------------------
+
+  listMemories(sessionId: string, reviewed?: boolean): Promise<MemoryListResult> {
+    return this.request(Methods.memoryList, reviewed === undefined ? { sessionId } : { sessionId, reviewed });
+  }
+
+  reviewMemory(sessionId: string, memoryId: string, reviewed = true): Promise<null> {
+    return this.request(Methods.memoryReview, { sessionId, memoryId, reviewed });
+  }
+
+  addMemory(sessionId: string, content: string): Promise<{ memory: Memory }> {
+    return this.request(Methods.memoryAdd, { sessionId, content });
+  }
+
+  rejectMemory(sessionId: string, memoryId: string): Promise<null> {
+    return this.request(Methods.memoryReject, { sessionId, memoryId });
+  }
+
+  listModels(refresh = false): Promise<ModelsListResult> {
+    return this.request(Methods.modelsList, refresh ? { refresh } : {});
+  }
+
+  /** Select the Session's root and sub model ids (`null` clears a selection). */
+  setModels(sessionId: string, root: string | null, sub: string | null): Promise<SessionModels> {
+    return this.request(Methods.sessionSetModels, { sessionId, root, sub });
   }
 
   debugInfo(sessionId?: string): Promise<Record<string, unknown>> {

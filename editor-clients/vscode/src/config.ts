@@ -8,7 +8,7 @@ export interface FleetConfig {
   serverCommand: string[];
   /** Configuration overrides (`initializationOptions.fleet.settings`, keys of config/fleet.toml). */
   settings: Record<string, unknown>;
-  /** Receive `fleet/turn/didEmit` (shown in the "Fleet Turns" output channel). */
+  /** Log every `fleet/turn/didEmit` event in the "Fleet Turns" output channel. */
   turnEvents: boolean;
 }
 
@@ -74,12 +74,12 @@ export function readConfig(get: (key: string) => unknown): { config: FleetConfig
   return { config: { serverCommand, settings, turnEvents }, problems };
 }
 
-/** Whether going from `before` to `after` needs a server restart (settings alone do not). */
+/**
+ * Whether going from `before` to `after` needs a server restart: only a new server command does
+ * (the client always receives Turn events; `turnEvents` only decides whether they are logged).
+ */
 export function needsRestart(before: FleetConfig, after: FleetConfig): boolean {
-  return (
-    before.turnEvents !== after.turnEvents ||
-    JSON.stringify(before.serverCommand) !== JSON.stringify(after.serverCommand)
-  );
+  return JSON.stringify(before.serverCommand) !== JSON.stringify(after.serverCommand);
 }
 
 /** `workspace/didChangeConfiguration` params that replace the overrides at run time. */

@@ -29,8 +29,10 @@ export const Methods = {
   sessionLoad: 'fleet/session/load',
   sessionList: 'fleet/session/list',
   sessionClose: 'fleet/session/close',
+  sessionDelete: 'fleet/session/delete', // ⁺
   sessionSetMode: 'fleet/session/setMode',
   sessionHistory: 'fleet/session/history',
+  sessionSetModels: 'fleet/session/setModels', // ⁺
   contextAttach: 'fleet/context/attach',
   contextSetDataset: 'fleet/context/setDataset',
   contextClearDataset: 'fleet/context/clearDataset',
@@ -44,6 +46,11 @@ export const Methods = {
   traceGet: 'fleet/trace/get',
   traceList: 'fleet/trace/list', // ⁺
   traceLabel: 'fleet/trace/label',
+  memoryList: 'fleet/memory/list', // ⁺
+  memoryReview: 'fleet/memory/review', // ⁺
+  memoryAdd: 'fleet/memory/add', // ⁺
+  memoryReject: 'fleet/memory/reject', // ⁺
+  modelsList: 'fleet/models/list', // ⁺
   debugInfo: 'fleet/debug/info', // ⁺
   textDocumentContent: 'workspace/textDocumentContent',
 } as const;
@@ -206,6 +213,10 @@ export interface TurnResult {
   traceId?: string | null;
   usage: Usage;
   error?: ErrorInfo | null;
+  /** From the Turn's start to its outcome. */
+  durationSeconds?: number | null;
+  replayed?: boolean;
+  artifactsOmitted?: number;
 }
 
 export interface ArtifactReadResult {
@@ -295,6 +306,47 @@ export interface TurnEvent {
   at?: string;
 }
 
+/** `fleet/artifact/didChange` ⁺: an artifact a running Turn wrote or promoted. */
+export interface ArtifactDidChange {
+  uri: string;
+  sessionId: string;
+  turnId?: string | null;
+}
+
+/** A memory (`fleet/memory/list`): learned notes and user memories; only reviewed ones reach the model. */
+export interface Memory {
+  memoryId: string;
+  kind: string;
+  content: string;
+  sources: Record<string, unknown>;
+  reviewed: boolean;
+  createdAt: string;
+}
+
+export interface MemoryListResult {
+  memories: Memory[];
+  summary?: string;
+}
+
+/** `fleet/models/list` ⁺: the models the configured endpoint lists. */
+export interface ModelInfo {
+  id: string;
+  ownedBy: string | null;
+}
+
+export interface ModelsListResult {
+  models: ModelInfo[];
+  cached: boolean;
+  fetchedAt: string;
+}
+
+/** `fleet/session/setModels` ⁺: the Session's stored model selection (ids only, null = default). */
+export interface SessionModels {
+  sessionId: string;
+  root: string | null;
+  sub: string | null;
+}
+
 export interface SessionDidChange {
   sessionId: string;
   change: 'created' | 'updated' | 'closed' | 'deleted';
@@ -328,6 +380,9 @@ export const ERROR_CODES: Readonly<Record<string, number>> = {
   SandboxError: -32066,
   UnsupportedProtocolVersion: -32067,
   ClientCapabilityMissing: -32068,
+  TracingUnavailable: -32069,
+  LabelSyncError: -32070,
+  SessionLimit: -32072,
 };
 
 /** The fleet error kind for a code, when the code names exactly one. */

@@ -37,10 +37,10 @@ describe('config', () => {
     assert.deepEqual(problems.map((p) => p.key), ['fleet.serverCommand', 'fleet.settings', 'fleet.turnEvents']);
   });
 
-  it('restarts only for serverCommand and turnEvents; settings go by didChangeConfiguration', () => {
+  it('restarts only for serverCommand; settings go by didChangeConfiguration, turnEvents only toggles logging', () => {
     const base = readConfig(reader({})).config;
     assert.equal(needsRestart(base, { ...base, settings: { a: 1 } }), false);
-    assert.equal(needsRestart(base, { ...base, turnEvents: true }), true);
+    assert.equal(needsRestart(base, { ...base, turnEvents: true }), false);
     assert.equal(needsRestart(base, { ...base, serverCommand: ['x'] }), true);
     assert.deepEqual(didChangeConfigurationParams({ ...base, settings: { a: 1 } }), { settings: { fleet: { a: 1 } } });
   });

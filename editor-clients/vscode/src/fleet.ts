@@ -1,0 +1,84 @@
+// What every feature shares: the server connection, the output channel, the live Turn state and
+// the workspace's current Session (remembered in workspaceState).
+import * as vscode from 'vscode';
+import { FleetApi } from './api';
+import { LiveTurns } from './live';
+import { SessionInfo } from './protocol';
+import { FleetServer } from './server';
+
+const SESSION_KEY = 'fleet.sessionId';
+
+export class Fleet implements vscode.Disposable {
+  readonly live = new LiveTurns();
+  /** Fires when the current Session changes (selected, closed, deleted). */
+  readonly onSessionSelected = new vscode.EventEmitter<string | undefined>();
+  /** Fires when live Turn state changed (events, progress, results): the Turn id. */
+  readonly onLiveChange = new vscode.EventEmitter<string>();
+
+  constructor(
+    readonly context: vscode.ExtensionContext,
+    readonly server: FleetServer,
+    readonly output: vscode.LogOutputChannel,
+  ) {}
+
+  dispose(): void {
+    this.onSessionSelected.dispose();
+    this.onLiveChange.dispose();
+  }
+
+  get sessionId(): string | undefined {
+    return this.context.workspaceState.get<string>(SESSION_KEY);
+  }
+
+  api(): FleetApi {
+    return this.server.requireApi();
+  }
+
+  async useSession(info: SessionInfo | string | undefined): Promise<void> {
+    const id = typeof info === 'string' ? info : info?.sessionId;
+    await this.context.workspaceState.update(SESSION_KEY, id);
+    this.onSessionSelected.fire(id);
+  }
+
+  /** The current Session, or one the user creates or picks now. */
+  async ensureSession(): Promise<string | undefined> {
+    if (this.sessionId) {
+      return this.sessionId;
+    }
+    const api = this.api();
+    const sessions = await api.listSessions();
+    const NEW = '$(add) New Session';
+    const picked = await vscode.window.showQuickPick(
+      [{ label: NEW, description: '' }, ...sessions.map((s) => sessionItem(s))],
+      { title: 'Fleet: choose a Session', placeHolder: 'No Session is selected in this workspace' },
+    );
+    if (!picked) {
+      return undefined;
+    }
+    const info = picked.label === NEW ? await api.newSession() : await api.loadSession(picked.label);
+    await this.useSession(info);
+    return info.sessionId;
+  }
+}
+
+export function sessionItem(s: SessionInfo): vscode.QuickPickItem {
+  return {
+    label: s.sessionId,
+    description: `${s.mode} · ${s.turnCount} turns${s.dataset ? ' · ' + s.dataset.path : ''}`,
+    detail: `updated ${s.updatedAt}`,
+  };
+}
+
+export function formatBytes(n: number): string {
+  if (n < 1024) {
+    return `${n} B`;
+  }
+  if (n < 1024 * 1024) {
+    return `${(n / 1024).toFixed(1)} KB`;
+  }
+  return `${(n / 1024 / 1024).toFixed(1)} MB`;
+}
+
+/** A command handler: its arguments come from the palette (none), other code, or a tree item. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type Handler = (...args: any[]) => unknown;

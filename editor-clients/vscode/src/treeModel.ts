@@ -1,0 +1,52 @@
+// What the Fleet tree shows for a Turn and an agent: labels, descriptions, icons' names. Pure: no
+// `vscode` import, unit-tested under node.
+import { LiveAgent, LiveTurn, formatDuration } from './live';
+import { truncate } from './progress';
+import type { TurnStatus, TurnSummary } from './protocol';
+
+export const STATUS_ICON: Readonly<Record<string, string>> = {
+  running: 'sync~spin',
+  completed: 'pass',
+  succeeded: 'pass',
+  failed: 'error',
+  cancelled: 'circle-slash',
+  deadline: 'watch',
+  budget: 'dashboard',
+};
+
+export interface TurnView {
+  label: string;
+  description: string;
+  tooltip: string;
+  status: TurnStatus;
+  icon: string;
+}
+
+/** A Turn's row: "#<seq> <task>", described by status · route · duration. */
+export function turnView(summary: TurnSummary | undefined, live: LiveTurn | undefined): TurnView {
+  const status: TurnStatus = live?.status ?? summary?.status ?? 'running';
+  const task = summary?.task ?? live?.task ?? live?.turnId ?? '';
+  const route = live?.route ?? summary?.route ?? undefined;
+  const duration = formatDuration(live?.durationSeconds);
+  const parts: string[] = [status];
+  if (route) parts.push(route);
+  if (duration) parts.push(duration);
+  if (status === 'running' && live?.callsUsed !== undefined) parts.push(`${live.callsUsed}/${live.callsMax ?? '?'} calls`);
+  const seq = summary?.seq !== undefined ? `#${summary.seq} ` : '';
+  return {
+    label: `${seq}${truncate(task, 60)}`,
+    description: parts.join(' · '),
+    tooltip: [task, `Turn ${summary?.turnId ?? live?.turnId}`, parts.join(' · ')].join('\n'),
+    status,
+    icon: STATUS_ICON[status] ?? 'circle-outline',
+  };
+}
+
+/** An agent's row: "root" or "↳ <subtask>", described by its state (and step while running). */
+export function agentView(agent: LiveAgent): { label: string; description: string; icon: string } {
+  const label = agent.agentId === 'root' ? 'root agent' : truncate(agent.subtask ?? agent.agentId, 60);
+  const description = [agent.agentId === 'root' ? undefined : agent.agentId, agent.state, agent.state === 'running' ? agent.step : undefined]
+    .filter(Boolean)
+    .join(' · ');
+  return { label, description, icon: STATUS_ICON[agent.state] ?? 'circle-outline' };
+}
