@@ -477,6 +477,32 @@ class DebugInfoResult(TypedDict):
     sessions: int
     progressTokens: int
     runningTurns: list[dict[str, Any]]
+    sandbox: DebugSandboxWire
+    models: list[DebugModelWire]
+
+
+class DebugSandboxWire(TypedDict):
+    """The sandbox backend and, for ``local``, its isolation: ``isolation`` is ``bwrap``,
+    ``none`` (unisolated, allowed) or ``refused``."""
+
+    backend: str
+    isolation: NotRequired[str]
+    bwrapVersion: NotRequired[str | None]
+    cgroupPids: NotRequired[bool]
+    cgroupMemory: NotRequired[bool]
+    forkBound: NotRequired[str | None]
+    rlimits: NotRequired[list[str]]
+
+
+class DebugModelWire(TypedDict):
+    """One model role: its model and endpoint (``scheme://host:port/path``, never credentials),
+    or why it is not configured. Not probed: ``fleet/models/list`` reaches the endpoint."""
+
+    role: str
+    configured: bool
+    model: str | None
+    endpoint: str | None
+    problem: str | None
 
 
 class SessionDidChangeParams(TypedDict):

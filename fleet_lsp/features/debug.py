@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from lsprotocol import types
 
@@ -11,6 +13,8 @@ from fleet_lsp import __version__
 from fleet_lsp.protocol import PROTOCOL_VERSION, DebugParams
 
 if TYPE_CHECKING:
+    from fleet_core.config import EffectiveConfig
+    from fleet_core.runtime import FleetRuntime
     from fleet_lsp.server import FleetServer
 
 
@@ -44,6 +48,7 @@ def register(server: FleetServer) -> None:
             "runningTurns": [
                 {"sessionId": sid, "turnId": r.turn_id} for sid, r in ls.turns_by_session.items()
             ],
+            **await asyncio.to_thread(_health, runtime, config),
         }
         lines = [f"fleet-lsp {__version__} (protocol {PROTOCOL_VERSION}), client {ls.client.name}"]
         lines += [
@@ -54,3 +59,41 @@ def register(server: FleetServer) -> None:
             types.LogMessageParams(type=types.MessageType.Info, message="\n".join(lines))
         )
         return data
+
+
+def endpoint_host(api_base: str | None) -> str | None:
+    """An endpoint as ``scheme://host[:port]/path``: never its credentials or query."""
+    if not api_base:
+        return None
+    parts = urlsplit(api_base)
+    host = parts.hostname or ""
+    port = f":{parts.port}" if parts.port else ""
+    return f"{parts.scheme}://{host}{port}{parts.path}" if parts.scheme else None
+
+
+def _health(runtime: FleetRuntime, config: EffectiveConfig) -> dict[str, Any]:
+    """The sandbox's isolation and each model role's endpoint (no probe: no network here);
+    blocking (bwrap --version), so it runs in a worker thread."""
+    backend = config.settings.sandbox.backend
+    sandbox: dict[str, Any] = {"backend": backend}
+    if backend == "local":
+        found = runtime.describe_sandbox(config)
+        sandbox.update(
+            isolation=found["backend"],
+            bwrapVersion=found.get("bwrap_version"),
+            cgroupPids=bool(found["cgroup_pids"]),
+            cgroupMemory=bool(found["cgroup_memory"]),
+            forkBound=found.get("fork_bound"),
+            rlimits=list(found.get("rlimits") or []),
+        )
+    models = [
+        {
+            "role": check.role,
+            "configured": check.configured,
+            "model": check.model,
+            "endpoint": endpoint_host(check.api_base),
+            "problem": check.problem or None,
+        }
+        for check in runtime.check_models(config, probe=False)
+    ]
+    return {"sandbox": sandbox, "models": models}

@@ -170,10 +170,32 @@ export interface DebugInfoResult {
   sessions: number;
   progressTokens: number;
   runningTurns: Array<Record<string, unknown>>;
+  sandbox: DebugSandboxWire;
+  models: DebugModelWire[];
+}
+
+/** One model role: its model and endpoint (`scheme://host:port/path`, never credentials), or why it is not configured. Not probed: `fleet/models/list` reaches the endpoint. */
+export interface DebugModelWire {
+  role: string;
+  configured: boolean;
+  model: string | null;
+  endpoint: string | null;
+  problem: string | null;
 }
 
 export interface DebugParams {
   sessionId?: string | null;
+}
+
+/** The sandbox backend and, for `local`, its isolation: `isolation` is `bwrap`, `none` (unisolated, allowed) or `refused`. */
+export interface DebugSandboxWire {
+  backend: string;
+  isolation?: string;
+  bwrapVersion?: string | null;
+  cgroupPids?: boolean;
+  cgroupMemory?: boolean;
+  forkBound?: string | null;
+  rlimits?: string[];
 }
 
 export interface HistoryParams {
