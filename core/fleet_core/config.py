@@ -169,6 +169,41 @@ class ServerSettings(_Section):
     max_message_bytes: int = Field(64 * 1024 * 1024, ge=64 * 1024, le=1024 * 1024 * 1024)
 
 
+class JevSettings(_Section):
+    """The optional TypeSafe Jev decision API (on only when ``FLEET_JEV_API_KEY`` is set)."""
+
+    base_url: str = "https://api.typesafe.ai"
+    model: str = "jev-latest"
+    timeout_seconds: float = Field(10.0, gt=0, le=120)
+
+
+_MODULE_NAME = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
+
+
+class LocalModelSettings(_Section):
+    """The embedded offline model (``fleet-lsp model``; docs/local-model.md): the default for
+    every role that has no endpoint configured, when the ``local-model`` extra is installed."""
+
+    enabled: bool = True  # false: no embedded fallback (a role without an endpoint fails)
+    n_ctx: int = Field(8192, ge=512, le=131_072)  # the server's context window, in tokens
+    n_threads: int = Field(2, ge=1, le=256)
+    max_tokens: int = Field(1024, ge=16, le=32_768)  # per completion; prompt + this <= n_ctx
+    start_timeout_seconds: float = Field(180.0, ge=5, le=3600)
+    # Run as ``<this Python> -P -m <module>`` with llama_cpp.server's flags (tests: a stand-in).
+    server_module: str = Field("llama_cpp.server", pattern=_MODULE_NAME)
+    directory: str | None = None  # weights, state and log; default <state dir>/localmodel
+
+
+class MemorySettings(_Section):
+    """What reaches the model of memories beyond the Session's own reviewed ones."""
+
+    # Shared learned notes: reviewed learned notes of other Sessions of this store, shown as
+    # unverified hints (docs/engine.md). Off by default.
+    shared_notes: bool = False
+    shared_notes_max: int = Field(8, ge=1, le=50)  # notes shown per Turn
+    shared_notes_chars: int = Field(4_000, ge=200, le=20_000)  # their text, at most
+
+
 class ConfigMeta(_Section):
     schema_version: int = SCHEMA_VERSION
 
@@ -183,6 +218,9 @@ class FleetSettings(_Section):
     llm: LlmSettings = LlmSettings()
     mlflow: MlflowSettings = MlflowSettings()
     server: ServerSettings = ServerSettings()
+    memory: MemorySettings = MemorySettings()
+    local_model: LocalModelSettings = LocalModelSettings()
+    jev: JevSettings = JevSettings()
 
 
 class Secrets(BaseModel):
@@ -195,10 +233,12 @@ class Secrets(BaseModel):
     role_api_keys: dict[str, SecretStr] = {}
     daytona_api_key: SecretStr | None = None
     databricks_token: SecretStr | None = None
+    jev_api_key: SecretStr | None = None
 
     def values(self) -> list[str]:
         """Every configured secret value (for redaction)."""
         found = [self.database_url, self.lm_api_key, self.daytona_api_key, self.databricks_token]
+        found.append(self.jev_api_key)
         found += list(self.role_api_keys.values())
         return [s.get_secret_value() for s in found if s is not None and s.get_secret_value()]
 
@@ -223,6 +263,9 @@ _ENV_ALIASES: dict[str, str] = {
     "FLEET_MLFLOW_DESTINATION": "mlflow.destination",
     "FLEET_MLFLOW_TRACKING_URI": "mlflow.tracking_uri",
     "FLEET_ALLOW_NON_LOOPBACK_BIND": "server.allow_non_loopback_bind",
+    "FLEET_SHARED_NOTES": "memory.shared_notes",
+    "FLEET_JEV_BASE_URL": "jev.base_url",
+    "FLEET_JEV_MODEL": "jev.model",
 }
 for _role in ROLES:
     _ENV_ALIASES[f"FLEET_LM_{_role.upper()}_MODEL"] = f"llm.{_role}.model"
@@ -233,6 +276,7 @@ _SECRET_ENV = {
     "FLEET_LM_API_KEY": "lm_api_key",
     "FLEET_DAYTONA_API_KEY": "daytona_api_key",
     "DATABRICKS_TOKEN": "databricks_token",
+    "FLEET_JEV_API_KEY": "jev_api_key",
 }
 
 

@@ -1,0 +1,425 @@
+"""The supervised local model server: one per home directory, shared by every process.
+
+:class:`LocalModel` starts ``<python> -P -m llama_cpp.server`` (``[local_model] server_module``)
+on 127.0.0.1 and an ephemeral port, through the guard (:mod:`fleet_core.localmodel.guard`),
+waits until ``GET /v1/models`` answers, and records it in ``<home>/server.json``. Everything that
+decides to start, reuse or stop runs under ``<home>/server.lock``, so two processes never start
+two servers: the second finds the first's state, checks its health and reuses it.
+
+A process that uses the server registers as a user (``<home>/users/<pid>``) and removes itself
+in :meth:`LocalModel.release`; the guard stops the server once no user is alive, so neither an
+exit nor ``kill -9`` leaves a model process behind. ``fleet-lsp model serve`` pins the server
+(it then runs until ``fleet-lsp model stop``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock, Timeout
+
+from fleet_core.config import EffectiveConfig, LocalModelSettings
+from fleet_core.errors import ModelUnavailable
+from fleet_core.localmodel import procs
+from fleet_core.localmodel.guard import SERVER_PID_FILE, STATE_FILE
+from fleet_core.localmodel.weights import (
+    INSTALL_HINT,
+    QWEN_CODER_1_5B,
+    Progress,
+    WeightsSpec,
+    assemble,
+    assembled,
+    parts_installed,
+)
+
+HOST = "127.0.0.1"
+_SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "DATABASE_URL", "CREDENTIAL")
+
+
+@dataclass(frozen=True, slots=True)
+class LocalEndpoint:
+    """A running, healthy embedded server."""
+
+    api_base: str  # http://127.0.0.1:<port>/v1
+    model_id: str
+    port: int
+    guard_pid: int
+    server_pid: int | None
+    pinned: bool
+    started_at: float
+    reused: bool  # found running (by this or another process) rather than started now
+
+
+@dataclass(frozen=True, slots=True)
+class LocalModelStatus:
+    """What ``fleet-lsp model status`` and ``doctor`` report (nothing is started for it)."""
+
+    model_id: str
+    home: Path
+    runtime_installed: bool
+    weights_installed: bool  # the part packages
+    weights_path: Path | None  # the assembled, verified GGUF
+    running: bool
+    api_base: str | None = None
+    pinned: bool = False
+    guard_pid: int | None = None
+    server_pid: int | None = None
+    rss_bytes: int | None = None
+    started_at: float | None = None
+    users: tuple[int, ...] = ()
+
+    @property
+    def available(self) -> bool:
+        """Whether a Turn could use it: the runtime and the weights are installed."""
+        return self.runtime_installed and (self.weights_installed or self.weights_path is not None)
+
+    def wire(self) -> dict[str, Any]:
+        return {
+            "modelId": self.model_id,
+            "home": str(self.home),
+            "available": self.available,
+            "runtimeInstalled": self.runtime_installed,
+            "weightsInstalled": self.weights_installed,
+            "weightsPath": str(self.weights_path) if self.weights_path else None,
+            "running": self.running,
+            "apiBase": self.api_base,
+            "pinned": self.pinned,
+            "guardPid": self.guard_pid,
+            "serverPid": self.server_pid,
+            "rssBytes": self.rss_bytes,
+            "startedAt": self.started_at,
+            "users": list(self.users),
+        }
+
+
+class LocalModel:
+    """The embedded model of one home directory: status, ensure (start or reuse), release, stop.
+
+    Thread-safe; the blocking calls (:meth:`ensure`, :meth:`stop`) belong in a worker thread."""
+
+    def __init__(
+        self,
+        settings: LocalModelSettings,
+        home: Path,
+        *,
+        weights: WeightsSpec = QWEN_CODER_1_5B,
+        python: str = sys.executable,
+        poll_seconds: float = 1.0,
+    ) -> None:
+        self.settings = settings
+        self.home = home
+        self.weights = weights
+        self._python = python
+        self._poll = poll_seconds
+        self._lock = threading.Lock()
+        self._endpoint: LocalEndpoint | None = None
+        self._guards: list[subprocess.Popen[bytes]] = []  # started here: reaped, never zombies
+        self._registered = False
+
+    @classmethod
+    def from_config(cls, config: EffectiveConfig) -> LocalModel:
+        settings = config.settings.local_model
+        home = Path(settings.directory) if settings.directory else config.state_dir / "localmodel"
+        if not home.is_absolute():
+            home = config.state_dir.parent / home
+        return cls(settings, home)
+
+    @property
+    def model_id(self) -> str:
+        return self.weights.model_id
+
+    # --- fast, no process is started -----------------------------------------------------------
+
+    def runtime_installed(self) -> bool:
+        top = self.settings.server_module.split(".")[0]
+        return importlib.util.find_spec(top) is not None
+
+    def unavailable_reason(self) -> str:
+        """'' when a Turn can use the embedded model, else why not and how to install it."""
+        if not self.settings.enabled:
+            return "the embedded model is disabled ([local_model] enabled = false)"
+        missing = []
+        if not self.runtime_installed():
+            missing.append(f"its runtime ({self.settings.server_module})")
+        if assembled(self.weights, self.home) is None and not parts_installed(self.weights):
+            missing.append("its weights")
+        if missing:
+            return f"the embedded model is not installed ({' and '.join(missing)} missing): " + (
+                INSTALL_HINT
+            )
+        return ""
+
+    def status(self) -> LocalModelStatus:
+        self._reap()
+        state = self._read_state()
+        running = state is not None and procs.alive(state["guard_pid"], state.get("guard_start"))
+        server_pid = state.get("server_pid") if state and running else None
+        return LocalModelStatus(
+            model_id=self.model_id,
+            home=self.home,
+            runtime_installed=self.runtime_installed(),
+            weights_installed=parts_installed(self.weights),
+            weights_path=assembled(self.weights, self.home),
+            running=running,
+            api_base=state["api_base"] if state and running else None,
+            pinned=bool(state and running and state.get("pinned")),
+            guard_pid=state["guard_pid"] if state and running else None,
+            server_pid=server_pid,
+            rss_bytes=procs.rss_bytes(server_pid) if server_pid else None,
+            started_at=state.get("started_at") if state and running else None,
+            users=tuple(procs.live_users(self.home)) if running else (),
+        )
+
+    # --- blocking ----------------------------------------------------------------------------
+
+    def ensure(
+        self,
+        *,
+        pin: bool = False,
+        progress: Progress | None = None,
+        on_start: Callable[[str], None] | None = None,
+    ) -> LocalEndpoint:
+        """A healthy server: this process's, another's (reused), or one started now (weights
+        assembled first, with ``progress``). Registers this process as a user. ``on_start`` is
+        told before a server is started (a face's "starting the embedded model…")."""
+        with self._lock:
+            known = self._endpoint
+            if known is not None and not pin and self._guard_alive(known):
+                return known
+            if not self._registered:
+                procs.register_user(self.home)  # before the lock: a guard never stops it now
+                self._registered = True
+            endpoint = self._ensure_locked(pin, progress, on_start)
+            self._endpoint = endpoint
+            return endpoint
+
+    def release(self) -> None:
+        """This process no longer uses the server: unregister, and stop the server right away
+        when no other user remains and it is not pinned (else the guard stops it later)."""
+        with self._lock:
+            if not self._registered:
+                return
+            procs.unregister_user(self.home)
+            self._registered = False
+            self._endpoint = None
+            try:
+                with FileLock(str(self.home / "server.lock"), timeout=5):
+                    state = self._read_state()
+                    if state and not state.get("pinned") and not procs.live_users(self.home):
+                        self._terminate(state)
+            except Timeout:
+                pass  # someone is starting or stopping it; the guard decides
+            self._reap()
+
+    def stop(self) -> bool:
+        """Stop the server whoever started it; ``False`` when none was running."""
+        with self._lock:
+            self._endpoint = None
+            self._home_ready()
+            with self._file_lock():
+                state = self._read_state()
+                if state is None:
+                    return False
+                was_running = procs.alive(state["guard_pid"], state.get("guard_start"))
+                self._terminate(state)
+            self._reap()
+            return was_running
+
+    # --- internals ----------------------------------------------------------------------------
+
+    def _ensure_locked(
+        self, pin: bool, progress: Progress | None, on_start: Callable[[str], None] | None
+    ) -> LocalEndpoint:
+        reason = self.unavailable_reason()
+        if reason:
+            raise ModelUnavailable(f"No model endpoint is configured and {reason}")
+        self._home_ready()
+        with self._file_lock():
+            self._reap()
+            state = self._read_state()
+            if state is not None:
+                live = procs.alive(state["guard_pid"], state.get("guard_start"))
+                if live and _healthy(state["api_base"]):
+                    if pin and not state.get("pinned"):
+                        state["pinned"] = True
+                        self._write_state(state)
+                    return _endpoint(state, reused=True)
+                self._terminate(state)  # dead, or alive but not answering: start afresh
+            model_path = assemble(self.weights, self.home, progress=progress)
+            if on_start is not None:
+                on_start(self.model_id)
+            return self._start(model_path, pin)
+
+    def _start(self, model_path: Path, pin: bool) -> LocalEndpoint:
+        port = _free_port()
+        api_base = f"http://{HOST}:{port}/v1"
+        server = [
+            self._python, "-P", "-m", self.settings.server_module,
+            "--model", str(model_path),
+            "--model_alias", self.model_id,
+            "--host", HOST,
+            "--port", str(port),
+            "--n_ctx", str(self.settings.n_ctx),
+            "--n_threads", str(self.settings.n_threads),
+            "--n_threads_batch", str(self.settings.n_threads),
+            "--logits_all", "false",
+        ]  # fmt: skip
+        guard_argv = [
+            self._python, "-P", "-m", "fleet_core.localmodel.guard",
+            "--home", str(self.home), "--poll", str(self._poll), "--", *server,
+        ]  # fmt: skip
+        guard = subprocess.Popen(
+            guard_argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            cwd=self.home,
+            env=_child_environ(),
+            start_new_session=True,  # a terminal's Ctrl-C goes to the users, not to the guard
+        )
+        self._guards.append(guard)
+        started = time.time()
+        deadline = time.monotonic() + self.settings.start_timeout_seconds
+        while True:
+            if guard.poll() is not None:
+                raise ModelUnavailable(
+                    f"The embedded model server exited during start (code {guard.returncode}): "
+                    f"{self._log_tail()}"
+                )
+            if _healthy(api_base):
+                break
+            if time.monotonic() > deadline:
+                procs.terminate(guard.pid, procs.start_time(guard.pid))
+                raise ModelUnavailable(
+                    f"The embedded model server did not answer within "
+                    f"{self.settings.start_timeout_seconds:.0f} s ([local_model] "
+                    f"start_timeout_seconds): {self._log_tail()}"
+                )
+            time.sleep(0.25)
+        state = {
+            "guard_pid": guard.pid,
+            "guard_start": procs.start_time(guard.pid),
+            "server_pid": self._server_pid(guard.pid),
+            "port": port,
+            "api_base": api_base,
+            "model_id": self.model_id,
+            "model_path": str(model_path),
+            "pinned": pin,
+            "started_at": started,
+            "ready_seconds": round(time.time() - started, 2),
+        }
+        self._write_state(state)
+        return _endpoint(state, reused=False)
+
+    def _guard_alive(self, endpoint: LocalEndpoint) -> bool:
+        state = self._read_state()
+        return (
+            state is not None
+            and state.get("guard_pid") == endpoint.guard_pid
+            and procs.alive(endpoint.guard_pid, state.get("guard_start"))
+        )
+
+    def _terminate(self, state: dict[str, Any]) -> None:
+        procs.terminate(state["guard_pid"], state.get("guard_start"), grace=15.0)
+        server_pid = state.get("server_pid")
+        if isinstance(server_pid, int) and procs.alive(server_pid, state.get("server_start")):
+            procs.terminate(server_pid, state.get("server_start"))
+        (self.home / STATE_FILE).unlink(missing_ok=True)
+
+    def _server_pid(self, guard_pid: int) -> int | None:
+        try:
+            owner, pid = (self.home / SERVER_PID_FILE).read_text(encoding="ascii").split()
+        except (OSError, ValueError):
+            return None
+        return int(pid) if owner == str(guard_pid) else None
+
+    def _read_state(self) -> dict[str, Any] | None:
+        try:
+            state = json.loads((self.home / STATE_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        if not isinstance(state, dict) or not isinstance(state.get("guard_pid"), int):
+            return None
+        return state
+
+    def _write_state(self, state: dict[str, Any]) -> None:
+        if isinstance(state.get("server_pid"), int):
+            state["server_start"] = procs.start_time(state["server_pid"])
+        tmp = self.home / f".{STATE_FILE}.{os.getpid()}"
+        tmp.write_text(json.dumps(state, indent=1), encoding="utf-8")
+        os.replace(tmp, self.home / STATE_FILE)
+
+    def _home_ready(self) -> None:
+        self.home.mkdir(parents=True, exist_ok=True)
+
+    def _file_lock(self) -> FileLock:
+        return FileLock(
+            str(self.home / "server.lock"), timeout=self.settings.start_timeout_seconds + 60
+        )
+
+    def _reap(self) -> None:
+        self._guards = [guard for guard in self._guards if guard.poll() is None]
+
+    def _log_tail(self, lines: int = 5) -> str:
+        try:
+            with (self.home / "server.log").open("rb") as log:
+                log.seek(max(0, log.seek(0, os.SEEK_END) - 4000))
+                text = log.read().decode("utf-8", "replace")
+        except OSError:
+            return "(no server log)"
+        tail = " | ".join(line.strip() for line in text.splitlines()[-lines:] if line.strip())
+        return f"{tail or '(empty log)'} (full log: {self.home / 'server.log'})"
+
+
+def _endpoint(state: dict[str, Any], *, reused: bool) -> LocalEndpoint:
+    return LocalEndpoint(
+        api_base=state["api_base"],
+        model_id=state["model_id"],
+        port=state["port"],
+        guard_pid=state["guard_pid"],
+        server_pid=state.get("server_pid"),
+        pinned=bool(state.get("pinned")),
+        started_at=state.get("started_at", 0.0),
+        reused=reused,
+    )
+
+
+def _healthy(api_base: str, timeout: float = 2.0) -> bool:
+    """``GET <api_base>/models`` answers 200 with a JSON model list."""
+    try:
+        with urllib.request.urlopen(f"{api_base}/models", timeout=timeout) as response:  # noqa: S310 - loopback
+            body = json.loads(response.read(1_000_000) or b"{}")
+            return response.status == 200 and isinstance(body, dict) and "data" in body
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((HOST, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _child_environ() -> dict[str, str]:
+    """This environment without secrets (the model server needs none) and offline."""
+    from fleet_core.offline import offline_environ
+
+    return {
+        name: value
+        for name, value in offline_environ().items()
+        if not any(marker in name.upper() for marker in _SECRET_MARKERS)
+    }
