@@ -50,6 +50,11 @@ EventKind = Literal[
     "budget_update",
     "status",
     "sandbox_environment_incomplete",
+    "ungrounded_submit",
+    "memory_proposed",
+    "skill_saved",
+    "jev_decision",
+    "skill_selection",
     "turn_completed",
     "turn_failed",
     "turn_cancelled",
@@ -81,6 +86,13 @@ class TriageEvidence(EventPayload):
     effective_route: str | None = None
     override_reason: str | None = None
     error: str | None = None
+    probabilities: dict[str, float] | None = Field(
+        None, description="Jev's probability per route (backend jev only)."
+    )
+    confidence: float | None = Field(None, description="Jev's confidence (backend jev only).")
+    jev_error: str | None = Field(
+        None, description="Why Jev could not triage, when the sub LM decided instead."
+    )
 
 
 class TriageDecisionPayload(EventPayload):
@@ -153,8 +165,15 @@ class CellOutputPayload(EventPayload):
     phase: Literal["bootstrap", "task"]
     ok: bool
     outcome: Literal[
-        "completed", "submitted", "error", "sandbox_error", "cancelled", "deadline", "budget"
-    ]
+        "completed",
+        "submitted",
+        "submit_rejected",
+        "error",
+        "sandbox_error",
+        "cancelled",
+        "deadline",
+        "budget",
+    ] = Field(description="submit_rejected: an ungrounded SUBMIT was refused (not an error).")
     duration_ms: float
     output: str | None = Field(None, description="The cell's output (bounded), when ok.")
     error: str | None = Field(None, description="The error message (bounded), when not ok.")
@@ -241,6 +260,71 @@ class SandboxEnvironmentIncompletePayload(EventPayload):
     python: str = Field(description="The sandbox's Python version.")
 
 
+class MemoryProposedPayload(EventPayload):
+    """The Turn's code proposed an unreviewed memory (``workspace.remember``); it is committed
+    with the Turn's outcome and reaches no model until a person reviews it."""
+
+    memory_id: str = Field(description="The memory's id (fleet/memory/review, reject).")
+    name: str = Field(description="The name the code gave it (kept in its sources).")
+    kind: str = Field(description='The memory\'s kind: "sandbox".')
+    chars: int = Field(description="The content's length in characters (the text is not sent).")
+
+
+class SkillSavedPayload(EventPayload):
+    """The Turn's code saved a Session Skill (``save_skill``); the next Turn's catalog lists it."""
+
+    name: str = Field(description="The Skill's name.")
+    path: str = Field(description="The written file: skills/<name>/SKILL.md.")
+    size_bytes: int
+    sha256: str
+    replaced: bool = Field(description="Whether it replaced a Skill of that name.")
+
+
+class JevDecisionPayload(EventPayload):
+    """One batch of typed decisions (triage, Skill selection or ``jev_decide_batched``), by
+    Jev or by the sub LM; one budget unit per item, charged to ``category``."""
+
+    category: str = Field(description="routing, skill_selection or other_decisions.")
+    backend: Literal["jev", "generative"]
+    model: str | None = None
+    items: int = Field(description="How many items were decided (= units charged).")
+    ok: bool
+    duration_ms: float
+    error: str | None = Field(None, description="Why the Jev call failed (never the key).")
+    fallback_from: str | None = Field(
+        None, description="The Jev failure this sub-LM batch replaced."
+    )
+    usage: TokenUsage | None = None
+
+
+class SkillDecision(EventPayload):
+    skill: str
+    decision: str | None
+    raw_choice: str | None = None
+    probabilities: dict[str, float] = Field(default_factory=dict)
+    confidence: float | None = None
+    backend: str
+    model: str | None = None
+
+
+class SkillSelectionPayload(EventPayload):
+    """Skill preloading (Jev only): the catalog entries classified and those appended."""
+
+    selected: list[str] = Field(description="Skills whose SKILL.md was appended (at most 3).")
+    decisions: list[SkillDecision]
+
+
+class UngroundedSubmitPayload(EventPayload):
+    """A SUBMIT carried figures typed in its code that no output showed (engine/grounding.py);
+    the agent's first 2 are rejected and returned to the model, later ones accepted and flagged."""
+
+    cell: int = Field(description="The submitting cell's number within its agent.")
+    figures: list[str] = Field(description="The ungrounded figures as written (at most 20).")
+    rejected: bool = Field(
+        description="True: refused (counted in submitRejections); false: flagged."
+    )
+
+
 class TurnEndedPayload(TurnResult):
     """turn_completed, turn_failed, turn_cancelled: the Turn's ``TurnResult`` (camelCase)."""
 
@@ -264,6 +348,11 @@ AnyPayload: TypeAlias = (
     | BudgetUpdatePayload
     | StatusPayload
     | SandboxEnvironmentIncompletePayload
+    | UngroundedSubmitPayload
+    | MemoryProposedPayload
+    | SkillSavedPayload
+    | JevDecisionPayload
+    | SkillSelectionPayload
     | TurnEndedPayload
 )
 PayloadModel: TypeAlias = type[EventPayload] | type[TurnEndedPayload]
@@ -284,6 +373,11 @@ PAYLOADS: dict[str, PayloadModel] = {
     "budget_update": BudgetUpdatePayload,
     "status": StatusPayload,
     "sandbox_environment_incomplete": SandboxEnvironmentIncompletePayload,
+    "ungrounded_submit": UngroundedSubmitPayload,
+    "memory_proposed": MemoryProposedPayload,
+    "skill_saved": SkillSavedPayload,
+    "jev_decision": JevDecisionPayload,
+    "skill_selection": SkillSelectionPayload,
     "turn_completed": TurnEndedPayload,
     "turn_failed": TurnEndedPayload,
     "turn_cancelled": TurnEndedPayload,

@@ -35,19 +35,28 @@ from anyio.from_thread import BlockingPortal
 from fleet_core import skills as skill_lib
 from fleet_core.config import turn_timeout_problem
 from fleet_core.engine.context import (
+    SHARED_NOTES_SCAN,
     TurnInputs,
     render_history,
     render_memory_summary,
 )
 from fleet_core.engine.control import AgentLimits, TurnControl, TurnStopped
 from fleet_core.engine.environment import SandboxEnvironment, host_environment
-from fleet_core.engine.lm import ConfiguredLmProvider, LmProvider
+from fleet_core.engine.learning import TurnLearning
+from fleet_core.engine.lm import (
+    ConfiguredLmProvider,
+    LmProvider,
+    Role,
+    select_models,
+    session_models,
+)
 from fleet_core.engine.stream import EventChannel
 from fleet_core.errors import FleetError, InvalidInput, SessionOwned, TurnBusy
 from fleet_core.events import TurnEvent
 from fleet_core.models import (
     ArtifactRef,
     DatasetContext,
+    Memory,
     ProvenanceRecord,
     TurnError,
     TurnRequest,
@@ -60,7 +69,14 @@ from fleet_core.observability.redaction import (
     install_log_redaction,
 )
 from fleet_core.observability.tracing import NoopTurnTrace, TurnTrace, TurnTracer, tee_emit
-from fleet_core.store import Store, TraceExport, TurnOutcome
+from fleet_core.optimization.program import DEFAULT_PROGRAM, ActivePrograms, ProgramState
+from fleet_core.store import (
+    MEMORIES_PER_SESSION,
+    MEMORY_CONTENT_CHARS,
+    Store,
+    TraceExport,
+    TurnOutcome,
+)
 
 if TYPE_CHECKING:
     from fleet_core.config import EffectiveConfig
@@ -71,6 +87,7 @@ log = logging.getLogger(__name__)
 OnEvent = Callable[[TurnEvent], None]
 T = TypeVar("T")
 ENV_TOLD_MAX = 4_096  # Sessions remembered as told their environment is incomplete
+SELECTED_MODELS_MAX = 16  # providers kept for Sessions' model selections
 
 
 @dataclass(slots=True)
@@ -81,6 +98,8 @@ class _Running:
     trace: TurnTrace | NoopTurnTrace = field(default_factory=NoopTurnTrace)
     replay: tuple[str, bytes] | None = None
     lost: str | None = None  # why this process lost the Session's ownership mid-Turn
+    learning: TurnLearning | None = None  # workspace.remember and save_skill of this Turn
+    program: ProgramState = DEFAULT_PROGRAM  # the served program, fixed when the Turn starts
 
 
 def host_environment_line() -> str:
@@ -131,6 +150,8 @@ class TurnService:
         lm_provider: LmProvider | None = None,
         run: ThreadRunner = in_thread,
         on_trace_queued: Callable[[str], Awaitable[None]] | None = None,
+        programs: Callable[[str], ProgramState] | None = None,
+        restore_inputs: Callable[[TurnInputs], TurnInputs] | None = None,
     ) -> None:
         self.store = store
         self.sessions = sessions
@@ -139,11 +160,17 @@ class TurnService:
         self._tracer_factory = tracer
         self._run = run
         self._on_trace_queued = on_trace_queued
+        # the Session's served program (reloaded when its active file changes) and, for an
+        # optimization rollout's disposable runtime, the inputs restored from a replay snapshot
+        self._programs = programs or ActivePrograms(config.state_dir).get
+        self._restore_inputs = restore_inputs
         self.redactor = Redactor.from_config(config)
         self._running: dict[str, _Running] = {}
         self._by_turn: dict[str, _Running] = {}
         self._env: SandboxEnvironment | None = None
         self._env_told: OrderedDict[str, None] = OrderedDict()  # bounded: ENV_TOLD_MAX
+        # providers with a Session's model selection applied, by selection (bounded)
+        self._selected: OrderedDict[tuple[tuple[Role, str], ...], LmProvider] = OrderedDict()
 
     def reconfigure(self, config: EffectiveConfig, lms: LmProvider | None = None) -> None:
         """New settings (and models) for the Turns that start from now on; a running Turn keeps
@@ -152,6 +179,21 @@ class TurnService:
         self.redactor = Redactor.from_config(config)
         if lms is not None:
             self.lms = lms
+        self._selected.clear()
+
+    def _models_for(self, config: EffectiveConfig) -> LmProvider:
+        """The Turn's models: the service's, with the Session's model selection (the
+        ``llm.<role>.model`` values whose source is ``session``) applied."""
+        selected = tuple(sorted(session_models(config).items()))
+        if not selected:
+            return self.lms
+        found = self._selected.get(selected)
+        if found is None:
+            found = self._selected[selected] = select_models(self.lms, dict(selected))
+            while len(self._selected) > SELECTED_MODELS_MAX:
+                self._selected.popitem(last=False)
+        self._selected.move_to_end(selected)
+        return found
 
     @property
     def tracer(self) -> TurnTracer:
@@ -220,12 +262,14 @@ class TurnService:
                 max_live_children=settings.max_active_children,
             ),
         )
-        reservation = _Running(turn_id="", control=control, lms=self.lms)  # models fixed here
+        lms = self._models_for(config)  # the Session's selection applied
+        reservation = _Running(turn_id="", control=control, lms=lms)  # models fixed here
         self._running[session_id] = reservation  # reserve before the first await below
         try:
             install_log_redaction(self.redactor)
             reservation.lms.check("root", "sub")
             await self.sessions.own_session(session_id)
+            reservation.program = await self._run(self._programs, session_id)
             if request.record_replay:  # bounds and secrets: refused before anything is claimed
                 await self._run(self._check_replay, session_id)
             claim = await self._run(
@@ -241,7 +285,9 @@ class TurnService:
             self._by_turn[claim.turn_id] = reservation
             channel = EventChannel(claim.turn_id, session_id, redact=self._redact_payload)
             channel.bind(asyncio.get_running_loop())
-            reservation.trace = self._start_trace(request, claim.turn_id, mode, config, timeout)
+            reservation.trace = self._start_trace(
+                request, claim.turn_id, mode, config, timeout, reservation.program.digest()
+            )
             control.emit = tee_emit(channel.emit, reservation.trace)
             return await self._run_claimed(
                 request, mode, claim.turn_id, reservation, channel, on_event, config, timeout
@@ -257,6 +303,7 @@ class TurnService:
         mode: str,
         config: EffectiveConfig,
         timeout: int,
+        program_digest: str,
     ) -> TurnTrace | NoopTurnTrace:
         try:
             return self.tracer.start(
@@ -266,6 +313,7 @@ class TurnService:
                     task=request.task,
                     mode=mode,
                     configuration_digest=config.digest(),
+                    compiled_program_digest=program_digest,
                     idempotency_key=request.idempotency_key,
                     record_replay=request.record_replay,
                     model_settings=config.settings.llm.model_dump(mode="json"),
@@ -415,6 +463,7 @@ class TurnService:
         config: EffectiveConfig,
     ) -> EngineResult:
         """The worker thread: build the program and run it (its events feed the trace)."""
+        from fleet_core.engine.jev import jev_client
         from fleet_core.engine.program import TurnProgram
         from fleet_core.engine.spaces import SandboxAgentSpace, SandboxRuntime
 
@@ -432,6 +481,15 @@ class TurnService:
             children_dir=children_dir,
         )
         root = SandboxAgentSpace(sandboxes, self.sessions.workspace(session_id))
+        running.learning = TurnLearning(
+            control=control,
+            workspace=self.sessions.workspace(session_id),
+            turn_id=turn_id,
+            known_skills=[s for s in inputs.skills if s.source != "session"],
+            memory_count=self.store.memory_count(session_id),
+            memories_per_session=MEMORIES_PER_SESSION,
+            memory_chars=MEMORY_CONTENT_CHARS,
+        )
         program = TurnProgram(
             lms=running.lms,
             control=control,
@@ -439,6 +497,9 @@ class TurnService:
             max_iters=settings.runtime.max_rlm_iterations,
             child_max_iters=settings.runtime.child_max_iters,
             child_max_llm_calls=settings.runtime.child_max_llm_calls,
+            jev=jev_client(config),
+            overrides=running.program.components,
+            learning=running.learning,
         )
         try:
             return program.run(inputs)
@@ -463,20 +524,34 @@ class TurnService:
             user_dir = config.state_dir.parent / user_dir
         found = await self._run(skill_lib.discover, user_dir)
         await self._run(skill_lib.sync, workspace, found)
+        saved = await self._run(skill_lib.discover_session, workspace, found)
+        found = sorted(found + saved, key=lambda s: s.name)
         manifest = await self.sessions.manifest(session_id)
         history = await self._run(
             self.store.history, session_id, settings.runtime.history_turns, completed_only=True
         )
         memories = await self._run(self.store.memories, session_id, reviewed=True)
+        shared: list[Memory] = []  # shared learned notes: opt-in (memory.shared_notes)
+        if settings.memory.shared_notes:
+            shared = await self._run(
+                self.store.shared_learned_notes, session_id, limit=SHARED_NOTES_SCAN
+            )
         if self._env is None:
             self._env = await self._run(host_environment)
         env_line = self._env.line()
-        return TurnInputs(
+        inputs = TurnInputs(
             task=request.task,
             mode=mode,
             workspace_manifest=manifest,
             skills_catalog=skill_lib.catalog(found),
-            memory_summary=render_memory_summary(memories, request.task, env_line),
+            memory_summary=render_memory_summary(
+                memories,
+                request.task,
+                env_line,
+                shared,
+                shared_max=settings.memory.shared_notes_max,
+                shared_chars=settings.memory.shared_notes_chars,
+            ),
             session_history=render_history(
                 history,
                 max_turns=settings.runtime.history_turns,
@@ -485,6 +560,7 @@ class TurnService:
             dataset=dataset,
             skills=tuple(found),
         )
+        return self._restore_inputs(inputs) if self._restore_inputs is not None else inputs
 
     def _report_environment(self, session_id: str, control: TurnControl) -> None:
         """One ``sandbox_environment_incomplete`` per Session (and process) when packages of
@@ -571,6 +647,7 @@ class TurnService:
                 trace_id=trace_id,
                 usage=usage,
                 duration_seconds=duration,
+                compiled_program_digest=running.program.digest(),
             )
             outcome = TurnOutcome(
                 status="completed",
@@ -581,6 +658,7 @@ class TurnService:
                 trace_id=trace_id,
                 artifacts=list(engine.artifacts),
                 replay=running.replay,
+                memories=self._proposed_memories(running),
             )
             return result, outcome, "turn_completed"
         status, turn_error = self._classify(error, control)
@@ -594,6 +672,7 @@ class TurnService:
             usage=usage,
             error=turn_error,
             duration_seconds=duration,
+            compiled_program_digest=running.program.digest(),
         )
         outcome = TurnOutcome(
             status=status,
@@ -601,10 +680,22 @@ class TurnService:
             trace_id=trace_id,
             error=turn_error,
             replay=running.replay,
+            memories=self._proposed_memories(running),
         )
         if not isinstance(error, FleetError | Exception):
             log.debug("Turn %s ended by %r", turn_id, error)
         return result, outcome, "turn_cancelled" if status == "cancelled" else "turn_failed"
+
+    def _proposed_memories(self, running: _Running) -> list[Memory]:
+        """The memories the Turn's code proposed, redacted like its learned note; committed
+        with the outcome whatever its status (they stay unreviewed until a person decides)."""
+        if running.learning is None:
+            return []
+        redact = self.redactor.text
+        return [
+            m.model_copy(update={"content": redact(m.content, None)})
+            for m in running.learning.memories
+        ]
 
     def _trace_export(
         self, trace: TurnTrace | NoopTurnTrace, result: TurnResult

@@ -113,6 +113,38 @@ EMITTED: dict[str, dict[str, Any]] = {
     "budget_update": {"used": 3, "max": 150, "category": "generation"},  # engine/control
     "status": {"status": "stopping", "reason": "cancelled", "message": "The Turn was cancelled"},
     "sandbox_environment_incomplete": {"missing": ["sympy"], "python": "3.12.3"},  # turns.py
+    "jev_decision": {  # engine/decisions.py Decider
+        "category": "other_decisions",
+        "backend": "jev",
+        "model": "jev-latest",
+        "items": 3,
+        "ok": True,
+        "duration_ms": 41.5,
+        "usage": {"input_tokens": 21, "output_tokens": 3},
+    },
+    "skill_selection": {  # engine/preload.py
+        "selected": ["tabular-analysis"],
+        "decisions": [
+            {
+                "skill": "tabular-analysis",
+                "decision": "relevant",
+                "raw_choice": "relevant",
+                "probabilities": {"relevant": 0.9, "not_relevant": 0.1},
+                "confidence": 0.9,
+                "backend": "jev",
+                "model": "jev-latest",
+            }
+        ],
+    },
+    "ungrounded_submit": {"cell": 3, "figures": ["499500"], "rejected": True},  # interpreter
+    "memory_proposed": {"memory_id": "ab12", "name": "units", "kind": "sandbox", "chars": 42},
+    "skill_saved": {  # engine/learning.py
+        "name": "csv-cleanup",
+        "path": "skills/csv-cleanup/SKILL.md",
+        "size_bytes": 120,
+        "sha256": "ab" * 32,
+        "replaced": False,
+    },
     "turn_completed": RESULT | {"durationSeconds": 1.25},  # turns.py: result.wire() | duration
     "turn_failed": RESULT | {"status": "failed", "error": {"kind": "X", "message": "m"}},
     "turn_cancelled": RESULT | {"status": "cancelled", "replayed": True},

@@ -124,9 +124,19 @@ def relevant_memories(
     return [m for _, _, m in scored[:limit]]
 
 
-def render_memory_summary(memories: Sequence[Memory], task: str, environment: str) -> str:
-    """The reviewed memories matching the task (bounded) and the environment line. Learned
-    notes reach the model only once a person reviewed them (as ``learned_note`` memories)."""
+def render_memory_summary(
+    memories: Sequence[Memory],
+    task: str,
+    environment: str,
+    shared: Sequence[Memory] = (),
+    *,
+    shared_max: int = 8,
+    shared_chars: int = 4_000,
+) -> str:
+    """The reviewed memories matching the task (bounded), the shared learned notes of other
+    Sessions matching it (opt-in: ``shared`` is empty when off; marked as unverified hints) and
+    the environment line. Learned notes reach the model only once a person reviewed them (as
+    ``learned_note`` memories)."""
     parts: list[str] = []
     chosen = relevant_memories(memories, task)
     if chosen:
@@ -135,5 +145,41 @@ def render_memory_summary(memories: Sequence[Memory], task: str, environment: st
         if len(text) > MEMORIES_CHARS:
             text = text[:MEMORIES_CHARS] + "..."
         parts.append("Reviewed memories matching this task:\n" + text)
+    notes = shared_learned_notes(shared, task, limit=shared_max)
+    if notes:
+        text = "\n".join(f"- {_one_line(m.content, SHARED_NOTE_CHARS)}" for m in notes)
+        if len(text) > shared_chars:
+            text = text[:shared_chars] + "..."
+        parts.append(SHARED_NOTES_HEADER + "\n" + text)
     parts.append(environment)
     return "\n\n".join(parts)
+
+
+SHARED_NOTE_CHARS = 500  # one shared note's line
+SHARED_NOTES_SCAN = 200  # the newest reviewed learned notes of other Sessions searched per Turn
+SHARED_NOTES_HEADER = (
+    "Shared learned notes from other Sessions (unverified hints: reviewed in their own Session, "
+    "never a reference; check anything you use in code):"
+)
+
+
+def shared_learned_notes(notes: Sequence[Memory], task: str, *, limit: int) -> list[Memory]:
+    """The shared notes to show: those matching the task (as ``relevant_memories`` ranks them),
+    a near-duplicate of a note already kept (word-set overlap >= 0.5) left out, at most
+    ``limit``."""
+    kept: list[Memory] = []
+    seen: list[set[str]] = []
+    for note in relevant_memories(notes, task, limit=len(notes)):
+        words = _words(note.content)
+        if any(len(words & other) >= 0.5 * max(len(words | other), 1) for other in seen):
+            continue
+        kept.append(note)
+        seen.append(words)
+        if len(kept) >= limit:
+            break
+    return kept
+
+
+def _one_line(text: str, limit: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."

@@ -24,6 +24,9 @@ from dspy.primitives.code_interpreter import CodeExecutionError, FinalOutput
 from dspy.primitives.facade import HOST_TOKEN_VAR
 
 from fleet_core.engine.control import TurnControl
+from fleet_core.engine.grounding import Grounding, Verdict
+from fleet_core.engine.learning import INSTRUCTIONS as LEARNING_INSTRUCTIONS
+from fleet_core.engine.learning import WORKSPACE_HELPER
 from fleet_core.engine.stream import clip
 from fleet_core.sandbox.interpreter import EXECUTION_INSTRUCTIONS, SandboxInterpreter
 
@@ -70,6 +73,7 @@ TURN_EXECUTION_INSTRUCTIONS = (
     "resources, read_skill_reference(name, path) for its references/ and assets/ files, and "
     "run_skill_script(name, path, args) to run one of its scripts/ (returns exit_code, stdout, "
     "stderr). The sandbox's Python version and installed packages are listed in memory_summary."
+    + LEARNING_INSTRUCTIONS
 )
 """What a Turn's agents are told about their sandbox: the sandbox's one description plus the
 helpers the Turn adds (``FleetTask``/``ChildTask`` do not repeat any of it)."""
@@ -103,6 +107,7 @@ class TurnInterpreter:
         self._cells = itertools.count(1)
         self._deferred: list[tuple[str, dict[str, Any] | None]] = []
         self._helpers = False
+        self._grounding = Grounding()  # one per namespace: what it observed, its rejections
         inner.policy = self._tool_policy
 
     # the attributes RLM/Flex use are the adapter's own
@@ -140,7 +145,8 @@ class TurnInterpreter:
             self.run_cell(code, variables, bootstrap=True, shown=FACADE_SHOWN)
         if not self._helpers:
             self._helpers = True
-            self.run_cell(SKILL_HELPERS, None, bootstrap=True, shown=SKILL_HELPERS_SHOWN)
+            helpers = SKILL_HELPERS + WORKSPACE_HELPER
+            self.run_cell(helpers, None, bootstrap=True, shown=SKILL_HELPERS_SHOWN)
 
     def _is_host_input_setup(self, variables: Mapping[str, Any] | None) -> bool:
         values = (variables or {}).values()
@@ -173,23 +179,63 @@ class TurnInterpreter:
         shown = shown or clip(code, CODE_CHARS)
         control.emit("code_cell", {"cell": cell, "phase": phase, "code": shown}, **self._lineage)
         payload: dict[str, Any] = {"cell": cell, "phase": phase}
+        if not bootstrap:
+            self._grounding.observe_inputs(variables)
+        rejection: CodeExecutionError | None = None
         started = time.perf_counter()
         try:
             self._inner.cell_timeout = self._cell_timeout()
             with control.on_stop(self._interrupt):
                 result = self._inner.execute(code, variables)
         except Exception as exc:
+            self._grounding.observe(str(exc))  # the model is shown the error and its output
             payload |= self._failure(exc, counted=not bootstrap)
             if control.terminal is not None:
                 raise control.error() from exc
             raise
         else:
-            payload |= _success(result)
+            verdict = None if bootstrap else self._ground(code, result, cell)
+            if verdict is not None and verdict.rejected:
+                rejection = CodeExecutionError(verdict.explanation())
+                payload |= {
+                    "ok": False,
+                    "outcome": "submit_rejected",
+                    "error_type": "UngroundedSubmit",
+                    "error": clip(verdict.explanation(), OUTPUT_CHARS),
+                }
+            else:
+                payload |= _success(result)
         finally:
             payload["duration_ms"] = round((time.perf_counter() - started) * 1000, 2)
             control.emit("cell_output", payload, **self._lineage)
         control.check()
+        if rejection is not None:
+            raise rejection  # RLM shows it to the model and the loop goes on
         return result
+
+    def _ground(self, code: str, result: Any, cell: int) -> Verdict | None:
+        """Observe a model cell's result; for a SUBMIT, check its figures (engine/grounding.py).
+        Returns the verdict of an ungrounded submission (emitted and counted here), else None."""
+        grounding = self._grounding
+        if not isinstance(result, FinalOutput):
+            grounding.observe(result)
+            return None
+        last = self._inner.last_result
+        if last is not None:  # what the submitting cell printed before SUBMIT
+            grounding.observe(last.stdout)
+            grounding.observe(last.stderr)
+        submitted = result.output if isinstance(result.output, dict) else {"value": result.output}
+        verdict = grounding.check(code, submitted)
+        if verdict.grounded:
+            return None
+        if verdict.rejected:
+            self._control.note_submit_rejection()
+        self._control.emit(
+            "ungrounded_submit",
+            {"cell": cell, "figures": verdict.figures, "rejected": verdict.rejected},
+            **self._lineage,
+        )
+        return verdict
 
     def _failure(self, exc: Exception, *, counted: bool) -> dict[str, Any]:
         """The failed cell's event fields; a model cell's code error counts as a sandbox error."""

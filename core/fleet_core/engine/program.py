@@ -9,10 +9,11 @@ from the shared ``TurnControl``.
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import re
 import threading
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -24,9 +25,13 @@ from fleet_core.engine.callbacks import EventCallback
 from fleet_core.engine.context import TurnInputs
 from fleet_core.engine.control import ChildCapacityError, TurnControl, TurnStopped
 from fleet_core.engine.dataset import DatasetHandle
+from fleet_core.engine.decisions import Decider, check_request, triage_with_jev
 from fleet_core.engine.interpreter import TURN_EXECUTION_INSTRUCTIONS, TurnInterpreter
+from fleet_core.engine.jev import JevClient, JevError
+from fleet_core.engine.learning import TurnLearning
 from fleet_core.engine.lm import LmProvider
 from fleet_core.engine.metering import MeteredLM
+from fleet_core.engine.preload import preload
 from fleet_core.engine.signatures import ROUTES, ChildTask, DirectAnswer, FleetTask, TurnTriage
 from fleet_core.errors import FleetError, InvalidInput
 from fleet_core.models import ProvenanceRecord
@@ -69,6 +74,9 @@ class RouteDecision:
     error: str | None = None
     backend: str = "generative"
     model: str | None = None
+    probabilities: dict[str, float] | None = None  # Jev's, per route
+    confidence: float | None = None
+    jev_error: str | None = None  # Jev failed; the sub LM decided
 
     def payload(self, mode: str) -> dict[str, Any]:
         return {
@@ -83,6 +91,9 @@ class RouteDecision:
                 "effective_route": self.route,
                 "override_reason": self.override_reason,
                 "error": self.error,
+                "probabilities": self.probabilities,
+                "confidence": self.confidence,
+                "jev_error": self.jev_error,
             },
         }
 
@@ -138,8 +149,16 @@ class TurnProgram:
         max_iters: int = 16,
         child_max_iters: int = 8,
         child_max_llm_calls: int = 25,
+        jev: JevClient | None = None,
+        learning: TurnLearning | None = None,
+        overrides: Mapping[str, str] | None = None,
     ) -> None:
         self.lms = lms
+        self.jev = jev  # the optional Jev decision API (engine/jev.py); None when off
+        self.learning = learning  # workspace.remember and save_skill (engine/learning.py)
+        # the served program's component texts (fleet_core.optimization.program): instructions
+        # keyed "triage", "direct", "rlm.generate_action", "rlm.extract"; Flex source "flex"
+        self.overrides: dict[str, str] = dict(overrides or {})
         self.control = control
         self.root_space = root_space
         self.max_iters = max_iters
@@ -167,6 +186,7 @@ class TurnProgram:
                 answer = self._direct(inputs)
                 note = ""
             else:
+                inputs = self._preloaded(inputs)
                 answer, note = self._code_route(inputs, decision.route)
         with self._lock:
             promoted = list(self._promoted)
@@ -185,11 +205,67 @@ class TurnProgram:
         if mode in ("rlm", "flex"):
             decision = RouteDecision(route=mode, override_reason="session_mode")
         else:
-            decision = self._triage(inputs)
+            decision = self._triage_jev(inputs) if self.jev is not None else self._triage(inputs)
         if decision.route == "direct" and inputs.dataset is not None:
             decision.route = "rlm"
             decision.override_reason = "selected_context"
         return decision
+
+    # --- Jev (engine/decisions.py, engine/preload.py) -------------------------------------------
+
+    def decider(self, space: AgentSpace | None = None) -> Decider:
+        space = space or self.root_space
+        return Decider(
+            control=self.control,
+            jev=self.jev,
+            sub_lm=self.lms.lm("sub"),
+            agent_id=space.agent_id,
+            parent_agent_id=space.parent_agent_id,
+        )
+
+    def _triage_jev(self, inputs: TurnInputs) -> RouteDecision:
+        """Jev's route (one unit, ``routing``); the sub LM's triage when Jev fails."""
+        try:
+            d = triage_with_jev(
+                self.decider(), inputs.task, inputs.workspace_manifest, inputs.skills_catalog
+            )
+        except TurnStopped:
+            raise
+        except JevError as exc:
+            self.control.check()
+            fallback = self._triage(inputs)
+            fallback.jev_error = exc.message[:500]
+            return fallback
+        route = d.decision or "rlm"
+        return RouteDecision(
+            route=route,
+            override_reason=None,
+            raw_choice=d.raw_choice,
+            backend="jev",
+            model=d.model,
+            probabilities=d.probabilities,
+            confidence=d.confidence,
+        )
+
+    def _preloaded(self, inputs: TurnInputs) -> TurnInputs:
+        """The inputs with up to 3 relevant SKILL.md files after the catalog (Jev only)."""
+        if self.jev is None or not inputs.skills:
+            return inputs
+        catalog = preload(self.decider(), inputs.task, inputs.skills, inputs.skills_catalog)
+        return dataclasses.replace(inputs, skills_catalog=catalog)
+
+    def _decide_tool(self, space: AgentSpace) -> Callable[..., Any]:
+        def jev_decide_batched(
+            items: list[str], question: str, choices: list[str]
+        ) -> list[dict[str, Any]]:
+            """Decide each item with one of `choices` (1-100 items, 1-20 choices; one budget unit
+            per item). Uses Jev when configured, else the sub LM. Returns one dict per item, in
+            order: {item, decision, raw_choice, probabilities, confidence, backend, model}."""
+            checked = check_request(items, question, choices)
+            decisions = self.decider(space).decide(*checked, category="other_decisions")
+            return [d.as_dict() for d in decisions]
+
+        return jev_decide_batched
 
     def _triage(self, inputs: TurnInputs) -> RouteDecision:
         sub = self.lms.lm("sub")
@@ -197,7 +273,7 @@ class TurnProgram:
         triage_lm = MeteredLM(sub, self.control, category="routing")
         try:
             with dspy.context(lm=triage_lm):
-                prediction = dspy.Predict(TurnTriage)(
+                prediction = dspy.Predict(self._signature(TurnTriage, "triage"))(
                     task=inputs.task,
                     workspace_manifest=inputs.workspace_manifest,
                     skills_catalog=inputs.skills_catalog,
@@ -230,7 +306,7 @@ class TurnProgram:
     # --- routes ------------------------------------------------------------------------------
 
     def _direct(self, inputs: TurnInputs) -> str:
-        prediction = dspy.ChainOfThought(DirectAnswer)(
+        prediction = dspy.ChainOfThought(self._signature(DirectAnswer, "direct"))(
             memory_summary=inputs.memory_summary,
             session_history=inputs.session_history,
             task=inputs.task,
@@ -242,9 +318,12 @@ class TurnProgram:
             self._list_skills_tool(),
             self._use_skill_tool(),
             self._read_skill_reference_tool(),
+            self._decide_tool(space),
         ]
         if space.depth < self.control.limits.max_depth:
             tools[:0] = [self._spawn_agent_tool(space), self._spawn_agents_tool(space)]
+        if self.learning is not None:
+            tools += self.learning.tools(space.agent_id, space.parent_agent_id)
         return tools
 
     def _factory(self, space: AgentSpace, host_inputs: Sequence[str] = ()) -> Callable[[], Any]:
@@ -281,7 +360,7 @@ class TurnProgram:
         if route == "flex":
             factory = self._factory(space)
             context: Any = DatasetHandle(inputs.dataset).rlm_preview() if inputs.dataset else ""
-            flex = dspy.Flex(FleetTask, tools=tools, interpreter_factory=factory)
+            flex = self.build_flex(tools, factory)
             with dspy.context(interpreter_factory=factory):
                 prediction = flex(**kwargs, context=context)
         else:
@@ -289,19 +368,54 @@ class TurnProgram:
             payloads = [handle.to_sandbox().decode()] if handle is not None else []
             factory = self._factory(space, payloads)
             context = handle if handle is not None else ""
-            rlm = dspy.RLM(
-                FleetTask,
-                max_iters=self.max_iters,
-                max_llm_calls=self.control.max_units,
-                tools=tools,
-                sub_lm=sub_lm,
-                interpreter_factory=factory,
-            )
+            rlm = self.build_rlm(tools, factory, sub_lm)
             prediction = rlm(**kwargs, context=context)
         self.control.check()
         answer = prediction.answer
         note = getattr(prediction, "learned_skill_note", "") or ""
         return (answer if isinstance(answer, str) else str(answer)), str(note)
+
+    # --- the served program's components (GEPA's parameter paths) ------------------------------
+
+    def _signature(self, signature: Any, component: str) -> Any:
+        text = self.overrides.get(component)
+        return signature.with_instructions(text) if text else signature
+
+    def build_rlm(self, tools: list[Callable[..., Any]], factory: Any, sub_lm: Any) -> Any:
+        """The primary RLM with the served action/extract instructions applied."""
+        rlm = dspy.RLM(
+            FleetTask,
+            max_iters=self.max_iters,
+            max_llm_calls=self.control.max_units,
+            tools=tools,
+            sub_lm=sub_lm,
+            interpreter_factory=factory,
+        )
+        for name in ("generate_action", "extract"):
+            text = self.overrides.get(f"rlm.{name}")
+            if text:
+                predictor = getattr(rlm, name)
+                predictor.signature = predictor.signature.with_instructions(text)
+        return rlm
+
+    def build_flex(self, tools: list[Callable[..., Any]], factory: Any) -> Any:
+        """The Flex module with the served source bound."""
+        flex = dspy.Flex(FleetTask, tools=tools, interpreter_factory=factory)
+        if self.overrides.get("flex"):
+            flex._bind_code(self.overrides["flex"])
+        return flex
+
+    def component_modules(self) -> dict[str, Any]:
+        """The root's optimizable modules as a Turn builds them (for GEPA's student)."""
+        space = self.root_space
+        tools = self._tools_for(space)
+        factory = self._factory(space)
+        return {
+            "triage": dspy.Predict(self._signature(TurnTriage, "triage")),
+            "direct": dspy.Predict(self._signature(DirectAnswer, "direct")),
+            "rlm": self.build_rlm(tools, factory, None),
+            "flex": self.build_flex(tools, factory),
+        }
 
     # --- skills tools ------------------------------------------------------------------------
 

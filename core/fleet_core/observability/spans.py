@@ -14,6 +14,9 @@ Span tree (names are stable; ``fleet.kind`` tells a reader what each span is)::
         agent.<child id> [AGENT]            subtask, inputs, status; nested by parent agent
           sandbox.exec [TOOL] ...
       turn.commit [CHAIN]
+
+The root span also lists what the Turn's code asked the Session to keep:
+``fleet.memories_proposed`` and ``fleet.skills_saved`` (``memory_proposed``/``skill_saved``).
 """
 
 from __future__ import annotations
@@ -36,13 +39,17 @@ from fleet_core.event_payloads import (
     ChildFinishedPayload,
     ChildSpawnedPayload,
     CodeCellPayload,
+    EventPayload,
     LmEndPayload,
     LmStartPayload,
+    MemoryProposedPayload,
+    SkillSavedPayload,
     ToolCallEndPayload,
     ToolCallStartPayload,
     TriageDecisionPayload,
     TurnEndedPayload,
     TurnStartedPayload,
+    UngroundedSubmitPayload,
 )
 from fleet_core.events import ROOT_AGENT, TurnEvent
 from fleet_core.models import TurnResult
@@ -60,8 +67,9 @@ MAX_CODE_CHARS = 20_000
 MAX_OUTPUT_CHARS = 8_000
 MAX_SPANS = 5_000
 PREVIEW_CHARS = 200
+MAX_LISTED = 50  # records per list attribute of the root span (memories proposed, Skills saved)
 TRIAGE_CATEGORIES = ("triage", "routing")  # the engine charges triage calls as "routing"
-OK_CELL_OUTCOMES = ("ok", "submitted", "success", "completed")
+OK_CELL_OUTCOMES = ("ok", "submitted", "success", "completed", "submit_rejected")
 
 
 class TraceBuilder:
@@ -403,6 +411,23 @@ class TraceBuilder:
             message=(data.error_type or f"cell {outcome}") if failed else "",
         )
 
+    def _on_ungrounded_submit(
+        self, event: TurnEvent, at: int, data: UngroundedSubmitPayload
+    ) -> None:
+        """Flag the submitting cell's span (still open: the event precedes its cell_output) and
+        count the agent's ungrounded submissions on its span."""
+        cell = self._open.get(("cell", f"{event.agent_id}:{data.cell}"))
+        if cell is not None:
+            self.spans[cell].attributes.update(
+                {
+                    "fleet.ungrounded_figures": list(data.figures),
+                    "fleet.submit_rejected": data.rejected,
+                }
+            )
+        agent = self.spans[self._parent_for(event, at)].attributes
+        key = "fleet.submit_rejections" if data.rejected else "fleet.ungrounded_submits_accepted"
+        agent[key] = int(agent.get(key, 0)) + 1
+
     def _open_tool(
         self, event: TurnEvent, at: int, data: ToolCallStartPayload | ToolCallEndPayload
     ) -> int:
@@ -466,6 +491,18 @@ class TraceBuilder:
         record = data.model_dump(mode="json", exclude_none=True)
         record["agent_id"] = event.agent_id
         self._artifacts.append(record)
+
+    def _on_memory_proposed(self, event: TurnEvent, at: int, data: MemoryProposedPayload) -> None:
+        self._listed("fleet.memories_proposed", event, data)
+
+    def _on_skill_saved(self, event: TurnEvent, at: int, data: SkillSavedPayload) -> None:
+        self._listed("fleet.skills_saved", event, data)
+
+    def _listed(self, key: str, event: TurnEvent, data: EventPayload) -> None:
+        """Append the event's record to a bounded list attribute of the root span."""
+        records = self.spans[self.root].attributes.setdefault(key, [])
+        if isinstance(records, list) and len(records) < MAX_LISTED:
+            records.append(data.model_dump(mode="json") | {"agent_id": event.agent_id})
 
     def _on_budget_update(self, event: TurnEvent, at: int, data: BudgetUpdatePayload) -> None:
         self._usage = data.model_dump(mode="json")

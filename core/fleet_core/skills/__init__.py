@@ -5,6 +5,11 @@ folder) and ``description`` (1-1024 chars), followed by a non-empty body; option
 ``references/`` and ``assets/`` files. Skills are validated, then synchronized into the Session
 workspace under ``skills/<name>/``; the catalog (names and descriptions) is a Turn input and the
 sandbox can read a Skill with ``use_skill(name=...)``. A user Skill with a bundled name wins.
+
+Session Skills are the ones a Turn saved with ``save_skill`` (``fleet_core.engine.learning``): they
+live only in that Session's ``skills/<name>/``, never under ``.agents/skills/`` (developer guidance,
+never Skill content) nor in the user folder; ``discover_session`` lists them for the catalog,
+after the bundled and user Skills and never replacing one, at most ``MAX_SESSION_SKILLS``.
 """
 
 from __future__ import annotations
@@ -27,6 +32,9 @@ MAX_FILE_BYTES = 1_000_000
 MAX_FILES = 200
 MAX_TOTAL_BYTES = 5_000_000
 MAX_SKILLS = 200
+MAX_SESSION_SKILLS = 50  # Skills a Session's Turns saved that the catalog lists
+MAX_SAVED_SKILL_BYTES = 200_000  # one saved SKILL.md (the predecessor's instructions bound)
+FORBIDDEN_DIR = (".agents", "skills")  # developer guidance: never read or written as Skills
 
 
 class SkillError(InvalidInput):
@@ -71,6 +79,8 @@ def load_skill(folder: Path, *, source: str) -> Skill:
     total = 0
     for path in sorted(_walk(folder, where)):
         rel = path.relative_to(folder).as_posix()
+        if path.stat().st_size > MAX_FILE_BYTES:  # checked before reading it
+            raise SkillError(f"{where}: {rel} is larger than {MAX_FILE_BYTES:,} bytes")
         data = path.read_bytes()
         if len(data) > MAX_FILE_BYTES:
             raise SkillError(f"{where}: {rel} is larger than {MAX_FILE_BYTES:,} bytes")
@@ -84,6 +94,23 @@ def load_skill(folder: Path, *, source: str) -> Skill:
         text = files["SKILL.md"].decode("utf-8")
     except UnicodeDecodeError:
         raise SkillError(f"{where}: SKILL.md is not UTF-8") from None
+    description, body = check_skill_md(name, text)
+    return Skill(name=name, description=description, body=body, source=source, files=files)
+
+
+def check_name(name: object) -> str:
+    """A Skill name: lowercase letters and digits in words joined by single '-', 1-64 chars."""
+    if not isinstance(name, str) or len(name) > MAX_NAME or not NAME.fullmatch(name):
+        raise SkillError(
+            f"Skill name {str(name)[:80]!r} is invalid: use lowercase letters and digits in "
+            f"words joined by single '-' (at most {MAX_NAME} characters), e.g. 'csv-cleanup'"
+        )
+    return name
+
+
+def check_skill_md(name: str, text: str) -> tuple[str, str]:
+    """Validate a SKILL.md's text for Skill ``name``; returns (description, body)."""
+    where = f"Skill '{name}'"
     meta, body = parse_front_matter(text, where=where)
     if meta.get("name") != name:
         raise SkillError(f"{where}: front matter name must equal the folder name")
@@ -92,7 +119,7 @@ def load_skill(folder: Path, *, source: str) -> Skill:
         raise SkillError(f"{where}: description must be 1-{MAX_DESCRIPTION} characters")
     if not body:
         raise SkillError(f"{where}: SKILL.md has no instructions after the front matter")
-    return Skill(name=name, description=description, body=body, source=source, files=files)
+    return description, body
 
 
 def _walk(folder: Path, where: str) -> list[Path]:
@@ -113,9 +140,18 @@ def _walk(folder: Path, where: str) -> list[Path]:
     return found
 
 
+def is_forbidden_dir(path: Path) -> bool:
+    """Whether ``path`` is or lies under a ``.agents/skills`` folder (never Skill content)."""
+    parts = path.parts
+    return any(parts[i : i + 2] == FORBIDDEN_DIR for i in range(len(parts) - 1))
+
+
 def discover(user_dir: Path | None) -> list[Skill]:
-    """Bundled Skills, replaced by user Skills of the same name; sorted by name."""
+    """Bundled Skills, replaced by user Skills of the same name; sorted by name. A user folder
+    under ``.agents/skills`` is never read."""
     skills = {s.name: s for s in _load_dir(BUNDLED_DIR, "bundled")}
+    if user_dir is not None and is_forbidden_dir(user_dir):
+        user_dir = None
     if user_dir is not None and user_dir.is_dir() and not user_dir.is_symlink():
         skills.update({s.name: s for s in _load_dir(user_dir, "user")})
     if len(skills) > MAX_SKILLS:
@@ -127,6 +163,31 @@ def _load_dir(root: Path, source: str) -> list[Skill]:
     return [
         load_skill(p, source=source) for p in sorted(root.iterdir()) if not p.name.startswith(".")
     ]
+
+
+def discover_session(workspace: Workspace, known: list[Skill]) -> list[Skill]:
+    """The Session Skills in ``skills/`` of ``workspace``: folders that are not a bundled or user
+    Skill (``known``), valid, sorted by name, at most ``MAX_SESSION_SKILLS`` (the first by name)
+    and never beyond ``MAX_SKILLS`` in all. An invalid folder is skipped, never fatal: a Turn's
+    code can write under ``skills/`` too."""
+    taken = {s.name for s in known}
+    room = min(MAX_SESSION_SKILLS, MAX_SKILLS - len(known))
+    root = workspace.root / "skills"
+    if room <= 0 or root.is_symlink() or not root.is_dir():
+        return []
+    found: list[Skill] = []
+    for folder in sorted(root.iterdir()):
+        if len(found) >= room:
+            break
+        if folder.name in taken or folder.name.startswith(".") or folder.is_symlink():
+            continue
+        if not folder.is_dir():
+            continue
+        try:
+            found.append(load_skill(folder, source="session"))
+        except (SkillError, OSError):
+            continue
+    return found
 
 
 def sync(workspace: Workspace, skills: list[Skill]) -> int:

@@ -135,6 +135,7 @@ class TurnOutcome:
     artifacts: Sequence[ProvenanceRecord] = ()
     replay: tuple[str, bytes] | None = None
     trace_export: TraceExport | None = None
+    memories: Sequence[Memory] = ()  # proposed by the Turn's code (workspace.remember)
 
 
 @dataclass(frozen=True, slots=True)
@@ -421,6 +422,7 @@ class Store:
             self._touch_session(conn, session_id, outcome, stamp)
             if outcome.status == "completed" and outcome.learned_note:
                 self._propose_learned_note(conn, session_id, turn_id, outcome.learned_note, stamp)
+            self._propose_memories(conn, session_id, outcome.memories, stamp)
 
     def _queue_trace(
         self, conn: Connection, session_id: str, turn_id: str, export: TraceExport, stamp: datetime
@@ -611,6 +613,51 @@ class Store:
         self._insert_memory(
             conn, session_id, LEARNED_NOTE_KIND, content, {"turnId": turn_id}, stamp
         )
+
+    def _propose_memories(
+        self, conn: Connection, session_id: str, memories: Sequence[Memory], stamp: datetime
+    ) -> None:
+        """Memories the Turn's code proposed (checked when proposed), unreviewed, in the Turn's
+        commit whatever its status; those beyond the Session's bound are dropped."""
+        if not memories:
+            return
+        room = MEMORIES_PER_SESSION - self._memory_count(conn, session_id)
+        for memory in memories[: max(room, 0)]:
+            conn.execute(
+                insert(schema.memories).values(
+                    memory_id=memory.memory_id,
+                    session_id=session_id,
+                    kind=memory.kind,
+                    content=memory.content[:MEMORY_CONTENT_CHARS],
+                    sources=memory.sources,
+                    reviewed=False,
+                    created_at=memory.created_at,
+                    updated_at=stamp,
+                )
+            )
+
+    @_read
+    def memory_count(self, session_id: str) -> int:
+        """How many memories the Session holds, reviewed or not."""
+        with self.engine.connect() as conn:
+            return self._memory_count(conn, session_id)
+
+    @_read
+    def shared_learned_notes(self, session_id: str, *, limit: int) -> list[Memory]:
+        """Reviewed learned notes of the *other* Sessions of this store, newest first, at most
+        ``limit``: the shared learned notes (opt-in; docs/engine.md)."""
+        query = (
+            select(schema.memories)
+            .where(
+                schema.memories.c.session_id != session_id,
+                schema.memories.c.kind == LEARNED_NOTE_KIND,
+                schema.memories.c.reviewed.is_(True),
+            )
+            .order_by(schema.memories.c.created_at.desc())
+            .limit(limit)
+        )
+        with self.engine.connect() as conn:
+            return [Memory.model_validate(dict(row)) for row in conn.execute(query).mappings()]
 
     @_write
     def add_memory(
