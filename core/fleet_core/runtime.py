@@ -28,8 +28,10 @@ from fleet_core.errors import (
 from fleet_core.models import (
     DatasetContext,
     Memory,
+    ModelList,
     ProvenanceRecord,
     SessionInfo,
+    SessionModels,
     TurnSummary,
     WorkspaceFile,
 )
@@ -47,11 +49,13 @@ from fleet_core.workspace import (
 )
 
 if TYPE_CHECKING:
+    from fleet_core.engine.discovery import ModelDiscovery
     from fleet_core.engine.lm import LmProvider, Role
     from fleet_core.evaluation.datasets import EvalCase
     from fleet_core.evaluation.labels import LabelResult, LabelUpdate
     from fleet_core.evaluation.runner import CaseOutcome, EvalReport
     from fleet_core.events import TurnEvent
+    from fleet_core.localmodel.supervisor import LocalEndpoint, LocalModel, LocalModelStatus
     from fleet_core.models import TurnRequest, TurnResult
     from fleet_core.observability.export import ExportStats, TraceExporter
     from fleet_core.observability.records import TraceRecord
@@ -85,6 +89,7 @@ class FleetRuntime:
         lm_provider: LmProvider | None = None,
         tracer: TurnTracer | None = None,
         trace_export: TraceExportMode = "background",
+        local_model: LocalModel | None = None,
     ) -> None:
         self.config = config
         self.store = store
@@ -96,6 +101,12 @@ class FleetRuntime:
         self._trace_export = trace_export
         self._exporter: TraceExporter | None = None
         self._slots = threading.Lock()  # a limit check and the take it allows are one step
+        self._local_model = local_model  # the embedded model (made when a Turn needs it)
+        # an optimization rollout's disposable runtime: the program it serves and the inputs
+        # its replay snapshot restores (None: the Session's active program, inputs as prepared)
+        self._rollout_program: Any = None
+        self._rollout_inputs: Any = None
+        self._discovery: ModelDiscovery | None = None  # the endpoint's model list, cached
         store.locks.on_lost(self._ownership_lost)  # the lease monitor stops the Session's Turn
 
     @classmethod
@@ -106,6 +117,7 @@ class FleetRuntime:
         lm_provider: LmProvider | None = None,
         tracer: TurnTracer | None = None,
         trace_export: TraceExportMode = "background",
+        local_model: LocalModel | None = None,
     ) -> FleetRuntime:
         """Open the store (migrating it) and fail any Turn a dead process left running.
 
@@ -125,7 +137,12 @@ class FleetRuntime:
             partial(Store.open, url, config.state_dir, lease_check_seconds=check)
         )
         runtime = cls(
-            config, store, lm_provider=lm_provider, tracer=tracer, trace_export=trace_export
+            config,
+            store,
+            lm_provider=lm_provider,
+            tracer=tracer,
+            trace_export=trace_export,
+            local_model=local_model,
         )
         await runtime._run(prepare_workspaces, config.state_dir / "workspaces")  # + stale temps
         await runtime._recover_interrupted()
@@ -140,6 +157,8 @@ class FleetRuntime:
             await self._run(self._exporter.stop, export_grace_seconds)
         if self._owns_tracer and self._tracer is not None:
             self._tracer.close()
+        if self._local_model is not None:  # stops the embedded server if no one else uses it
+            await self._run(self._local_model.release)
         await self._run(self.store.close)
 
     @property
@@ -297,6 +316,46 @@ class FleetRuntime:
         info = await self.describe_session(session_id)
         selections = dict(info.selections) | {"runtime.execution_mode": info.mode}
         return self.config.with_session(selections)
+
+    async def set_models(
+        self, session_id: str, root: str | None = None, sub: str | None = None
+    ) -> SessionModels:
+        """Select the Session's root and sub model ids (``None`` clears a selection, so the
+        configuration's applies again). Stored as the Session selections ``llm.root.model`` and
+        ``llm.sub.model`` (source ``session``); only model ids, never an endpoint or a key. The
+        next Turn uses them; a running Turn keeps the models it started with."""
+        from fleet_core.engine.lm import SELECTABLE_ROLES, check_model_id, selection_key
+
+        secrets = self.config.secrets
+        checked = {
+            role: None if value is None else check_model_id(value, role=role, secrets=secrets)
+            for role, value in (("root", root), ("sub", sub))
+        }
+        await self.own_session(session_id)
+        info = await self.describe_session(session_id)
+        selections = dict(info.selections)
+        for role in SELECTABLE_ROLES:
+            model = checked[role]
+            if model is None:
+                selections.pop(selection_key(role), None)
+            else:
+                selections[selection_key(role)] = model
+        updated = await self._run(self.store.update_session, session_id, selections=selections)
+        return _session_models(updated)
+
+    async def session_models(self, session_id: str) -> SessionModels:
+        """The Session's model selection (``None`` per role: the configuration's model)."""
+        return _session_models(await self.describe_session(session_id))
+
+    async def list_models(self, refresh: bool = False) -> ModelList:
+        """The configured endpoint's models (``GET /models``), cached for a minute per endpoint
+        (``refresh`` asks again); ``ModelUnavailable`` naming the endpoint's host and what to set
+        when it is unconfigured or does not answer."""
+        if self._discovery is None:
+            from fleet_core.engine.discovery import ModelDiscovery
+
+            self._discovery = ModelDiscovery()
+        return await self._run(self._discovery.list, self.config, refresh=refresh)
 
     async def own_session(self, session_id: str) -> None:
         """Take ownership of a stored Session for this process (no layout work)."""
@@ -468,8 +527,10 @@ class FleetRuntime:
                 sessions=self,
                 config=self.config,
                 tracer=lambda: self.tracer,
-                lm_provider=self._lm_provider,
+                lm_provider=self._models(),
                 on_trace_queued=self._trace_queued,
+                programs=(lambda _sid: self._rollout_program) if self._rollout_program else None,
+                restore_inputs=self._rollout_inputs,
             )
         return self._turns
 
@@ -623,6 +684,168 @@ class FleetRuntime:
             store=self.store,
         )
 
+    # Optimization (fleet_core.optimization; docs/optimization.md) ---------------------------
+
+    async def optimize(
+        self,
+        session_id: str,
+        *,
+        budget: str | None = "light",
+        max_metric_calls: int | None = None,
+        seed: int = 0,
+        validation_ratio: float = 0.35,
+        on_progress: Callable[[OptimizationProgress], None] | None = None,
+        cancel: threading.Event | None = None,
+    ) -> OptimizationRun:
+        """A GEPA run for the Session's program: dataset, search, three validation passes, the
+        gate, and a saved (inactive) candidate with its report. ``on_progress`` is called on the
+        event loop; setting ``cancel`` stops the run, which then raises ``FleetError``
+        (TurnCancelled) and leaves no candidate and no change to the active program."""
+        import asyncio
+
+        from fleet_core.optimization.service import OptimizationService, RunOptions
+
+        if budget is not None and budget not in ("light", "medium", "heavy"):
+            raise InvalidInput(f"the GEPA budget must be light, medium or heavy; got {budget!r}")
+        if max_metric_calls is not None:
+            if not 1 <= max_metric_calls <= 100_000:
+                raise InvalidInput("max_metric_calls must be between 1 and 100000")
+            budget = None
+        await self.describe_session(session_id)
+        config = await self.effective_config(session_id)
+        lms = self._models()
+        lms.check("root", "sub", "judge", "reflection")
+        loop = asyncio.get_running_loop()
+
+        def progress(item: Any) -> None:
+            if on_progress is not None:
+                record = OptimizationProgress(
+                    item.phase, item.done, item.total, item.best_score, item.message
+                )
+                loop.call_soon_threadsafe(on_progress, record)
+
+        service = OptimizationService(
+            store=self.store,
+            config=config,
+            lms=lms,
+            validation_lms=_CacheFreeModels(lms),
+            open_rollout=lambda models: partial(self._open_rollout, models),
+            state_dir=self.config.state_dir,
+            recorder=self._optimization_recorder(),
+        )
+        options = RunOptions(
+            budget=budget,  # type: ignore[arg-type]
+            max_metric_calls=max_metric_calls,
+            seed=seed,
+            validation_ratio=validation_ratio,
+        )
+        cancel = cancel or threading.Event()
+        try:
+            result = await anyio.to_thread.run_sync(
+                partial(service.run, session_id, options, on_progress=progress, cancel=cancel)
+            )
+        except anyio.get_cancelled_exc_class():
+            cancel.set()
+            raise
+        m = result.manifest
+        return OptimizationRun(
+            version=m.version,
+            gate_passed=m.gate.passed,
+            gate=[(c.name, c.passed, c.detail) for c in m.gate.checks],
+            changed_components=list(m.changed_components),
+            candidate_digest=m.candidate_digest,
+            report_path=result.report_path,
+            mlflow_run_id=result.mlflow_run_id,
+            rollouts=result.rollouts,
+            host_seconds=result.host_seconds,
+            dataset_sizes=dict(m.dataset.get("sizes", {})),
+            notes=list(result.notes),
+        )
+
+    async def optimization_status(self, session_id: str) -> OptimizationStatus:
+        """The Session's candidates (newest last) with their gate verdicts, and the active
+        program's digest (the built-in default's when nothing was approved)."""
+        from fleet_core.optimization import candidates as cands
+
+        await self.describe_session(session_id)
+        state_dir = self.config.state_dir
+        manifests = await self._run(cands.list_candidates, state_dir, session_id)
+        active = await self._run(cands.active_digest, state_dir, session_id)
+        return OptimizationStatus(
+            session_id=session_id,
+            active_digest=active,
+            active_version=next(
+                (m.version for m in manifests if m.candidate_digest == active), None
+            ),
+            candidates=[
+                CandidateInfo(
+                    version=m.version,
+                    created_at=m.created_at,
+                    gate_passed=m.gate.passed,
+                    gate=[(c.name, c.passed, c.detail) for c in m.gate.checks],
+                    candidate_digest=m.candidate_digest,
+                    changed_components=list(m.changed_components),
+                    active=m.candidate_digest == active,
+                )
+                for m in manifests
+            ],
+        )
+
+    async def approve_candidate(self, session_id: str, version: str) -> CandidateInfo:
+        """Re-check the gate, the candidate's bytes and the recorded incumbent, configuration,
+        code and dependency identities, then write the active program atomically; the next Turn
+        serves it. Stale evidence is refused with "reevaluate" (``InvalidInput``)."""
+        from fleet_core.optimization import candidates as cands
+        from fleet_core.optimization.service import identity
+
+        await self.own_session(session_id)
+        config = await self.effective_config(session_id)
+        state_dir = self.config.state_dir
+        current = await self._run(identity, state_dir, session_id, config)
+        m = await self._run(cands.approve, state_dir, session_id, version, current)
+        return CandidateInfo(
+            version=m.version,
+            created_at=m.created_at,
+            gate_passed=m.gate.passed,
+            gate=[(c.name, c.passed, c.detail) for c in m.gate.checks],
+            candidate_digest=m.candidate_digest,
+            changed_components=list(m.changed_components),
+            active=True,
+        )
+
+    async def optimization_report(self, session_id: str, version: str) -> str:
+        """A candidate's markdown report."""
+        from fleet_core.optimization import candidates as cands
+
+        await self.describe_session(session_id)
+        return await self._run(cands.read_report, self.config.state_dir, session_id, version)
+
+    async def _open_rollout(
+        self, models: LmProvider, config: EffectiveConfig, program: Any, restore: Any
+    ) -> FleetRuntime:
+        """A disposable runtime for one rollout (see fleet_core.optimization.rollout)."""
+        from fleet_core.observability.tracing import NoopTracer
+
+        runtime = await FleetRuntime.open(
+            config,
+            lm_provider=models,
+            tracer=NoopTracer("optimization rollouts are not traced"),
+            trace_export="deferred",
+        )
+        runtime._rollout_program = program
+        runtime._rollout_inputs = restore
+        runtime._turns = None  # built on first use, with the two above (no Turn ran yet)
+        return runtime
+
+    def _optimization_recorder(self) -> Any:
+        """The MLflow run writer when tracing records to MLflow, else None."""
+        if not self.tracing_status().enabled:
+            return None
+        from fleet_core.observability.optimization import record_optimization_run
+
+        tracer: Any = self.tracer
+        return partial(record_optimization_run, tracer.backend)
+
     async def reconfigure(self, config: EffectiveConfig) -> list[str]:
         """Apply new settings to what starts next: Turns not yet running get the new models,
         redaction and limits; running Turns keep what they started with. The state directory
@@ -658,18 +881,33 @@ class FleetRuntime:
         config: EffectiveConfig, roles: Sequence[Role] | None = None, *, probe: bool = True
     ) -> list[ModelCheck]:
         """Per role (default: all): is a model configured, and (``probe``) does its endpoint
-        answer ``GET /models`` within 5 s? One probe per endpoint; keys are never shown."""
-        from fleet_core.engine.lm import CONFIGURE_HINT, ROLES, resolve_spec
+        answer ``GET /models`` within 5 s? One probe per endpoint; keys are never shown. A role
+        without an endpoint reports the embedded model when it is installed (``embedded``; it
+        is never started here: its ``api_base`` is the running server's, if any)."""
+        from fleet_core.engine.lm import CONFIGURE_HINT, ROLES, endpoint_configured, resolve_spec
+        from fleet_core.localmodel.supervisor import LocalModel
 
         checks = []
         probed: dict[tuple[str, str], str] = {}
+        local = LocalModel.from_config(config)
         for role in roles or ROLES:
             if role not in ROLES:
                 raise InvalidInput(f"Unknown model role '{role}'; use one of: {', '.join(ROLES)}")
             try:
                 spec, key = resolve_spec(config.settings.llm, config.secrets, role)
             except ModelUnavailable as exc:
-                checks.append(ModelCheck(role, False, problem=exc.message, fix=CONFIGURE_HINT))
+                if endpoint_configured(config.settings.llm, role):
+                    checks.append(ModelCheck(role, False, problem=exc.message, fix=CONFIGURE_HINT))
+                    continue
+                reason = local.unavailable_reason()
+                if reason:
+                    fix = f"{CONFIGURE_HINT}; or {reason.split(': ', 1)[-1]}"
+                    problem = f"{exc.message}; {reason}"
+                    checks.append(ModelCheck(role, False, problem=problem, fix=fix))
+                    continue
+                status = local.status()
+                where = status.api_base or "starts on the first Turn"
+                checks.append(ModelCheck(role, True, local.model_id, where, embedded=True))
                 continue
             problem = ""
             if probe:
@@ -753,7 +991,67 @@ class FleetRuntime:
             return self._lm_provider
         from fleet_core.engine.lm import ConfiguredLmProvider
 
-        return ConfiguredLmProvider.from_config(self.config)
+        return ConfiguredLmProvider.from_config(self.config, embedded=self._embedded())
+
+    def _embedded(self) -> LocalModel:
+        """The embedded model of this runtime's configuration (nothing starts until a Turn of a
+        role without an endpoint needs it; ``close`` releases it)."""
+        if self._local_model is None:
+            from fleet_core.localmodel.supervisor import LocalModel
+
+            self._local_model = LocalModel.from_config(self.config)
+        return self._local_model
+
+    # The embedded model for the faces (``fleet-lsp model``, doctor, demo): no store needed --
+
+    @staticmethod
+    def local_model_status(config: EffectiveConfig) -> LocalModelStatus:
+        """The embedded model: installed, assembled, running (where, RSS, users); starts
+        nothing."""
+        from fleet_core.localmodel.supervisor import LocalModel
+
+        return LocalModel.from_config(config).status()
+
+    @staticmethod
+    def serve_local_model(
+        config: EffectiveConfig,
+        *,
+        progress: Callable[[int, int], None] | None = None,
+        on_start: Callable[[str], None] | None = None,
+    ) -> LocalEndpoint:
+        """Start the embedded server (or find it running) and pin it: it keeps running after
+        this process exits, until :meth:`stop_local_model`. Blocking (seconds to minutes: the
+        weights are assembled first, with ``progress``)."""
+        from fleet_core.localmodel.supervisor import LocalModel
+
+        model = LocalModel.from_config(config)
+        endpoint = model.ensure(pin=True, progress=progress, on_start=on_start)
+        model.release()
+        return endpoint
+
+    @staticmethod
+    def prepare_local_model(
+        config: EffectiveConfig, *, progress: Callable[[int, int], None] | None = None
+    ) -> bool:
+        """Assemble the embedded model's weights when a Turn would use it (no endpoint for the
+        root role) and they are not yet; ``True`` when the embedded model will be used. For a
+        face that shows the progress itself (``fleet-lsp demo``)."""
+        from fleet_core.engine.lm import ConfiguredLmProvider
+        from fleet_core.localmodel.supervisor import LocalModel
+        from fleet_core.localmodel.weights import assemble
+
+        model = LocalModel.from_config(config)
+        if not ConfiguredLmProvider.from_config(config, embedded=model).uses_embedded("root"):
+            return False
+        assemble(model.weights, model.home, progress=progress)
+        return True
+
+    @staticmethod
+    def stop_local_model(config: EffectiveConfig) -> bool:
+        """Stop the embedded server whoever started it; ``False`` when none was running."""
+        from fleet_core.localmodel.supervisor import LocalModel
+
+        return LocalModel.from_config(config).stop()
 
     def _mlflow_tracer(self) -> Any:
         """The tracer when it records to MLflow, else ``TracingUnavailable`` saying why."""
@@ -776,6 +1074,16 @@ class FleetRuntime:
         return turn.trace_id
 
 
+def _session_models(info: SessionInfo) -> SessionModels:
+    selections = info.selections
+    root, sub = selections.get("llm.root.model"), selections.get("llm.sub.model")
+    return SessionModels(
+        session_id=info.session_id,
+        root=root if isinstance(root, str) else None,
+        sub=sub if isinstance(sub, str) else None,
+    )
+
+
 def _mode(mode: str) -> ExecutionMode:
     allowed = get_args(ExecutionMode)
     if mode not in allowed:
@@ -790,6 +1098,70 @@ def _wire_file(info: FileInfo) -> WorkspaceFile:
 # Records of the faces' section -----------------------------------------------------------------
 
 TRACING_OFF = 'Tracing is off ([mlflow] destination = "off")'
+
+
+class _CacheFreeModels:
+    """An ``LmProvider`` whose caching models are copies with the response cache off."""
+
+    def __init__(self, inner: LmProvider) -> None:
+        self.inner = inner
+        self._copies: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def check(self, *roles: Role) -> None:
+        self.inner.check(*roles)
+
+    def lm(self, role: Role) -> Any:
+        with self._lock:
+            if role not in self._copies:
+                lm = self.inner.lm(role)
+                self._copies[role] = lm.copy(cache=False) if getattr(lm, "cache", False) else lm
+            return self._copies[role]
+
+
+@dataclass(frozen=True, slots=True)
+class OptimizationProgress:
+    """One progress report of an optimization run (see fleet_core.optimization.service)."""
+
+    phase: str  # dataset | search | validation | saving | done
+    done: int = 0
+    total: int = 0
+    best_score: float | None = None
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class CandidateInfo:
+    version: str
+    created_at: str
+    gate_passed: bool
+    gate: list[tuple[str, bool, str]]
+    candidate_digest: str
+    changed_components: list[str]
+    active: bool
+
+
+@dataclass(frozen=True, slots=True)
+class OptimizationRun:
+    version: str
+    gate_passed: bool
+    gate: list[tuple[str, bool, str]]
+    changed_components: list[str]
+    candidate_digest: str
+    report_path: Path
+    mlflow_run_id: str | None
+    rollouts: int
+    host_seconds: float
+    dataset_sizes: dict[str, int]
+    notes: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class OptimizationStatus:
+    session_id: str
+    active_digest: str
+    active_version: str | None
+    candidates: list[CandidateInfo]
 
 
 @dataclass(frozen=True, slots=True)
@@ -819,6 +1191,7 @@ class ModelCheck:
     api_base: str | None = None
     problem: str = ""
     fix: str = ""
+    embedded: bool = False  # the embedded offline model (no endpoint is configured)
 
     @property
     def ok(self) -> bool:
