@@ -34,6 +34,7 @@ ESSENTIAL = frozenset(
         "triage_decision",
         "child_spawned",
         "child_finished",
+        "ungrounded_submit",
         "turn_completed",
         "turn_failed",
         "turn_cancelled",

@@ -128,6 +128,8 @@ class SandboxInterpreter:
         self._started = False
         self._broken: str | None = None
         self._ended = False
+        self.last_result: ExecutionResult | None = None
+        """The last cell's ``ExecutionResult`` (e.g. the output a submitting cell printed)."""
 
     @property
     def sandbox(self) -> Sandbox:
@@ -159,7 +161,9 @@ class SandboxInterpreter:
             raise errors.CodeInterpreterError("This interpreter already has a running execution")
         try:
             self.start()
+            self.last_result = None
             result = self._run(code, variables or {})
+            self.last_result = result
         finally:
             self._lock.release()
         return _to_dspy_output(result)
