@@ -30,6 +30,27 @@ function fence(text: string): string {
   return `${ticks}text\n${text}\n${ticks}`;
 }
 
+/**
+ * The artifacts of one Turn: those its result listed (when this window saw it) and those whose
+ * record or provenance names the Turn (`fleet/artifact/list` does not say which Turn wrote a file
+ * the root agent saved; a promoted one carries its Turn in its provenance).
+ */
+export function artifactsOfTurn(listed: readonly Artifact[], turnId: string, fromResult: readonly Artifact[] = []): Artifact[] {
+  const byPath = new Map<string, Artifact>();
+  for (const a of fromResult) {
+    byPath.set(a.path, a);
+  }
+  for (const a of listed) {
+    const provenance = (a.provenance ?? []) as { turnId?: unknown }[];
+    if (a.turnId === turnId || provenance.some((p) => p && p.turnId === turnId)) {
+      byPath.set(a.path, { ...byPath.get(a.path), ...a });
+    } else if (byPath.has(a.path)) {
+      byPath.set(a.path, { ...byPath.get(a.path)!, sizeBytes: a.sizeBytes, sha256: a.sha256 });
+    }
+  }
+  return [...byPath.values()];
+}
+
 export interface AnswerInput {
   sessionId: string;
   turn: Pick<TurnSummary, 'turnId' | 'status' | 'task' | 'answer' | 'route' | 'traceId' | 'error'> & { seq?: number };

@@ -5,6 +5,7 @@ import * as vscode from 'vscode';
 import { UI_COMMANDS, UiCommandName } from '../commands';
 import { Fleet, Handler, formatBytes } from '../fleet';
 import { LiveTurn, childAgents } from '../live';
+import { artifactsOfTurn } from '../answer';
 import { formatError } from '../errors';
 import { Artifact, SessionInfo, TurnSummary } from '../protocol';
 import { agentView, turnView } from '../treeModel';
@@ -153,7 +154,7 @@ export class FleetTree implements vscode.TreeDataProvider<FleetNode>, vscode.Dis
           this.node({ kind: 'agent', id: `a:${element.turnId}:root`, sessionId: element.sessionId, turnId: element.turnId, agentId: 'root', parent: element.id }),
         ];
         const seen = new Set<string>();
-        for (const a of artifacts.filter((x) => x.turnId === element.turnId)) {
+        for (const a of artifactsOfTurn(artifacts, element.turnId, live?.result?.artifacts)) {
           seen.add(a.path);
           nodes.push(this.artifactNode(element, a.path, a.uri, a.sizeBytes));
         }

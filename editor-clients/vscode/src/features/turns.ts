@@ -6,7 +6,7 @@ import { randomUUID } from 'crypto';
 import * as vscode from 'vscode';
 import { UI_COMMANDS, UiCommandName } from '../commands';
 import { Fleet, Handler } from '../fleet';
-import { ANSWER_SCHEME, answerMarkdown, answerUri, parseAnswerUri } from '../answer';
+import { ANSWER_SCHEME, answerMarkdown, answerUri, artifactsOfTurn, parseAnswerUri } from '../answer';
 import { errorDocument, isCancellation } from '../errors';
 import { notificationMessage } from '../live';
 import { formatTurnEvent, formatTurnResult, formatUsage, newWorkDoneToken, truncate, turnTitle } from '../progress';
@@ -269,7 +269,7 @@ export class Turns implements vscode.Disposable {
       return answerMarkdown({
         sessionId: ref.sessionId,
         turn,
-        artifacts: artifacts.filter((a) => a.turnId === ref.turnId),
+        artifacts: artifactsOfTurn(artifacts, ref.turnId, this.fleet.live.get(ref.turnId)?.result?.artifacts),
         durationSeconds: this.fleet.live.get(ref.turnId)?.durationSeconds,
       });
     } catch (error) {

@@ -1,0 +1,277 @@
+// The real-VS-Code end-to-end test (.ci/vscode-e2e runs it with Node 24): code-server (VS Code
+// 1.139.1) on 127.0.0.1 with a fresh profile, the Fleet .vsix and the test-only companion
+// extension installed, a workspace without .fleet/, driven by Debian's headless chromium through
+// puppeteer-core. The companion runs the scenario inside VS Code and writes its checks; this
+// driver clicks the Fleet view, checks what the browser shows (the progress notification, the
+// tree), keeps screenshots, checks the label and the cancelled Turn through the CLI, stops
+// code-server and checks that no fleet-lsp process is left. Ends with "N passed, N failed".
+//
+// usage: node run.mjs <fleet.vsix> <companion.vsix>
+// env: FLEET_E2E_CODE_SERVER, FLEET_E2E_DRIVER_MODULES (puppeteer-core), FLEET_E2E_RUN_DIR
+import { spawn, spawnSync } from 'node:child_process';
+import { createRequire } from 'node:module';
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+const REPO = path.resolve(HERE, '..', '..', '..');
+const [vsix, companionVsix] = process.argv.slice(2);
+const CODE_SERVER = process.env.FLEET_E2E_CODE_SERVER;
+const require = createRequire(path.join(process.env.FLEET_E2E_DRIVER_MODULES, 'noop.js'));
+const puppeteer = require('puppeteer-core');
+const RUN = process.env.FLEET_E2E_RUN_DIR ?? path.join(REPO, '.cache', 'vscode-e2e', 'run');
+const RUN_ID = `fleet-e2e-${process.pid}-${Date.now()}`;
+const SUBTASK = 'REGION=North check';
+const FLEET_LSP = path.join(REPO, '.venv', 'bin', 'fleet-lsp');
+const started = Date.now();
+
+const checks = [];
+function record(check, ok, detail) {
+  checks.push({ check, ok: Boolean(ok), detail });
+  console.log(`${ok ? 'PASS' : 'FAIL'} ${check}${!ok && detail ? `\n     ${String(detail).split('\n').join('\n     ')}` : ''}`);
+}
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+async function waitFor(fn, timeoutMs, everyMs = 250) {
+  const end = Date.now() + timeoutMs;
+  while (Date.now() < end) {
+    const value = await fn().catch(() => undefined);
+    if (value) return value;
+    await sleep(everyMs);
+  }
+  return undefined;
+}
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address();
+      server.close(() => resolve(port));
+    });
+    server.on('error', reject);
+  });
+}
+const elapsed = () => `${((Date.now() - started) / 1000).toFixed(1)} s`;
+
+// ---- the scripted model (FLEET_TEST_SCRIPT): the root spawns one child; its code really runs ----
+const ROOT_CODE = [
+  'import csv',
+  'totals = {}',
+  "for row in csv.DictReader(open('files/sales.csv')):",
+  "    totals[row['region']] = totals.get(row['region'], 0.0) + float(row['revenue'])",
+  "with open('artifacts/revenue_by_region.csv', 'w', newline='') as out:",
+  "    out.write('region,revenue\\n' + ''.join(f'{k},{v}\\n' for k, v in sorted(totals.items())))",
+  `checks = spawn_agents(subtasks=['${SUBTASK}'], input_paths=[['files/sales.csv']])`,
+  'print(totals)',
+  'print(checks)',
+].join('\n');
+const CHILD = [
+  {
+    action: [
+      'import csv, time',
+      'time.sleep(8)  # long enough for the driver to see and photograph the notification',
+      "total = sum(float(r['revenue']) for r in csv.DictReader(open('files/sales.csv')) if r['region'] == 'North')",
+      'print(total)',
+    ].join('\n'),
+  },
+  { action: "SUBMIT(findings='North=' + str(total))", reasoning: 'Submit.' },
+];
+const SCRIPT = {
+  root: {
+    rules: {
+      'revenue by region': [{ action: ROOT_CODE }, { submit: "'; '.join(f'{k}={v}' for k, v in sorted(totals.items()))", note: 'csv sum' }],
+      SLOWTASK: { action: 'import time\nfor _ in range(1200):\n    time.sleep(0.05)' },
+    },
+  },
+  sub: { rules: { 'REGION=North': CHILD, 'revenue by region': { route: 'rlm' }, SLOWTASK: { route: 'rlm' } } },
+};
+
+function fleetLspProcesses() {
+  const found = [];
+  for (const entry of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const environ = fs.readFileSync(`/proc/${entry}/environ`, 'utf8');
+      if (!environ.includes(`FLEET_E2E_RUN=${RUN_ID}`)) continue;
+      const cmdline = fs.readFileSync(`/proc/${entry}/cmdline`, 'utf8').replace(/\0/g, ' ');
+      const state = fs.readFileSync(`/proc/${entry}/stat`, 'utf8').split(') ')[1]?.[0];
+      if (/fleet-lsp|fleet_lsp/.test(cmdline) && state !== 'Z') found.push(`${entry}: ${cmdline.trim()}`);
+    } catch {
+      // gone meanwhile, or not ours
+    }
+  }
+  return found;
+}
+
+async function main() {
+  fs.rmSync(RUN, { recursive: true, force: true });
+  const out = path.join(RUN, 'out');
+  const shots = path.join(RUN, 'screenshots');
+  const workspace = path.join(RUN, 'workspace');
+  for (const dir of [out, shots, path.join(workspace, '.vscode')]) fs.mkdirSync(dir, { recursive: true });
+  fs.writeFileSync(path.join(workspace, 'sales.csv'), 'region,revenue\nNorth,100\nSouth,250\nNorth,50.5\n');
+  fs.writeFileSync(
+    path.join(workspace, '.vscode', 'settings.json'),
+    JSON.stringify({ 'fleet.serverCommand': [FLEET_LSP, 'serve'], 'fleet.trace.server': 'messages', 'fleet.turnEvents': true }, null, 2),
+  );
+  const scriptPath = path.join(RUN, 'script.json');
+  fs.writeFileSync(scriptPath, JSON.stringify(SCRIPT));
+  const userData = path.join(RUN, 'user-data');
+  const extensions = path.join(RUN, 'extensions');
+  const env = {
+    ...process.env,
+    FLEET_STATE_DIR: path.join(RUN, 'state'),
+    FLEET_TEST_SCRIPT: scriptPath,
+    FLEET_E2E_OUT: out,
+    FLEET_E2E_RUN: RUN_ID,
+    // Loopback only: the gallery points at a dead port.
+    EXTENSIONS_GALLERY: JSON.stringify({ serviceUrl: 'http://127.0.0.1:9/gallery', itemUrl: 'http://127.0.0.1:9/item' }),
+  };
+  delete env.FLEET_DATABASE_URL; // the run's own SQLite under FLEET_STATE_DIR
+  for (const ext of [vsix, companionVsix]) {
+    const r = spawnSync(CODE_SERVER, ['--user-data-dir', userData, '--extensions-dir', extensions, '--install-extension', ext], { env, encoding: 'utf8' });
+    if (r.status !== 0) throw new Error(`installing ${ext} failed:\n${r.stdout}\n${r.stderr}`);
+  }
+  const port = await freePort();
+  const log = fs.openSync(path.join(RUN, 'code-server.log'), 'w');
+  const codeServer = spawn(
+    CODE_SERVER,
+    ['--bind-addr', `127.0.0.1:${port}`, '--auth', 'none', '--disable-telemetry', '--disable-update-check', '--disable-workspace-trust',
+      '--config', path.join(RUN, 'code-server.yaml'), '--user-data-dir', userData, '--extensions-dir', extensions, workspace],
+    { env, detached: true, stdio: ['ignore', log, log] },
+  );
+  let exited = false;
+  codeServer.on('exit', () => (exited = true));
+  let browser;
+  try {
+    const healthy = await waitFor(async () => (await fetch(`http://127.0.0.1:${port}/healthz`)).ok, 60000, 500);
+    if (!healthy) throw new Error('code-server did not answer /healthz within 60 s');
+    console.log(`code-server on 127.0.0.1:${port} (${elapsed()})`);
+    browser = await puppeteer.launch({
+      executablePath: '/usr/bin/chromium',
+      headless: true,
+      args: ['--no-sandbox', '--disable-gpu', '--proxy-server=http://127.0.0.1:9', '--proxy-bypass-list=127.0.0.1;localhost', '--window-size=1400,900'],
+      defaultViewport: { width: 1400, height: 900 },
+    });
+    const page = await browser.newPage();
+    await page.goto(`http://127.0.0.1:${port}/?folder=${encodeURIComponent(workspace)}`, { waitUntil: 'domcontentloaded' });
+    const workbench = await waitFor(async () => page.$('.monaco-workbench .part.activitybar'), 90000, 500);
+    record('the VS Code workbench loads in headless chromium', workbench, 'no .monaco-workbench');
+    const ready = await waitFor(async () => fs.existsSync(path.join(out, 'phase-ready')), 90000, 500);
+    record('the companion extension runs', ready, 'no phase-ready file');
+    // Open the Fleet view from the activity bar: this must activate the extension.
+    const clicked = await waitFor(
+      () =>
+        page.evaluate(() => {
+          const items = [...document.querySelectorAll('.part.activitybar .action-item a, .part.activitybar .action-item')];
+          const item = items.find((el) => (el.getAttribute('aria-label') || '').startsWith('Fleet'));
+          if (!item) return false;
+          item.dispatchEvent(new MouseEvent('mousedown', { bubbles: true }));
+          item.click();
+          return true;
+        }),
+      30000,
+      500,
+    );
+    record('the activity bar has a Fleet view', clicked, 'no activity bar item labelled Fleet');
+    fs.writeFileSync(path.join(out, 'ack-ready'), '');
+
+    const phases = { progress: false, tree: false, artifact: false };
+    const seen = await waitFor(async () => {
+      if (!phases.progress && fs.existsSync(path.join(out, 'phase-progress'))) {
+        phases.progress = true;
+        const text = await waitFor(
+          () => page.evaluate((s) => {
+            const t = document.querySelector('.notifications-toasts')?.innerText ?? '';
+            return t.includes(s) ? t : '';
+          }, SUBTASK),
+          20000,
+          200,
+        );
+        await page.screenshot({ path: path.join(shots, 'progress.png') });
+        record("the browser shows the Turn's progress notification naming the child's subtask", text, 'no toast with the subtask');
+        fs.writeFileSync(path.join(out, 'ack-progress'), '');
+      }
+      if (!phases.tree && fs.existsSync(path.join(out, 'phase-tree'))) {
+        phases.tree = true;
+        const text = await waitFor(
+          () => page.evaluate(() => {
+            const t = document.querySelector('.part.sidebar')?.innerText ?? '';
+            return t.includes('revenue_by_region.csv') && t.includes('Calculate revenue') ? t : '';
+          }),
+          20000,
+          300,
+        );
+        await page.screenshot({ path: path.join(shots, 'tree.png') });
+        record('the browser shows the Fleet tree with the Turn and its artifact', text, 'the sidebar does not list them');
+        fs.writeFileSync(path.join(out, 'ack-tree'), '');
+      }
+      if (!phases.artifact && fs.existsSync(path.join(out, 'phase-artifact'))) {
+        phases.artifact = true;
+        // Type into the open artifact like a user would; the companion checks nothing changed.
+        const lines = await page.$('.editor-group-container.active .monaco-editor .view-lines');
+        if (lines) {
+          await lines.click();
+          await page.keyboard.type('TAMPERED');
+          await sleep(500);
+        }
+        const refused = await page.evaluate(() => document.querySelector('.monaco-editor-overlaymessage')?.innerText ?? '');
+        await page.screenshot({ path: path.join(shots, 'artifact.png') });
+        record('typing into the artifact editor is refused in the browser', lines && /read-?only/i.test(refused), `editor found: ${Boolean(lines)}; message: ${refused}`);
+        fs.writeFileSync(path.join(out, 'ack-artifact'), '');
+      }
+      const lines = fs.existsSync(path.join(out, 'checks.jsonl')) ? fs.readFileSync(path.join(out, 'checks.jsonl'), 'utf8') : '';
+      return lines.includes('"done":true');
+    }, 6 * 60000, 300);
+    await page.screenshot({ path: path.join(shots, 'final.png') });
+    if (!seen) record('the scenario finishes within 6 minutes', false, 'no done line from the companion');
+  } finally {
+    await browser?.close().catch(() => undefined);
+  }
+
+  // The companion's checks.
+  const reported = fs.existsSync(path.join(out, 'checks.jsonl'))
+    ? fs.readFileSync(path.join(out, 'checks.jsonl'), 'utf8').trim().split('\n').filter(Boolean).map((l) => JSON.parse(l))
+    : [];
+  const facts = Object.assign({}, ...reported.filter((r) => !r.check));
+  for (const r of reported.filter((r) => r.check)) record(r.check, r.ok, r.detail);
+
+  // Stop code-server (its main process only) and check that the language server went with it.
+  const before = fleetLspProcesses();
+  record('fleet-lsp ran for this run while code-server ran', before.length > 0 || facts.serverPid, 'no fleet-lsp process carried this run id');
+  process.kill(codeServer.pid, 'SIGTERM');
+  await waitFor(async () => exited, 20000, 200);
+  const left = await waitFor(async () => fleetLspProcesses().length === 0, 20000, 250);
+  record('stopping code-server leaves no fleet-lsp process', exited && left, `code-server exited: ${exited}; left: ${fleetLspProcesses().join('; ')}`);
+  try {
+    process.kill(-codeServer.pid, 'SIGKILL'); // whatever else of this run's group is left
+  } catch {
+    // the group is gone
+  }
+
+  // The label and the cancelled Turn, read back through the CLI from the same state.
+  const cli = (...args) => spawnSync(FLEET_LSP, args, { env: { ...process.env, FLEET_STATE_DIR: path.join(RUN, 'state'), FLEET_DATABASE_URL: '' }, encoding: 'utf8', timeout: 120000 });
+  if (facts.traceId) {
+    const r = cli('trace', 'show', facts.traceId, '--raw');
+    record('the label is stored (fleet-lsp trace show lists it)', r.status === 0 && r.stdout.includes('e2e gold answer') && /approved/.test(r.stdout), `exit ${r.status}\n${r.stderr.slice(-800)}\n${r.stdout.slice(-800)}`);
+  } else {
+    record('the label is stored (fleet-lsp trace show lists it)', false, 'no trace id reported');
+  }
+  if (facts.cancelledTurnId) {
+    const r = cli('trace', 'show', facts.cancelledTurnId, '--raw');
+    record('the second Turn is stored as cancelled (fleet-lsp trace show)', r.status === 0 && /cancelled/.test(r.stdout), `exit ${r.status}\n${r.stderr.slice(-800)}\n${r.stdout.slice(-400)}`);
+  } else {
+    record('the second Turn is stored as cancelled (fleet-lsp trace show)', false, 'no cancelled Turn id reported');
+  }
+}
+
+main()
+  .catch((error) => record('the end-to-end run', false, error?.stack ?? error))
+  .finally(() => {
+    const passed = checks.filter((c) => c.ok).length;
+    const failed = checks.length - passed;
+    console.log(`screenshots and logs: ${RUN} (${elapsed()})`);
+    console.log(`${passed} passed, ${failed} failed`);
+    process.exitCode = failed === 0 && passed > 0 ? 0 : 1;
+  });
