@@ -73,3 +73,31 @@ describe('commands and package.json', () => {
     });
   });
 });
+
+describe('the Fleet view in package.json', () => {
+  it('contributes an activity-bar container with the Sessions view, activated by the view, commands and .fleet/', () => {
+    assert.equal(pkg.contributes.viewsContainers.activitybar[0].id, 'fleet');
+    assert.equal(pkg.contributes.views.fleet[0].id, 'fleet.sessions');
+    for (const event of ['workspaceContains:.fleet/**', 'onView:fleet.sessions', 'onCommand:fleet.ui.runTurn']) {
+      assert.ok(pkg.activationEvents.includes(event), event);
+    }
+    assert.equal(pkg.contributes.configuration.properties['fleet.trace.server'].default, 'off');
+  });
+
+  it('menus name only contributed commands; the tree offers open, save, show/label trace, cancel and delete', () => {
+    const ids = new Set((pkg.contributes.commands as { command: string }[]).map((c) => c.command));
+    const items = pkg.contributes.menus['view/item/context'] as { command: string; when: string }[];
+    for (const menu of Object.values(pkg.contributes.menus) as { command: string }[][]) {
+      for (const entry of menu) {
+        assert.ok(ids.has(entry.command), entry.command);
+      }
+    }
+    const on = (command: string) => items.filter((i) => i.command === command).map((i) => i.when).join(' ');
+    assert.match(on(UI_COMMANDS.openArtifact.id), /fleet\.artifact/);
+    assert.match(on(UI_COMMANDS.saveArtifact.id), /fleet\.artifact/);
+    assert.match(on(UI_COMMANDS.showTrace.id), /trace/);
+    assert.match(on(UI_COMMANDS.labelTrace.id), /trace/);
+    assert.match(on(UI_COMMANDS.cancelTurn.id), /fleet\.turn\.running/);
+    assert.match(on(UI_COMMANDS.deleteSession.id), /fleet\\\\?\.session/);
+  });
+});

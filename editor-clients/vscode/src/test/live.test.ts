@@ -1,0 +1,171 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { artifactsOfTurn, answerMarkdown, answerUri, escapeLinkText, parseAnswerUri } from '../answer';
+import { ANY_ROUTE, LabelPrompts, PickItem, collectLabel, parseExpectations } from '../labelling';
+import { LiveTurns, childAgents, formatDuration, notificationMessage } from '../live';
+import type { Artifact, TurnEvent, TurnResult } from '../protocol';
+import { agentView, turnView } from '../treeModel';
+
+let seq = 0;
+function ev(kind: string, payload: Record<string, unknown>, agentId = 'root', parentAgentId?: string): TurnEvent {
+  return { turnId: 't1', sessionId: 's1', seq: ++seq, agentId, ...(parentAgentId ? { parentAgentId } : {}), kind, payload };
+}
+
+function result(status: TurnResult['status'], extra: Partial<TurnResult> = {}): TurnResult {
+  return {
+    turnId: 't1',
+    sessionId: 's1',
+    status,
+    answer: 'North=150.5',
+    route: 'rlm',
+    artifacts: [{ uri: 'fleet:/sessions/s1/artifacts/out.csv', path: 'artifacts/out.csv', sizeBytes: 10, sha256: 'x' }],
+    usage: { modelCalls: 3, sandboxErrors: 0, submitRejections: 0 },
+    durationSeconds: 4.25,
+    ...extra,
+  };
+}
+
+describe('live Turn state', () => {
+  it('builds the agent tree from child events and names each child subtask and state in the notification', () => {
+    const live = new LiveTurns();
+    live.applyEvent(ev('turn_started', { task: 'sum it', mode: 'rlm' }));
+    live.applyEvent(ev('triage_decision', { route: 'rlm', mode: 'rlm', summary: 'x' }));
+    live.applyEvent(ev('budget_update', { used: 2, max: 40, category: 'generation' }));
+    live.applyEvent(ev('child_spawned', { depth: 1, subtask: 'REGION=North check' }, 'agent-a', 'root'));
+    live.applyEvent(ev('child_spawned', { depth: 2, subtask: 'grandchild work' }, 'agent-b', 'agent-a'));
+    live.applyEvent(ev('code_cell', { cell: 1, phase: 'task', code: 'x' }, 'agent-a', 'root'));
+    const turn = live.get('t1')!;
+    assert.deepEqual(childAgents(turn, 'root').map((a) => a.agentId), ['agent-a']);
+    assert.deepEqual(childAgents(turn, 'agent-a').map((a) => a.agentId), ['agent-b']);
+    let message = notificationMessage(turn);
+    assert.match(message, /route rlm · 2\/40 model calls/);
+    assert.match(message, /↳ REGION=North check \(running, cell 1\)/);
+    live.applyProgress('t1', 's1', { kind: 'report', message: 'route rlm · cell 1 · 1 cells · 3/40 model calls', agentId: 'root' });
+    live.applyEvent(ev('child_finished', { status: 'failed', error: 'boom' }, 'agent-a', 'root'));
+    message = notificationMessage(live.get('t1')!);
+    assert.ok(message.startsWith('route rlm · cell 1 · 1 cells · 3/40 model calls — '), message);
+    assert.doesNotMatch(message, /2\/40/); // the root report already counts the calls
+    assert.match(message, /REGION=North check \(failed\)/);
+  });
+
+  it('ends every agent with the Turn and keeps the result, route, artifacts and duration', () => {
+    const live = new LiveTurns();
+    live.applyEvent(ev('child_spawned', { depth: 1, subtask: 'c' }, 'agent-a', 'root'));
+    live.applyEvent(ev('turn_cancelled', result('cancelled') as unknown as Record<string, unknown>));
+    const turn = live.get('t1')!;
+    assert.equal(turn.status, 'cancelled');
+    assert.equal(turn.agents.get('agent-a')!.state, 'cancelled');
+    assert.equal(turn.agents.get('root')!.state, 'cancelled');
+    assert.equal(turn.durationSeconds, 4.25);
+    assert.deepEqual([...turn.artifacts], ['artifacts/out.csv']);
+    assert.equal(formatDuration(4.25), '4.3 s');
+    assert.equal(formatDuration(125), '2 min 5 s');
+  });
+
+  it('is bounded: only the newest Turns are kept', () => {
+    const live = new LiveTurns(2);
+    for (const id of ['a', 'b', 'c']) {
+      live.applyResult({ ...result('completed'), turnId: id });
+    }
+    assert.deepEqual(live.all().map((t) => t.turnId), ['b', 'c']);
+  });
+
+  it('describes Turns and agents for the tree: status, route, duration', () => {
+    const live = new LiveTurns();
+    live.applyResult(result('completed'));
+    const view = turnView({ turnId: 't1', seq: 3, status: 'completed', task: 'sum it', createdAt: 'now' }, live.get('t1'));
+    assert.equal(view.label, '#3 sum it');
+    assert.equal(view.description, 'completed · rlm · 4.3 s');
+    assert.equal(view.icon, 'pass');
+    assert.deepEqual(agentView({ agentId: 'agent-a', subtask: 'check', state: 'running', step: 'cell 2' }), {
+      label: 'check',
+      description: 'agent-a · running · cell 2',
+      icon: 'sync~spin',
+    });
+  });
+});
+
+describe('answer documents', () => {
+  it('round-trips fleet-answer: URIs', () => {
+    const uri = answerUri('s 1', 't/2');
+    assert.equal(uri, 'fleet-answer:/sessions/s%201/turns/t%2F2.md');
+    assert.deepEqual(parseAnswerUri(uri), { sessionId: 's 1', turnId: 't/2' });
+    assert.equal(parseAnswerUri('fleet:/sessions/s/turns/t.md'), undefined);
+  });
+
+  it('links the Turn artifacts and trace; task and answer stay text (fenced), link labels escaped', () => {
+    const artifacts: Artifact[] = [{ uri: 'fleet:/sessions/s1/artifacts/a%5Bb%5D.csv', path: 'artifacts/a[b].csv', sizeBytes: 5, sha256: 'x' }];
+    const text = answerMarkdown({
+      sessionId: 's1',
+      turn: { turnId: 't1', seq: 1, status: 'completed', task: 'say [hi](http://evil)', answer: '```\n# not a heading', route: 'rlm', traceId: 'tr-1' },
+      artifacts,
+    });
+    assert.match(text, /- \[a\\\[b\\\]\.csv\]\(fleet:\/sessions\/s1\/artifacts\/a%5Bb%5D\.csv\) \(5 bytes\)/);
+    assert.match(text, /\(fleet:\/sessions\/s1\/traces\/tr-1\.md\)/);
+    assert.match(text, /````text\n```\n# not a heading\n````/);
+    assert.match(text, /```text\nsay \[hi\]\(http:\/\/evil\)\n```/);
+    assert.equal(escapeLinkText('a_b*c'), 'a\\_b\\*c');
+  });
+
+  it("finds a Turn's artifacts from its result and from provenance", () => {
+    const listed: Artifact[] = [
+      { uri: 'u1', path: 'artifacts/root.csv', sizeBytes: 2, sha256: 'new' },
+      { uri: 'u2', path: 'artifacts/North.txt', sizeBytes: 3, sha256: 'y', provenance: [{ turnId: 't1' }] },
+      { uri: 'u3', path: 'artifacts/other.txt', sizeBytes: 4, sha256: 'z', provenance: [{ turnId: 't0' }] },
+    ];
+    const fromResult: Artifact[] = [{ uri: 'u1', path: 'artifacts/root.csv', sizeBytes: 1, sha256: 'old' }];
+    const found = artifactsOfTurn(listed, 't1', fromResult);
+    assert.deepEqual(found.map((a) => [a.path, a.sizeBytes]), [['artifacts/root.csv', 2], ['artifacts/North.txt', 3]]);
+  });
+});
+
+function scripted(answers: unknown[]): LabelPrompts & { asked: string[] } {
+  const asked: string[] = [];
+  const next = () => answers.shift();
+  return {
+    asked,
+    async pick<T>(title: string, items: PickItem<T>[]) {
+      asked.push(`${title} [${items.map((i) => i.label).join('|')}]`);
+      return next() as T | undefined;
+    },
+    async input(title: string) {
+      asked.push(title);
+      return next() as string | undefined;
+    },
+    async expectations() {
+      asked.push('expectations');
+      return next() as Record<string, unknown> | null | undefined;
+    },
+  };
+}
+
+describe('labelling', () => {
+  it('asks status, answer, values, route, critical and expectations, and builds the params', async () => {
+    const prompts = scripted(['approved', 'North=150.5', '150.5, 250', 'rlm', true, { schema_version: 1 }]);
+    const params = await collectLabel('tr-1', prompts, { answer: 'North=150.5', route: 'rlm' });
+    assert.deepEqual(params, {
+      traceId: 'tr-1',
+      status: 'approved',
+      answer: 'North=150.5',
+      values: ['150.5', '250'],
+      route: 'rlm',
+      critical: true,
+      expectations: { schema_version: 1 },
+    });
+    assert.equal(prompts.asked.length, 6);
+    assert.match(prompts.asked[0], /approved\|benchmark\|synthetic\|rejected/);
+  });
+
+  it('skips the critical question without values, leaves out empty fields, and stops when the user gives up', async () => {
+    const prompts = scripted(['rejected', '', '', ANY_ROUTE, null]);
+    assert.deepEqual(await collectLabel('tr-1', prompts), { traceId: 'tr-1', status: 'rejected' });
+    assert.ok(!prompts.asked.some((q) => q.includes('critical')));
+    assert.equal(await collectLabel('tr-1', scripted(['approved', undefined])), undefined);
+  });
+
+  it('parses expectations files and names what is wrong', () => {
+    assert.deepEqual(parseExpectations('e.json', '{"schema_version": 1}'), { schema_version: 1 });
+    assert.throws(() => parseExpectations('e.json', '[1]'), /e\.json must hold a JSON object/);
+    assert.throws(() => parseExpectations('e.json', '{'), /e\.json is not JSON/);
+  });
+});
