@@ -12,7 +12,8 @@ sandbox, with deterministic model replies. Script format::
 
 ``replies``/``rules`` may also sit at the top level (root). A REPLY is raw text or one of
 ``{"route": "rlm"}``, ``{"action": "<python>", "reasoning": "..."}``,
-``{"submit": "<python expr>", "note": "..."}``, ``{"fields": {"answer": "..."}}`` or
+``{"submit": "<python expr>", "note": "..."}``, ``{"submitModel": true}`` (submits the model id
+the call named, e.g. ``'openai/gpt-x'``), ``{"fields": {"answer": "..."}}`` or
 ``{"verdict": true|false, "critique": "..."}`` (a judge reply: correct, safe, critique, and the
 relevance judge's relevant, relevance_score and rationale = the critique).
 """
@@ -26,7 +27,7 @@ from typing import Any
 TEST_SCRIPT_ENV = "FLEET_TEST_SCRIPT"
 
 
-def _reply(spec: Any) -> str:
+def _reply(spec: Any) -> Any:
     from fleet_core.engine import testing as t
 
     if isinstance(spec, str):
@@ -37,6 +38,8 @@ def _reply(spec: Any) -> str:
         return t.route(str(spec["route"]))
     if "action" in spec:
         return t.action(str(spec["action"]), str(spec.get("reasoning", "Next step.")))
+    if "submitModel" in spec:
+        return t.submit_model(str(spec.get("note", "")))
     if "submit" in spec:
         return t.submit(str(spec["submit"]), str(spec.get("note", "")))
     if "fields" in spec:

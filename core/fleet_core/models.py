@@ -130,3 +130,40 @@ class TurnResult(Record):
     replayed: bool = False
     duration_seconds: float | None = None  # from the Turn's start to its outcome
     artifacts_omitted: int = 0  # changed artifacts past storage.max_turn_artifacts, not listed
+
+
+class ModelEntry(Record):
+    """One model the configured endpoint offers (``GET /v1/models``)."""
+
+    id: str
+    owned_by: str | None = None
+
+    def wire(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True)  # ownedBy: null stays
+
+
+class ModelList(Record):
+    """The endpoint's models; ``cached`` when served from the runtime's short-lived cache,
+    ``fetched_at`` when the endpoint answered."""
+
+    models: list[ModelEntry]
+    cached: bool
+    fetched_at: datetime
+
+    def wire(self) -> dict[str, Any]:
+        return {
+            "models": [m.wire() for m in self.models],
+            "cached": self.cached,
+            "fetchedAt": self.fetched_at.isoformat(),
+        }
+
+
+class SessionModels(Record):
+    """A Session's model selection: a model id per role, ``None`` = the configuration's."""
+
+    session_id: str
+    root: str | None = None
+    sub: str | None = None
+
+    def wire(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True)  # null = not selected

@@ -20,7 +20,21 @@ from typing import Any
 import dspy
 from dspy.lm15 import Message, Response, TextPart, Usage
 
-Reply = str | Callable[[str], str]
+
+class ModelReply:
+    """A reply rendered from the model id the call named (``request.model``), e.g. to show in
+    an answer which model a Session's selection made the Turn call."""
+
+    def __init__(self, render: Callable[[str], str]) -> None:
+        self.render = render
+
+
+Reply = str | Callable[[str], str] | ModelReply
+
+
+def submit_model(note: str = "") -> ModelReply:
+    """An RLM action that submits the id of the model it was asked as (``'openai/<id>'``)."""
+    return ModelReply(lambda model: submit(repr(model), note))
 
 
 def action(code: str, reasoning: str = "Next step.") -> str:
@@ -78,6 +92,7 @@ class ScriptedEngine:
         self.latency = latency
         self.default = default
         self.requests: list[str] = []
+        self.models: list[str] = []  # the model id each call named, in order
         self._lock = threading.Lock()
 
     @property
@@ -98,10 +113,15 @@ class ScriptedEngine:
 
     def complete(self, request: Any) -> Response:
         text = request_text(request)
+        with self._lock:
+            self.models.append(str(request.model))
         reply = self._next(text)
         if self.latency:
             time.sleep(self.latency)
-        body = reply(text) if callable(reply) else reply
+        if isinstance(reply, ModelReply):
+            body = reply.render(str(request.model))
+        else:
+            body = reply(text) if callable(reply) else reply
         return Response(
             id=None,
             model=request.model,
