@@ -11,6 +11,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from fleet_core.optimization.program import DEFAULT_PROGRAM_DIGEST
+
 TurnStatus = Literal["running", "completed", "failed", "cancelled"]
 Route = Literal["direct", "flex", "rlm"]
 
@@ -102,6 +104,8 @@ class Usage(Record):
     input_tokens: int | None = None
     output_tokens: int | None = None
     calls_by_category: dict[str, int] = Field(default_factory=dict)
+    # decisions answered by Jev, per budget category (their units are in calls_by_category too)
+    jev_decisions_by_category: dict[str, int] = Field(default_factory=dict)
 
 
 class ArtifactRef(Record):
@@ -130,6 +134,9 @@ class TurnResult(Record):
     replayed: bool = False
     duration_seconds: float | None = None  # from the Turn's start to its outcome
     artifacts_omitted: int = 0  # changed artifacts past storage.max_turn_artifacts, not listed
+    # the digest of the program that served the Turn (the approved candidate's or the built-in
+    # default's; fleet_core.optimization.program): never null
+    compiled_program_digest: str = DEFAULT_PROGRAM_DIGEST
 
 
 class ModelEntry(Record):

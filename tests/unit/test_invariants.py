@@ -15,7 +15,7 @@ CORE = REPO / "core" / "fleet_core"
 # library -> the only places in fleet_core allowed to import it (paths relative to fleet_core/)
 ROOMS = {
     # engine/; the DSPy CodeInterpreter adapter (lazily); the judge programs (evaluation/judge.py)
-    "dspy": ("engine/", "sandbox/interpreter.py", "evaluation/"),
+    "dspy": ("engine/", "sandbox/interpreter.py", "evaluation/", "optimization/search.py"),
     "litellm": ("engine/",),
     "mlflow": ("observability/",),
     "sqlalchemy": ("store/",),

@@ -284,6 +284,15 @@ class MlflowBackend:
         for path, text in (texts or {}).items():
             client.log_text(run_id, self.redactor.text(text, None), path)
 
+    def log_metric_steps(self, run_id: str, series: Mapping[str, list[float]]) -> None:
+        """One metric per key with one step per value (e.g. scores per validation pass)."""
+        client, _ = self._clients()
+        stamp = int(time.time() * 1000)
+        for key, values in series.items():
+            for step, value in enumerate(values):
+                if value == value:  # NaN: no observation in that step
+                    client.log_metric(run_id, key, float(value), timestamp=stamp, step=step)
+
     def link_traces(self, run_id: str, trace_ids: list[str]) -> None:
         client, _ = self._clients()
         try:

@@ -1,0 +1,1 @@
+"""GEPA optimization of the Turn program (see docs/optimization.md)."""

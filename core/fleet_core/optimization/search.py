@@ -1,0 +1,277 @@
+"""The GEPA search: native ``dspy.GEPA`` over the Turn program's components.
+
+The student is a ``dspy.Module`` carrying the root's optimizable modules exactly as a Turn builds
+them (``TurnProgram.component_modules``, with the incumbent's overrides applied): the primary
+RLM (``rlm.generate_action``, ``rlm.extract``), ``triage``, ``direct`` and the Flex module
+(``flex``, a code component). Its ``forward`` turns the candidate's texts into a
+``ProgramState`` and runs the example as a rollout (``rollout.py``: a fresh disposable runtime
+restored from the replay snapshot); what the rollout did is recorded in DSPy's trace for the
+components that served it, so GEPA's reflection sees each component's inputs, outputs and
+``fleet_metric``'s feedback. The judge scores (``evaluation.judge.gepa_metric``), the reflection
+model proposes (DSPy's ``InstructionProposer`` on the chat adapter, and its Flex code proposer).
+
+Budget: ``light|medium|heavy`` (GEPA's auto budget for 5 components and the dev set) or
+``max_metric_calls``; it bounds the search's rollouts only (reflection, judging and validation
+are extra). Cancellation stops GEPA between iterations and fails every further rollout at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import dspy
+from dspy.teleprompt.gepa import InstructionProposer
+from dspy.teleprompt.gepa.gepa import AUTO_RUN_SETTINGS
+
+from fleet_core.evaluation.judge import gepa_metric, labels_example
+from fleet_core.optimization.dataset import OptExample
+from fleet_core.optimization.program import COMPONENTS, ProgramState, changed_components
+from fleet_core.optimization.rollout import OptimizationCancelled, Rollouts
+
+log = logging.getLogger(__name__)
+MAX_TRACE_TEXT = 8_000
+SEARCH_THREADS = 1
+
+
+def component_texts(student: Any) -> dict[str, str]:
+    texts = {
+        "rlm.generate_action": student.rlm.generate_action.signature.instructions,
+        "rlm.extract": student.rlm.extract.signature.instructions,
+        "triage": student.triage.signature.instructions,
+        "direct": student.direct.signature.instructions,
+        "flex": student.flex.module_src or "",
+    }
+    return {k: str(v) for k, v in texts.items() if k in COMPONENTS}
+
+
+class _Proposer(InstructionProposer):  # type: ignore[misc]
+    """DSPy's proposer, asked only about components that have reflective examples."""
+
+    def __call__(
+        self,
+        candidate: dict[str, str],
+        reflective_dataset: Mapping[str, Any],
+        components_to_update: list[str],
+    ) -> dict[str, str]:
+        present = [c for c in components_to_update if reflective_dataset.get(c)]
+        if not present:
+            return {}
+        result: dict[str, str] = super().__call__(
+            candidate=candidate,
+            reflective_dataset=reflective_dataset,
+            components_to_update=present,
+        )
+        return result
+
+
+def make_student(
+    modules: Mapping[str, Any],
+    rollouts: Rollouts,
+    examples: Mapping[str, OptExample],
+    incumbent: ProgramState,
+) -> Any:
+    """The GEPA student (its runner is a closure, so GEPA's deep copies share it)."""
+    seed: dict[str, str] = {}
+
+    class FleetTurnProgram(dspy.Module):  # type: ignore[misc]
+        def __init__(self) -> None:
+            super().__init__()
+            self.rlm = modules["rlm"]  # first: GEPA's round robin starts with its action
+            self.triage = modules["triage"]
+            self.direct = modules["direct"]
+            self.flex = modules["flex"]
+
+        def forward(self, task: str, example_id: str) -> Any:
+            example = examples[example_id]
+            texts = component_texts(self)
+            program = ProgramState(
+                components={**incumbent.components, **changed_components(seed, texts)}
+            )
+            result = rollouts.run(example, program)
+            self._record(example, result)
+            return dspy.Prediction(
+                answer=result.answer,
+                route=result.route,
+                model_calls=result.model_calls if not result.failed else None,
+                sandbox_errors=result.sandbox_errors if not result.failed else None,
+                error=result.error,
+            )
+
+        def _record(self, example: OptExample, result: Any) -> None:
+            trace = dspy.settings.trace
+            if trace is None:
+                return
+            snap = example.snapshot
+            task = snap.task[:MAX_TRACE_TEXT]
+            if snap.mode == "hybrid":
+                inputs = {
+                    "task": task,
+                    "workspace_manifest": snap.workspace_manifest[:MAX_TRACE_TEXT],
+                    "skills_catalog": "",
+                }
+                trace.append((self.triage, inputs, dspy.Prediction(route=result.route or "")))
+            answer = result.answer or (result.error or "")
+            if result.route == "direct":
+                inputs = {
+                    "memory_summary": snap.memory_summary[:MAX_TRACE_TEXT],
+                    "session_history": "",
+                    "task": task,
+                }
+                trace.append((self.direct, inputs, dspy.Prediction(answer=answer)))
+            elif result.route in (None, "rlm"):
+                history = "\n\n".join(result.cells)[-MAX_TRACE_TEXT:] or "(no cells ran)"
+                inputs = {
+                    "variables_info": f"task: {task}",
+                    "repl_history": history,
+                    "iteration": str(len(result.cells)),
+                }
+                last = result.cells[-1].split("\n-> ")[0] if result.cells else ""
+                trace.append(
+                    (
+                        self.rlm.generate_action,
+                        inputs,
+                        dspy.Prediction(reasoning="", code=last),
+                    )
+                )
+                trace.append(
+                    (
+                        self.rlm.extract,
+                        {"variables_info": inputs["variables_info"], "repl_history": history},
+                        dspy.Prediction(answer=answer, learned_skill_note=""),
+                    )
+                )
+
+    student = FleetTurnProgram()
+    seed.update(component_texts(student))
+    return student
+
+
+@dataclass(slots=True)
+class SearchOutcome:
+    program: ProgramState
+    changed: dict[str, str]
+    metric_calls: int
+    budget: int
+    val_scores: list[float]
+    best_dev: float | None
+    candidates: int
+
+
+def budget_for(auto: str | None, max_metric_calls: int | None, dev_size: int) -> int:
+    if max_metric_calls is not None:
+        return max_metric_calls
+    gepa = dspy.GEPA(metric=lambda *a: 0.0, auto=auto, reflection_lm=object())
+    calls: int = gepa.auto_budget(
+        num_preds=len(COMPONENTS),
+        num_candidates=AUTO_RUN_SETTINGS[auto or "light"]["n"],
+        valset_size=max(1, dev_size),
+    )
+    return calls
+
+
+def run_search(
+    *,
+    modules: Mapping[str, Any],
+    rollouts: Rollouts,
+    train: Sequence[OptExample],
+    dev: Sequence[OptExample],
+    incumbent: ProgramState,
+    judge_lm: Any,
+    reflection_lm: Any,
+    budget: int,
+    cancel: threading.Event,
+    on_best: Callable[[float], None] | None = None,
+    seed: int = 0,
+) -> SearchOutcome:
+    """Blocking (a worker thread). Raises ``OptimizationCancelled`` when cancelled."""
+    by_id = {e.example_id: e for e in (*train, *dev)}
+    student = make_student(modules, rollouts, by_id, incumbent)
+    baseline = component_texts(student)
+
+    def example(e: OptExample) -> Any:
+        return (
+            labels_example(e.task, e.labels)
+            .copy(example_id=e.example_id)
+            .with_inputs("task", "example_id")
+        )
+
+    def stopper(state: Any) -> bool:
+        scores = list(getattr(state, "program_full_scores_val_set", []) or [])
+        if scores and on_best is not None:
+            on_best(max(scores))
+        return cancel.is_set()
+
+    optimizer = dspy.GEPA(
+        metric=gepa_metric(judge_lm),
+        max_metric_calls=budget,
+        reflection_lm=reflection_lm,
+        instruction_proposer=_Proposer(adapter=dspy.ChatAdapter(use_json_adapter_fallback=False)),
+        reflection_minibatch_size=max(1, min(3, len(train))),
+        candidate_selection_strategy="pareto",
+        use_merge=False,
+        num_threads=SEARCH_THREADS,
+        track_stats=True,
+        seed=seed,
+        warn_on_score_mismatch=False,
+        gepa_kwargs={"stop_callbacks": [stopper]},
+    )
+    with dspy.context(disable_history=True):
+        best = optimizer.compile(
+            student, trainset=[example(e) for e in train], valset=[example(e) for e in dev]
+        )
+    if cancel.is_set():
+        raise OptimizationCancelled("The optimization was cancelled")
+    texts = component_texts(best)
+    changed = changed_components(baseline, texts)
+    details = getattr(best, "detailed_results", None)
+    val_scores = [float(s) for s in (getattr(details, "val_aggregate_scores", None) or [])]
+    return SearchOutcome(
+        program=ProgramState(components={**incumbent.components, **changed}),
+        changed=changed,
+        metric_calls=rollouts.count,
+        budget=budget,
+        val_scores=val_scores,
+        best_dev=max(val_scores) if val_scores else None,
+        candidates=len(getattr(details, "candidates", None) or []),
+    )
+
+
+class _RootSpace:
+    """The root's place in the agent tree, for building the student's modules (never run)."""
+
+    agent_id = "root"
+    parent_agent_id = None
+    depth = 0
+
+    def new_interpreter(self) -> Any:
+        raise RuntimeError("the GEPA student's modules never run code themselves")
+
+
+def student_modules(config: Any, incumbent: ProgramState) -> dict[str, Any]:
+    """The root's optimizable modules as a Turn with ``config`` builds them."""
+    from fleet_core.engine.control import AgentLimits, TurnControl
+    from fleet_core.engine.program import TurnProgram
+
+    runtime = config.settings.runtime
+    control = TurnControl(
+        max_units=runtime.max_llm_calls_per_turn,
+        timeout_seconds=None,
+        limits=AgentLimits(
+            max_depth=runtime.max_agent_depth,
+            max_children=runtime.max_child_sandboxes,
+            max_live_children=runtime.max_active_children,
+        ),
+    )
+    program = TurnProgram(
+        lms=None,  # type: ignore[arg-type]
+        control=control,
+        root_space=_RootSpace(),  # type: ignore[arg-type]
+        max_iters=runtime.max_rlm_iterations,
+        overrides=incumbent.components,
+    )
+    modules: dict[str, Any] = program.component_modules()
+    return modules
