@@ -104,6 +104,7 @@ class TurnControl:
         # usage
         self.units = 0
         self.by_category: dict[str, int] = {}
+        self.jev_by_category: dict[str, int] = {}  # decisions Jev answered (fleet_core.engine.jev)
         self.sandbox_errors = 0
         self.submit_rejections = 0
         self.input_tokens: int | None = None
@@ -225,6 +226,17 @@ class TurnControl:
             if output_tokens is not None:
                 self.output_tokens = (self.output_tokens or 0) + output_tokens
 
+    def refund(self, units: int, category: str) -> None:
+        """Give back units charged for a call that produced nothing (a failed Jev call, whose
+        decisions the sub LM then makes and charges)."""
+        with self._lock:
+            back = min(units, self.by_category.get(category, 0), self.units)
+            self.units -= back
+            self.by_category[category] = self.by_category.get(category, 0) - back
+    def note_jev_decisions(self, category: str, count: int) -> None:
+        """``count`` decisions of ``category`` were answered by Jev (their units already charged)."""
+        with self._lock:
+            self.jev_by_category[category] = self.jev_by_category.get(category, 0) + count
     def note_sandbox_error(self) -> None:
         with self._lock:
             self.sandbox_errors += 1
@@ -242,6 +254,7 @@ class TurnControl:
                 input_tokens=self.input_tokens,
                 output_tokens=self.output_tokens,
                 calls_by_category={k: v for k, v in self.by_category.items() if v},
+                jev_decisions_by_category=dict(self.jev_by_category),
             )
 
     # --- agent tree --------------------------------------------------------------------------
