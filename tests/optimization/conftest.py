@@ -4,6 +4,7 @@ curated dataset of replay-captured, labelled Turns (real sandbox, real SQLite st
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,7 +85,7 @@ async def add_examples(
     turn_ids = []
     for group, count in groups.items():
         for i in range(count):
-            session_id = f"src-{group}-{i}"
+            session_id = f"src-{group}-{i}-{uuid.uuid4().hex[:6]}"
             await runtime.new_session(session_id, mode="rlm")
             await runtime.write_file(session_id, "files/input.txt", f"{group} {i}".encode())
             result = await runtime.run_turn(

@@ -1,0 +1,202 @@
+"""The promotion gate's conditions one by one, the dataset refusal, and approval's checks."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from fleet_core.errors import InvalidInput
+from fleet_core.optimization import candidates as cands
+from fleet_core.optimization.gate import evaluate_gate
+from fleet_core.optimization.program import DEFAULT_PROGRAM_DIGEST, ProgramState, active_path
+from fleet_core.optimization.validation import Observation
+from fleet_core.runtime import FleetRuntime
+
+from .conftest import add_examples
+
+DEV, HOLD = ["d1", "d2"], ["h1", "h2"]
+
+
+def observations(**change: object) -> list[Observation]:
+    out = []
+    for stage in ("baseline", "candidate"):
+        for i in range(3):
+            for split, ids in (("dev", DEV), ("holdout", HOLD)):
+                for example_id in ids:
+                    good = stage == "candidate" or split == "holdout"
+                    fields = {
+                        "stage": stage,
+                        "pass_index": i,
+                        "split": split,
+                        "example_id": example_id,
+                        "critical": example_id == "h1",
+                        "score": 1.0 if good else 0.0,
+                        "quality": 1.0 if good else 0.0,
+                        "usage_available": 1.0,
+                        "error": False,
+                    }
+                    key = (stage, i, split, example_id)
+                    fields |= change.get(key, {})  # type: ignore[operator]
+                    out.append(Observation(**fields))
+    return out
+
+
+def gate(obs: list[Observation], changed: tuple[str, ...] = ("triage",)) -> dict[str, bool]:
+    verdict = evaluate_gate(obs, changed=list(changed), dev_ids=DEV, holdout_ids=HOLD)
+    return {c.name: c.passed for c in verdict.checks}
+
+
+def test_the_reference_observations_pass_every_check() -> None:
+    assert all(gate(observations()).values())
+
+
+@pytest.mark.parametrize(
+    ("name", "obs", "changed"),
+    [
+        ("passes", observations()[:-1], ("triage",)),
+        (
+            "usage",
+            observations(**{"('baseline', 0, 'dev', 'd1')": {}})
+            and [
+                o.model_copy(update={"usage_available": 0.0}) if i == 0 else o
+                for i, o in enumerate(observations())
+            ],
+            ("triage",),
+        ),
+        (
+            "holdout_errors",
+            [
+                o.model_copy(update={"error": True, "score": 1.0})
+                if (o.stage, o.split, o.example_id, o.pass_index)
+                == ("candidate", "holdout", "h2", 1)
+                else o
+                for o in observations()
+            ],
+            ("triage",),
+        ),
+        (
+            "critical",
+            [
+                o.model_copy(update={"quality": 0.0, "score": 1.0})
+                # the baseline's too, so only the critical rule (not aggregate quality) fails
+                if (o.example_id, o.pass_index) == ("h1", 2)
+                else o
+                for o in observations()
+            ],
+            ("triage",),
+        ),
+        (
+            "dev_improved",
+            [
+                o.model_copy(update={"score": 0.0})
+                if (o.stage, o.split) == ("candidate", "dev")
+                else o
+                for o in observations()
+            ],
+            ("triage",),
+        ),
+        (
+            "holdout_no_regression",
+            [
+                o.model_copy(update={"score": 0.95})
+                if (o.stage, o.split, o.example_id) == ("candidate", "holdout", "h2")
+                else o
+                for o in observations()
+            ],
+            ("triage",),
+        ),
+        (
+            "quality_no_regression",
+            [
+                o.model_copy(update={"quality": 0.0})
+                if (o.stage, o.split, o.example_id) == ("candidate", "holdout", "h2")
+                else o
+                for o in observations()
+            ],
+            ("triage",),
+        ),
+        ("changed", observations(), ()),
+    ],
+)
+def test_each_gate_condition_fails_on_its_own(
+    name: str, obs: list[Observation], changed: tuple[str, ...]
+) -> None:
+    result = gate(obs, changed)
+    assert [k for k, ok in result.items() if not ok] == [name]
+
+
+def test_a_dataset_without_critical_holdout_cases_cannot_pass() -> None:
+    obs = [o.model_copy(update={"critical": False}) for o in observations()]
+    assert [k for k, ok in gate(obs).items() if not ok] == ["critical"]
+
+
+async def test_refusal_below_eight_examples_or_three_groups(opt_runtime: FleetRuntime) -> None:
+    await add_examples(opt_runtime, {"a": 4, "b": 3}, critical=("b",))
+    await add_examples(opt_runtime, {"c": 2}, status="benchmark")  # excluded
+    await opt_runtime.new_session("research-1")
+    with pytest.raises(InvalidInput, match="found 7 example\\(s\\) in 2 group\\(s\\)"):
+        await opt_runtime.optimize("research-1", max_metric_calls=4)
+    await add_examples(opt_runtime, {"a": 1})  # 8 examples, still 2 groups
+    with pytest.raises(InvalidInput, match="found 8 example\\(s\\) in 2 group\\(s\\)"):
+        await opt_runtime.optimize("research-1", max_metric_calls=4)
+
+
+async def _candidate(runtime: FleetRuntime, session_id: str) -> tuple[str, Path]:
+    config = await runtime.effective_config(session_id)
+    state_dir = config.state_dir
+    from fleet_core.optimization.service import identity
+
+    program = ProgramState(components={"triage": "Prefer rlm for anything numeric."})
+    obs = observations()
+    manifest = cands.Manifest(
+        version=cands.new_version(session_id),
+        session_id=session_id,
+        created_at=cands.now(),
+        candidate_digest=hashlib.sha256(program.canonical()).hexdigest(),
+        identity=identity(state_dir, session_id, config),
+        dataset={},
+        search={},
+        changed_components=["triage"],
+        evaluation=obs,
+        gate=evaluate_gate(obs, changed=["triage"], dev_ids=DEV, holdout_ids=HOLD),
+    )
+    path = cands.save_candidate(state_dir, manifest, program, "# report", "<svg/>")
+    return manifest.version, path
+
+
+async def test_approval_refuses_changed_bytes_incumbent_and_identities(
+    opt_runtime: FleetRuntime,
+) -> None:
+    runtime = opt_runtime
+    await runtime.new_session("s1")
+    state_dir = (await runtime.effective_config("s1")).state_dir
+
+    version, path = await _candidate(runtime, "s1")
+    (path / "program.json").write_bytes((path / "program.json").read_bytes() + b" ")
+    with pytest.raises(InvalidInput, match="bytes do not match"):
+        await runtime.approve_candidate("s1", version)
+
+    version, path = await _candidate(runtime, "s1")
+    active_path(state_dir, "s1").write_bytes(ProgramState(components={"direct": "x"}).canonical())
+    with pytest.raises(InvalidInput, match=r"active program changed.*reevaluate"):
+        await runtime.approve_candidate("s1", version)
+    active_path(state_dir, "s1").unlink()
+
+    for field, message in (
+        ("code_digest", "code changed"),
+        ("configuration_digest", "configuration"),
+    ):
+        version, path = await _candidate(runtime, "s1")
+        manifest = json.loads((path / "manifest.json").read_text())
+        manifest["identity"][field] = "0" * 64
+        (path / "manifest.json").write_text(json.dumps(manifest))
+        with pytest.raises(InvalidInput, match=rf"{message}.*reevaluate"):
+            await runtime.approve_candidate("s1", version)
+    assert (await runtime.optimization_status("s1")).active_digest == DEFAULT_PROGRAM_DIGEST
+
+    version, _ = await _candidate(runtime, "s1")
+    approved = await runtime.approve_candidate("s1", version)
+    assert (await runtime.optimization_status("s1")).active_digest == approved.candidate_digest
