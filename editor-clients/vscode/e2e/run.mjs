@@ -126,11 +126,14 @@ async function main() {
     FLEET_E2E_OUT: out,
     FLEET_E2E_RUN: RUN_ID,
     // Loopback only: the gallery points at a dead port.
+    // code-server's own config and logs stay in the run folder, not in $HOME.
+    XDG_CONFIG_HOME: path.join(RUN, 'xdg-config'),
+    XDG_DATA_HOME: path.join(RUN, 'xdg-data'),
     EXTENSIONS_GALLERY: JSON.stringify({ serviceUrl: 'http://127.0.0.1:9/gallery', itemUrl: 'http://127.0.0.1:9/item' }),
   };
   delete env.FLEET_DATABASE_URL; // the run's own SQLite under FLEET_STATE_DIR
   for (const ext of [vsix, companionVsix]) {
-    const r = spawnSync(CODE_SERVER, ['--user-data-dir', userData, '--extensions-dir', extensions, '--install-extension', ext], { env, encoding: 'utf8' });
+    const r = spawnSync(CODE_SERVER, ['--config', path.join(RUN, 'code-server.yaml'), '--user-data-dir', userData, '--extensions-dir', extensions, '--install-extension', ext], { env, encoding: 'utf8' });
     if (r.status !== 0) throw new Error(`installing ${ext} failed:\n${r.stdout}\n${r.stderr}`);
   }
   const port = await freePort();
