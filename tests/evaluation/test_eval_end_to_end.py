@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from fleet_core.config import EffectiveConfig
-from fleet_core.engine.testing import fields, route, scripted_lm, submit
+from fleet_core.engine.testing import action, fields, route, scripted_lm
 from fleet_core.evaluation.datasets import build_dataset
 from fleet_core.evaluation.judge import DspyJudge
 from fleet_core.evaluation.runner import run_eval
@@ -33,8 +33,14 @@ async def test_eval_run_through_the_real_runtime(obs_config: EffectiveConfig) ->
     gold = {case.task: case.labels.expected_values for case in cases}
 
     def answer(text: str) -> str:
+        # the scripted model prints its figures before it submits them (grounded SUBMIT)
         values = next(v for task, v in gold.items() if task in text)
-        return submit(repr("The answer is " + ", ".join(values)), note="read the CSV")
+        shown = repr("The answer is " + ", ".join(values))
+        return action(
+            f"answer = {shown}\nprint(answer)\n"
+            "SUBMIT(answer=answer, learned_skill_note='read the CSV')",
+            "Submit.",
+        )
 
     root = scripted_lm(rules={"": answer})
     sub = scripted_lm(rules={"[[ ## route ## ]]": route("rlm")})
