@@ -42,6 +42,7 @@ def run_checks() -> list[Check]:
     checks.append(check_sandbox(config))
     checks.append(check_mlflow(config))
     checks += check_models(config)
+    checks.append(check_jev(config))
     return checks
 
 
@@ -223,3 +224,35 @@ def check_models(config: EffectiveConfig) -> list[Check]:
         else:
             checks.append(Check(name, "ok", f"{found.model} at {found.api_base}"))
     return checks
+
+
+def check_jev(config: EffectiveConfig) -> Check:
+    """The optional TypeSafe Jev decision API: off without a key (not a problem), else probed."""
+    from fleet_core.runtime import FleetRuntime
+
+    found = FleetRuntime.check_jev(config)
+    if not found.on:
+        return Check(
+            "jev",
+            "ok",
+            "off (optional; triage and decisions use the sub model)",
+            "",
+        )
+    where = f"{found.model} at {found.base_url}"
+    if found.problem:
+        return Check(
+            "jev",
+            "fail",
+            f"{where}: {found.problem}",
+            "check FLEET_JEV_API_KEY and FLEET_JEV_BASE_URL, or unset FLEET_JEV_API_KEY "
+            "(Turns fall back to the sub model meanwhile)",
+        )
+    if found.models and found.model not in found.models and found.model != "jev-latest":
+        return Check(
+            "jev",
+            "warn",
+            f"{where}: the key does not list {found.model} (it lists "
+            f"{', '.join(found.models[:5])})",
+            "set FLEET_JEV_MODEL to one of the listed models",
+        )
+    return Check("jev", "ok", f"on: {where} (key accepted)")

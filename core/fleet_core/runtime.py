@@ -924,6 +924,24 @@ class FleetRuntime:
         return checks
 
     @staticmethod
+    def check_jev(config: EffectiveConfig, *, probe: bool = True) -> JevCheck:
+        """Is Jev on (a key is set), and (``probe``) does ``GET /v1/models`` answer with it?"""
+        from fleet_core.engine.jev import JevError, jev_client
+        settings = config.settings.jev
+        try:
+            client = jev_client(config)
+        except JevError as exc:
+            return JevCheck(True, settings.base_url, settings.model, exc.message)
+        if client is None:
+            return JevCheck(False)
+        if not probe:
+            return JevCheck(True, client.base_url, client.model)
+        try:
+            models = client.models(remaining_seconds=5.0)
+        except JevError as exc:
+            return JevCheck(True, client.base_url, client.model, exc.message)
+        return JevCheck(True, client.base_url, client.model, "", tuple(models))
+    @staticmethod
     def check_tracing_store(config: EffectiveConfig) -> str:
         """Open the configured MLflow store and its experiments: '' when that works, else why
         (doctor; for a local store this creates it)."""
@@ -1180,6 +1198,16 @@ class StorageInfo:
     state_dir: Path
 
 
+@dataclass(frozen=True, slots=True)
+class JevCheck:
+    """The optional Jev decision API: off (no ``FLEET_JEV_API_KEY``), or on at ``base_url``
+    with the probe's ``problem`` ('' when ``/v1/models`` answered) and the models the key may
+    use. Never the key."""
+    on: bool
+    base_url: str | None = None
+    model: str | None = None
+    problem: str = ""
+    models: tuple[str, ...] = ()
 @dataclass(frozen=True, slots=True)
 class ModelCheck:
     """One model role: configured (model and endpoint) or not, and the endpoint probe's
