@@ -44,6 +44,11 @@ app.add_typer(config_app, name="config")
 app.add_typer(eval_app, name="eval")
 app.add_typer(mlflow_app, name="mlflow")
 app.add_typer(memory_app, name="memory")
+model_app = typer.Typer(
+    help="The embedded offline model: the default when no endpoint is configured.",
+    no_args_is_help=True,
+)
+app.add_typer(model_app, name="model")
 
 #: Exit codes: 0 ok, 1 a failure (not found, a Turn or store error), 2 something the user must
 #: fix first (invalid input or labels, no model configured, tracing off, bad configuration).
@@ -236,6 +241,7 @@ def turn(
     from fleet_core.errors import SessionNotFound
 
     sources = [Path(os.path.abspath(os.path.expanduser(item))) for item in attach or []]
+    kept: list[str] = []  # memories proposed and Skills saved by the Turn's code
 
     async def go(runtime: FleetRuntime) -> dict[str, Any]:
         from fleet_core.models import TurnRequest
@@ -258,6 +264,7 @@ def turn(
         with LiveTurnView(task) as view:
             result = await runtime.run_turn(request, on_event=view.on_event)
             view.done(result.status)
+        kept.extend(view.kept)
         return result.wire()
 
     result = _run(go)
@@ -267,6 +274,11 @@ def turn(
         typer.echo(json.dumps(result, indent=2))
         return
     _print_result(result)
+    if kept:
+        from rich.console import Console
+
+        for line in kept:
+            Console().print(line, markup=False, highlight=False)
 
 
 def _print_result(result: dict[str, Any]) -> None:
@@ -550,6 +562,77 @@ def doctor(
     else:
         console.print("everything a Turn needs is in place")
     raise typer.Exit(1 if failed else 0)
+
+
+# ---------------------------------------------------------------------------------------------
+# model: the embedded offline model
+# ---------------------------------------------------------------------------------------------
+
+
+def _config_or_exit() -> Any:
+    from fleet_core.config import load_config
+    from fleet_core.errors import ConfigError
+
+    try:
+        return load_config()
+    except ConfigError as exc:
+        typer.echo(f"configuration error: {exc.message}", err=True)
+        raise typer.Exit(1) from None
+
+
+@model_app.command("status")
+def model_status(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Installed? Running (where, RSS, users)? Which model each role uses. Starts nothing."""
+    from fleet_lsp import local_model
+
+    record = local_model.status(_config_or_exit())
+    if as_json:
+        local_model.print_json(record)
+    else:
+        local_model.print_status(record)
+
+
+@model_app.command("serve")
+def model_serve(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Start the embedded model server (or find it running) and keep it running after this
+    command, until `fleet-lsp model stop`: Turns of every fleet-lsp process then reuse it."""
+    from fleet_core.errors import FleetError
+    from fleet_lsp import local_model
+
+    try:
+        record = local_model.serve(_config_or_exit(), as_json=as_json)
+    except FleetError as exc:
+        raise fail(exc) from None
+    if as_json:
+        local_model.print_json(record)
+        return
+    how = "already running" if record["reused"] else f"ready in {record['seconds']:.1f} s"
+    typer.echo(
+        f"embedded model {record['modelId']} {how} at {record['apiBase']} "
+        "(runs until `fleet-lsp model stop`)"
+    )
+
+
+@model_app.command("stop")
+def model_stop(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Stop the embedded model server, whichever process started it."""
+    from fleet_core.runtime import FleetRuntime
+
+    stopped = FleetRuntime.stop_local_model(_config_or_exit())
+    if as_json:
+        typer.echo(json.dumps({"stopped": stopped}))
+    else:
+        typer.echo(
+            "stopped the embedded model server"
+            if stopped
+            else "no embedded model server was running"
+        )
 
 
 @app.command()

@@ -18,6 +18,8 @@ from fleet_core.event_payloads import (
     ChildFinishedPayload,
     ChildSpawnedPayload,
     CodeCellPayload,
+    MemoryProposedPayload,
+    SkillSavedPayload,
     ToolCallStartPayload,
     TriageDecisionPayload,
 )
@@ -65,6 +67,7 @@ class LiveTurnView:
         self.started = clock()
         self.finished: float | None = None
         self._lock = threading.Lock()  # events arrive on the loop; Live renders in its thread
+        self.kept: list[str] = []  # what the Turn's code asked the Session to keep (plain text)
         self.console = console or Console(stderr=True)
         self._live = Live(self, console=self.console, refresh_per_second=8)
 
@@ -106,6 +109,14 @@ class LiveTurnView:
             agent.subtask = _first_line(data.subtask, 60)
         elif isinstance(data, ChildFinishedPayload):
             agent.status = data.status
+        elif isinstance(data, MemoryProposedPayload) and len(self.kept) < 50:
+            self.kept.append(
+                f"memory proposed: {data.memory_id} ({data.name}, unreviewed) · review: "
+                f"fleet-lsp memory review {data.memory_id} -s {event.session_id}"
+            )
+        elif isinstance(data, SkillSavedPayload) and len(self.kept) < 50:
+            replaced = " (replaced)" if data.replaced else ""
+            self.kept.append(f"skill saved: {data.path}{replaced}")
         elif event.kind in TERMINAL:
             self._finish(event.kind.removeprefix("turn_"))
 
