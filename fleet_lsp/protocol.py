@@ -289,6 +289,24 @@ class MemoryRejectParams:
 
 
 @attrs.frozen(kw_only=True)
+class ModelsListParams:
+    """``refresh`` asks the endpoint again instead of the runtime's one-minute cache."""
+
+    refresh: bool = _f(False)
+
+
+@attrs.frozen(kw_only=True)
+class SetModelsParams:
+    """A Session's model ids per role; ``null`` or absent clears that role's selection (the
+    configuration's model applies again). Model ids only: no endpoint, no key (the core refuses
+    what looks like one)."""
+
+    session_id: str = _session_id()
+    root: str | None = _f(None, min_len=1, max_len=200)
+    sub: str | None = _f(None, min_len=1, max_len=200)
+
+
+@attrs.frozen(kw_only=True)
 class DebugParams:
     session_id: str | None = _session_id(None)
 
@@ -505,6 +523,28 @@ class DebugModelWire(TypedDict):
     problem: str | None
 
 
+class ModelWire(TypedDict):
+    id: str
+    ownedBy: str | None
+
+
+class ModelsListResult(TypedDict):
+    """The endpoint's models (sorted by id, at most 1,000); ``cached`` when the runtime answered
+    from its cache, ``fetchedAt`` (ISO-8601) when the endpoint did."""
+
+    models: list[ModelWire]
+    cached: bool
+    fetchedAt: str
+
+
+class SessionModelsResult(TypedDict):
+    """The Session's stored selection (``null``: the configuration's model)."""
+
+    sessionId: str
+    root: str | None
+    sub: str | None
+
+
 class SessionDidChangeParams(TypedDict):
     sessionId: str
     change: Literal["created", "updated", "closed", "deleted"]
@@ -529,6 +569,8 @@ METHODS: dict[str, type] = {
     "fleet/session/delete": SessionParams,
     "fleet/session/setMode": SetModeParams,
     "fleet/session/history": HistoryParams,
+    "fleet/session/setModels": SetModelsParams,
+    "fleet/models/list": ModelsListParams,
     "fleet/context/attach": AttachParams,
     "fleet/context/setDataset": SetDatasetParams,
     "fleet/context/clearDataset": SessionParams,
@@ -560,6 +602,8 @@ RESULTS: dict[str, Any] = {
     "fleet/session/delete": None,
     "fleet/session/setMode": SessionInfoWire,
     "fleet/session/history": HistoryResult,
+    "fleet/session/setModels": SessionModelsResult,
+    "fleet/models/list": ModelsListResult,
     "fleet/context/attach": AttachResult,
     "fleet/context/setDataset": DatasetWire,
     "fleet/context/clearDataset": None,
@@ -629,6 +673,7 @@ FEATURES: tuple[str, ...] = (
     "traces.list",
     "traces.label",
     "memory",
+    "models",
     "settings",
 )
 

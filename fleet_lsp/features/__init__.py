@@ -9,7 +9,16 @@ if TYPE_CHECKING:
 
 
 def register_all(server: FleetServer) -> None:
-    from fleet_lsp.features import artifacts, context, debug, memory, sessions, traces, turns
+    from fleet_lsp.features import (
+        artifacts,
+        context,
+        debug,
+        memory,
+        models,
+        sessions,
+        traces,
+        turns,
+    )
 
-    for module in (sessions, context, turns, artifacts, traces, memory, debug):
+    for module in (sessions, context, turns, artifacts, traces, memory, models, debug):
         module.register(server)

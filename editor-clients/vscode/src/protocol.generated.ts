@@ -297,6 +297,23 @@ export interface MemoryWire {
   createdAt: string;
 }
 
+export interface ModelWire {
+  id: string;
+  ownedBy: string | null;
+}
+
+/** `refresh` asks the endpoint again instead of the runtime's one-minute cache. */
+export interface ModelsListParams {
+  refresh?: boolean | null;
+}
+
+/** The endpoint's models (sorted by id, at most 1,000); `cached` when the runtime answered from its cache, `fetchedAt` (ISO-8601) when the endpoint did. */
+export interface ModelsListResult {
+  models: ModelWire[];
+  cached: boolean;
+  fetchedAt: string;
+}
+
 /** A DSPy module ended. */
 export interface ModuleEndPayload {
   call_id: string;
@@ -357,6 +374,13 @@ export interface SessionListResult {
   sessions: SessionInfoWire[];
 }
 
+/** The Session's stored selection (`null`: the configuration's model). */
+export interface SessionModelsResult {
+  sessionId: string;
+  root: string | null;
+  sub: string | null;
+}
+
 export interface SessionNewParams {
   sessionId?: string | null;
   mode?: "hybrid" | "rlm" | "flex" | null;
@@ -376,6 +400,13 @@ export interface SetDatasetParams {
 export interface SetModeParams {
   sessionId: string;
   mode: "hybrid" | "rlm" | "flex";
+}
+
+/** A Session's model ids per role; `null` or absent clears that role's selection (the configuration's model applies again). Model ids only: no endpoint, no key (the core refuses what looks like one). */
+export interface SetModelsParams {
+  sessionId: string;
+  root?: string | null;
+  sub?: string | null;
 }
 
 export interface SkillDecision {
@@ -706,6 +737,7 @@ export interface FleetRequests {
   "fleet/memory/list": { params: MemoryListParams; result: MemoryListResult };
   "fleet/memory/reject": { params: MemoryRejectParams; result: null };
   "fleet/memory/review": { params: MemoryReviewParams; result: null };
+  "fleet/models/list": { params: ModelsListParams; result: ModelsListResult };
   "fleet/session/close": { params: SessionParams; result: null };
   "fleet/session/delete": { params: SessionParams; result: null };
   "fleet/session/history": { params: HistoryParams; result: HistoryResult };
@@ -713,6 +745,7 @@ export interface FleetRequests {
   "fleet/session/load": { params: SessionParams; result: SessionInfoWire };
   "fleet/session/new": { params: SessionNewParams; result: SessionInfoWire };
   "fleet/session/setMode": { params: SetModeParams; result: SessionInfoWire };
+  "fleet/session/setModels": { params: SetModelsParams; result: SessionModelsResult };
   "fleet/trace/get": { params: TraceGetParams; result: TraceResult };
   "fleet/trace/label": { params: TraceLabelParams; result: TraceLabelResult };
   "fleet/trace/list": { params: TraceListParams; result: TraceListResult };
@@ -747,6 +780,7 @@ export const FLEET_METHODS = [
   "fleet/memory/list",
   "fleet/memory/reject",
   "fleet/memory/review",
+  "fleet/models/list",
   "fleet/session/close",
   "fleet/session/delete",
   "fleet/session/history",
@@ -754,6 +788,7 @@ export const FLEET_METHODS = [
   "fleet/session/load",
   "fleet/session/new",
   "fleet/session/setMode",
+  "fleet/session/setModels",
   "fleet/trace/get",
   "fleet/trace/label",
   "fleet/trace/list",
