@@ -8,14 +8,16 @@ from pathlib import Path
 
 import pytest
 
+from fleet_core.config import load_config
 from fleet_core.errors import InvalidInput
+from fleet_core.models import TurnRequest
 from fleet_core.optimization import candidates as cands
 from fleet_core.optimization.gate import evaluate_gate
 from fleet_core.optimization.program import DEFAULT_PROGRAM_DIGEST, ProgramState, active_path
 from fleet_core.optimization.validation import Observation
 from fleet_core.runtime import FleetRuntime
 
-from .conftest import add_examples
+from .conftest import Models, add_examples
 
 DEV, HOLD = ["d1", "d2"], ["h1", "h2"]
 
@@ -185,13 +187,15 @@ async def test_approval_refuses_changed_bytes_incumbent_and_identities(
         await runtime.approve_candidate("s1", version)
     active_path(state_dir, "s1").unlink()
 
-    for field, message in (
-        ("code_digest", "code changed"),
-        ("configuration_digest", "configuration"),
+    recorded_dependencies = {**cands.dependency_versions(), "dspy": "0.0.1"}
+    for field, value, message in (
+        ("code_digest", "0" * 64, "code changed"),
+        ("configuration_digest", "0" * 64, "configuration"),
+        ("dependencies", recorded_dependencies, r"dependency versions changed \(dspy\)"),
     ):
         version, path = await _candidate(runtime, "s1")
         manifest = json.loads((path / "manifest.json").read_text())
-        manifest["identity"][field] = "0" * 64
+        manifest["identity"][field] = value
         (path / "manifest.json").write_text(json.dumps(manifest))
         with pytest.raises(InvalidInput, match=rf"{message}.*reevaluate"):
             await runtime.approve_candidate("s1", version)
@@ -200,3 +204,37 @@ async def test_approval_refuses_changed_bytes_incumbent_and_identities(
     version, _ = await _candidate(runtime, "s1")
     approved = await runtime.approve_candidate("s1", version)
     assert (await runtime.optimization_status("s1")).active_digest == approved.candidate_digest
+
+
+async def test_every_turns_trace_names_the_program_that_served_it(
+    tmp_path: Path, models: Models
+) -> None:
+    """The digest is on the trace record itself (queued, not exported): the built-in default's
+    before any approval, the approved candidate's after."""
+    env = {"FLEET_STATE_DIR": str(tmp_path / "state")}  # tracing on (local), traces stay queued
+    runtime = await FleetRuntime.open(
+        load_config(environ=env, cwd=tmp_path),
+        lm_provider=models.provider(),
+        trace_export="deferred",
+    )
+    try:
+        await runtime.new_session("served", mode="rlm")
+
+        async def traced_digest() -> object:
+            result = await runtime.run_turn(TurnRequest(session_id="served", task="six times 7?"))
+            assert result.status == "completed" and result.trace_id, result.error
+            record = await runtime.pending_trace(result.trace_id)
+            assert record is not None
+            [root] = [s for s in record.spans if s.parent_id is None]
+            assert root.attributes["fleet.compiled_program_digest"] == (
+                result.compiled_program_digest
+            )
+            return result.compiled_program_digest
+
+        assert await traced_digest() == DEFAULT_PROGRAM_DIGEST
+        version, _ = await _candidate(runtime, "served")
+        approved = await runtime.approve_candidate("served", version)
+        assert approved.candidate_digest != DEFAULT_PROGRAM_DIGEST
+        assert await traced_digest() == approved.candidate_digest
+    finally:
+        await runtime.close()
