@@ -3,7 +3,8 @@
 It checks what the real API requires (a Bearer key, a model, a state, choice questions with
 criteria) and answers every question with a label a policy picks, with probabilities and a
 confidence. ``mode`` makes it fail: ``"500"`` answers HTTP 500, ``"slow"`` sleeps past a client's
-timeout, ``"401"`` refuses the key. Every request is recorded (path, headers, body).
+timeout, ``"401"`` refuses the key, ``"echo"`` answers HTTP 500 with the key in its body.
+Every request is recorded (path, headers, body).
 """
 
 from __future__ import annotations
@@ -99,6 +100,10 @@ def fake_jev(**options: Any) -> Iterator[FakeJev]:
                 return
             if fake.mode == "500":
                 self.send_json({"detail": "internal error"}, 500)
+                return
+            if fake.mode == "echo":  # a hostile or buggy server repeating the request's key
+                echoed = self.headers.get("authorization")
+                self.send_json({"detail": f"cannot serve {echoed}", "key": echoed}, 500)
                 return
             if fake.mode == "slow":
                 time.sleep(fake.slow_seconds)
