@@ -295,6 +295,9 @@ def _print_result(result: dict[str, Any]) -> None:
             f"artifact: {artifact['path']} ({artifact['sizeBytes']:,} bytes) {artifact['uri']}",
             markup=False,
         )
+    rejections = (result.get("usage") or {}).get("submitRejections")
+    if rejections:
+        console.print(f"ungrounded SUBMITs rejected: {int(rejections)}", markup=False)
     if result.get("error"):
         error = result["error"]
         console.print(

@@ -22,6 +22,7 @@ from fleet_core.event_payloads import (
     SkillSavedPayload,
     ToolCallStartPayload,
     TriageDecisionPayload,
+    UngroundedSubmitPayload,
 )
 
 if TYPE_CHECKING:
@@ -67,7 +68,8 @@ class LiveTurnView:
         self.started = clock()
         self.finished: float | None = None
         self._lock = threading.Lock()  # events arrive on the loop; Live renders in its thread
-        self.kept: list[str] = []  # what the Turn's code asked the Session to keep (plain text)
+        # what the Turn's code asked the Session to keep, and ungrounded SUBMITs (plain text)
+        self.kept: list[str] = []
         self.console = console or Console(stderr=True)
         self._live = Live(self, console=self.console, refresh_per_second=8)
 
@@ -117,6 +119,13 @@ class LiveTurnView:
         elif isinstance(data, SkillSavedPayload) and len(self.kept) < 50:
             replaced = " (replaced)" if data.replaced else ""
             self.kept.append(f"skill saved: {data.path}{replaced}")
+        elif isinstance(data, UngroundedSubmitPayload) and len(self.kept) < 50:
+            figures = ", ".join(data.figures)
+            verdict = "rejected" if data.rejected else "accepted, flagged"
+            self.kept.append(
+                f"ungrounded SUBMIT {verdict} ({event.agent_id}, cell {data.cell}): typed figures "
+                f"no output showed: {figures}"
+            )
         elif event.kind in TERMINAL:
             self._finish(event.kind.removeprefix("turn_"))
 
