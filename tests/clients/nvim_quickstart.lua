@@ -57,16 +57,147 @@ local ok, err = pcall(function()
   step('turn', result)
   step('status_after', fleet.status())
 
+  local function loaded()
+    assert(vim.wait(120000, function() return vim.b.fleet_loading == false end, 20), 'document not loaded')
+  end
   fleet.open(fleet.artifact_uri('revenue_by_region.csv'))
+  loaded()
   step('artifact_lines', vim.api.nvim_buf_get_lines(0, 0, -1, false))
   step('artifact_modifiable', vim.bo.modifiable)
   step('artifact_name', vim.api.nvim_buf_get_name(0))
 
   if result.traceId then
     fleet.open(('fleet:/sessions/nvim1/traces/%s.md'):format(result.traceId))
+    loaded()
     step('trace_lines', vim.api.nvim_buf_get_lines(0, 0, 40, false))
     step('trace_filetype', vim.bo.filetype)
   end
+
+  -- the session buffer: the live agent tree after a Turn with a child agent
+  local tree = require('fleet.tree')
+  assert(vim.wait(10000, function()
+    local lines = tree.render_lines('nvim1')
+    return vim.iter(lines):any(function(l) return l:match('^Answer: ') ~= nil end)
+  end, 20), 'the session buffer never showed the answer')
+  vim.wait(200)
+  local sbuf = tree.buffer('nvim1', false)
+  step('session_buffer', sbuf and vim.api.nvim_buf_get_lines(sbuf, 0, -1, false) or {})
+  step('session_buffer_modifiable', sbuf and vim.bo[sbuf].modifiable)
+  -- hostile text is rendered safely: control characters and newlines cannot break a line
+  tree.apply({ turnId = 'tx', sessionId = 'esc', agentId = 'root', kind = 'turn_started',
+    payload = { task = "a\27[31mred\0nul\nsecond ]] end) vim.cmd('qa!') --", mode = 'rlm' } })
+  step('escaped_lines', tree.render_lines('esc'))
+
+  -- the interactive commands, with vim.ui.select / vim.ui.input answered by a script
+  local answers, prompts = {}, {}
+  local function answer(choice_of)
+    return function(items, opts, on_choice)
+      table.insert(prompts, { prompt = opts and opts.prompt, items = items and vim.tbl_map(function(i)
+        return opts and opts.format_item and opts.format_item(i) or i
+      end, items) or nil })
+      local pick = table.remove(answers, 1)
+      local choice = nil
+      if pick then choice = choice_of(pick, items, opts) end
+      vim.schedule(function() on_choice(choice) end)
+    end
+  end
+  vim.ui.select = answer(function(pick, items, opts)
+    for _, item in ipairs(items) do
+      local text = opts and opts.format_item and opts.format_item(item) or item
+      if text:find(pick, 1, true) then return item end
+    end
+    error('no item matches ' .. pick .. ' in ' .. vim.inspect(items))
+  end)
+  vim.ui.input = function(opts, on_input)
+    table.insert(prompts, { prompt = opts.prompt })
+    local text = table.remove(answers, 1)
+    vim.schedule(function() on_input(text) end)
+  end
+  local ui = require('fleet.ui')
+  local notes = {}
+  local notify = vim.notify
+  vim.notify = function(msg, level)
+    table.insert(notes, { msg = msg, level = level })
+  end
+  local function drive(name, command, picks, done, timeout)
+    answers, prompts = picks, {}
+    local before = #notes
+    vim.cmd(command)
+    assert(vim.wait(timeout or 30000, function() return #answers == 0 and done() end, 20),
+      name .. ' did not finish: ' .. vim.inspect({ answers = answers, notes = notes }))
+    vim.wait(50)
+    local said = {}
+    for i = before + 1, #notes do table.insert(said, notes[i].msg) end
+    step(name, { prompts = prompts, notes = said, buffer = vim.api.nvim_buf_get_name(0),
+      lines = vim.api.nvim_buf_get_lines(0, 0, 60, false), filetype = vim.bo.filetype })
+  end
+  local function said(pattern)
+    return function()
+      for _, n in ipairs(notes) do if n.msg:match(pattern) then return true end end
+      return false
+    end
+  end
+
+  -- :FleetSessions: delete a spare Session, then load nvim1
+  local e6 = await(function(cb) fleet.new_session('nvim-spare', cb) end)
+  assert(not e6, e6 and e6.message)
+  drive('sessions_delete', 'FleetSessions', { 'nvim-spare', 'Delete', 'Yes' }, said('nvim%-spare deleted'))
+  local _, after_delete = await(function(cb) fleet.request('fleet/session/list', vim.empty_dict(), cb) end)
+  step('sessions_after_delete', vim.tbl_map(function(s) return s.sessionId end, after_delete.sessions))
+  drive('sessions_load', 'FleetSessions', { 'nvim1', 'Load' }, said('nvim1 loaded'))
+  step('session_after_load', fleet.session_id())
+
+  vim.cmd('enew')
+  drive('artifacts', 'FleetArtifacts', { 'North.txt' }, function()
+    return vim.api.nvim_buf_get_name(0):match('North%.txt$') ~= nil and vim.b.fleet_loading == false
+  end)
+  vim.cmd('enew')
+  drive('trace', 'FleetTrace', { 'Turn ' }, function()
+    return vim.bo.filetype == 'markdown' and vim.b.fleet_loading == false
+  end)
+  drive('history', 'FleetHistory', {}, function()
+    return vim.api.nvim_buf_get_name(0):match('^fleet://history/') ~= nil
+  end)
+
+  local expect = vim.fn.getcwd() .. '/expectations.json'
+  vim.fn.writefile({ vim.json.encode({ schema_version = 1,
+    children = { { input_paths = { 'files/sales.csv' } } } }) }, expect)
+  drive('label', 'FleetLabel', { 'Turn ', 'approved', 'rlm', 'critical', 'North', 'North, 42', expect },
+    function() return ui.last_label ~= nil end, 120000)
+  step('label_result', ui.last_label)
+
+  drive('memory_review', 'FleetMemory', { 'new', 'Review' }, said('memory reviewed'))
+  local _, mem1 = await(function(cb) fleet.request('fleet/memory/list', { sessionId = 'nvim1' }, cb) end)
+  step('memories_after_review', mem1.memories)
+  drive('memory_reject', 'FleetMemory', { 'reviewed', 'Reject' }, said('memory rejected'))
+  local _, mem2 = await(function(cb) fleet.request('fleet/memory/list', { sessionId = 'nvim1' }, cb) end)
+  step('memories_after_reject', mem2.memories)
+
+  local models_err = await(function(cb) fleet.request('fleet/models/list', vim.empty_dict(), cb) end)
+  step('models_error', models_err and { code = models_err.code, message = models_err.message })
+  if not models_err then
+    drive('models', 'FleetModels', { 'nv-small', '(configured default)' },
+      function() return ui.last_models ~= nil end)
+    step('models_result', ui.last_models)
+  end
+
+  -- :FleetRun without a task: a prompt buffer; the line typed there runs a Turn
+  vim.cmd('FleetRun')
+  step('prompt_buffer', { name = vim.api.nvim_buf_get_name(0), buftype = vim.bo.buftype })
+  vim.cmd('stopinsert')
+  vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes('i' .. env.FLEET_NVIM_PROMPT .. '<CR><Esc>',
+    true, false, true), 'xt', false)
+  assert(vim.wait(120000, function()
+    local lines = tree.render_lines('nvim1')
+    return vim.iter(lines):any(function(l) return l:match('^Answer: 42') ~= nil end)
+  end, 20), 'the prompt buffer Turn did not answer: ' .. vim.inspect(tree.render_lines('nvim1')))
+  assert(vim.wait(10000, function() return fleet.status() == '' end, 20))
+  step('prompt_turn_lines', tree.render_lines('nvim1'))
+
+  -- :checkhealth fleet
+  vim.cmd('checkhealth fleet')
+  step('health', vim.api.nvim_buf_get_lines(0, 0, -1, false))
+  vim.notify = notify
 
   local e5, bad = await(function(cb) fleet.request('fleet/session/load', { sessionId = '../x' }, cb) end)
   step('bad_request', { code = e5 and e5.code, message = e5 and e5.message, result = bad })

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from fleet_core.engine.testing import action, route, submit
+from tests.fake_http import JsonHandler, serving
 
 REPO = Path(__file__).resolve().parents[2]
 PLUGIN = REPO / "editor-clients" / "nvim"
@@ -26,11 +27,25 @@ CODE = (
     "df = pd.read_csv('files/sales.csv')\n"
     "totals = df.groupby('region', as_index=False)['revenue'].sum()\n"
     "totals.to_csv('artifacts/revenue_by_region.csv', index=False)\n"
-    "print(totals.to_string(index=False))"
+    "checks = spawn_agents(subtasks=['REGION=North check'], input_paths=[['files/sales.csv']])\n"
+    "print(totals.to_string(index=False))\n"
+    "print(checks)"
 )
+PROMPT = "PROMPTTASK: what is six times seven"
+CHILD = [
+    action(
+        "import csv\n"
+        "rows = [r for r in csv.DictReader(open('files/sales.csv')) if r['region'] == 'North']\n"
+        "total = round(sum(float(r['revenue']) for r in rows), 2)\n"
+        "open('artifacts/North.txt', 'w').write(str(total))\n"
+        "print(total)"
+    ),
+    action("SUBMIT(findings='North=' + str(total))", "Submit."),
+]
 SCRIPT = {
     "root": {
         "rules": {
+            "PROMPTTASK": [action("print(6 * 7)"), submit("str(6 * 7)")],
             "revenue by region": [
                 action(CODE),
                 submit("totals.to_string(index=False)", note="groupby+sum"),
@@ -38,8 +53,29 @@ SCRIPT = {
             "SLOWTASK": action("import time\nfor _ in range(1200):\n    time.sleep(0.05)"),
         }
     },
-    "sub": {"rules": {"revenue by region": route("rlm"), "SLOWTASK": route("rlm")}},
+    "sub": {
+        "rules": {
+            "REGION=North": CHILD,
+            "PROMPTTASK": route("rlm"),
+            "revenue by region": route("rlm"),
+            "SLOWTASK": route("rlm"),
+        }
+    },
 }
+
+
+KEY = "sk-nvim-models-0123456789abcdef0123"
+
+
+class ModelsEndpoint(JsonHandler):
+    """The configured endpoint's ``GET /v1/models`` (OpenAI's shape), for :FleetModels."""
+
+    def do_GET(self) -> None:
+        if self.path != "/v1/models":
+            self.send_json({"error": "not found"}, 404)
+            return
+        models = [{"id": "nv-large", "object": "model"}, {"id": "nv-small", "object": "model"}]
+        self.send_json({"object": "list", "data": models})
 
 
 def nvim_binary() -> str | None:
@@ -69,17 +105,22 @@ def nvim_report(tmp_path_factory: pytest.TempPathFactory) -> dict:
         "FLEET_NVIM_CSV": str(SALES),
         "FLEET_NVIM_TASK": TASK,
         "FLEET_NVIM_SLOW": SLOW,
+        "FLEET_NVIM_PROMPT": PROMPT,
         "FLEET_NVIM_OUT": str(out),
         "XDG_STATE_HOME": str(root / "xdg"),
     }
-    completed = subprocess.run(
-        [nvim, "--headless", "--clean", "-c", f"luafile {SCENARIO}"],
-        env=env,
-        cwd=root,
-        capture_output=True,
-        text=True,
-        timeout=400,
-    )
+    with serving(ModelsEndpoint) as endpoint:
+        env["FLEET_LM_API_BASE"] = f"http://127.0.0.1:{endpoint.server_address[1]}/v1"
+        env["FLEET_LM_MODEL"] = "openai/nv-large"
+        env["FLEET_LM_API_KEY"] = KEY
+        completed = subprocess.run(
+            [nvim, "--headless", "--clean", "-c", f"luafile {SCENARIO}"],
+            env=env,
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=400,
+        )
     assert out.exists(), f"no report; nvim said: {completed.stderr[-2000:]}"
     report = json.loads(out.read_text())
     assert completed.returncode == 0, report.get("errors")
@@ -134,3 +175,133 @@ def test_neovim_cancels_a_turn_through_its_progress_token(nvim_report: dict) -> 
     cancelled = nvim_report["steps"]["cancelled"]
     assert nvim_report["steps"]["cancel_sent"] is True
     assert cancelled["result"]["status"] == "cancelled", cancelled
+
+
+def test_neovim_session_buffer_renders_the_agent_tree_with_its_child(nvim_report: dict) -> None:
+    lines = nvim_report["steps"]["session_buffer"]
+    assert lines[0] == "Fleet session nvim1"
+    assert nvim_report["steps"]["session_buffer_modifiable"] is False
+    turn = nvim_report["steps"]["turn"]
+    assert any(line.startswith(f"Turn {turn['turnId']}  [completed]  route rlm") for line in lines)
+    root = lines.index("▾ root  [completed]")
+    child = next(i for i, line in enumerate(lines) if "[succeeded]  REGION=North check" in line)
+    assert root < child and lines[child].startswith("  ▾ agent-")  # nested under the root
+    assert "    │ totals = df.groupby('region', as_index=False)['revenue'].sum()" in lines
+    assert "    →  North   3217.5" in lines  # the root's cell output
+    assert "      → 3217.5" in lines[child:]  # the child's own cell output, one level deeper
+    assert "Answer:  North   3217.5" in lines
+    assert any(line.endswith("/artifacts/revenue_by_region.csv") for line in lines)
+
+
+def test_neovim_session_buffer_escapes_model_text(nvim_report: dict) -> None:
+    lines = nvim_report["steps"]["escaped_lines"]
+    assert "Task: a?[31mred?nul" in lines  # ESC and NUL cannot reach the buffer
+    assert "Task: second ]] end) vim.cmd('qa!') --" in lines  # text, never code
+
+
+def test_neovim_fleet_sessions_deletes_and_loads(nvim_report: dict) -> None:
+    steps = nvim_report["steps"]
+    deleted = steps["sessions_delete"]
+    assert [p["prompt"] for p in deleted["prompts"]] == [
+        "Fleet Session",
+        "Session nvim-spare",
+        "Delete nvim-spare?",
+    ]
+    assert steps["sessions_after_delete"] == ["nvim1"]
+    loaded = steps["sessions_load"]
+    assert loaded["buffer"] == "fleet://session/nvim1"
+    assert steps["session_after_load"] == "nvim1"
+
+
+def test_neovim_fleet_artifacts_opens_the_picked_child_artifact(nvim_report: dict) -> None:
+    step = nvim_report["steps"]["artifacts"]
+    assert any("revenue_by_region.csv" in item for item in step["prompts"][0]["items"])
+    assert step["buffer"].endswith("/North.txt")
+    assert step["lines"] == ["3217.5"]
+
+
+def test_neovim_fleet_trace_and_history(nvim_report: dict) -> None:
+    trace = nvim_report["steps"]["trace"]
+    assert trace["filetype"] == "markdown"
+    assert trace["lines"][0].startswith("# Turn trace")
+    history = nvim_report["steps"]["history"]
+    assert history["buffer"] == "fleet://history/nvim1"
+    assert history["lines"][1].startswith("#1  completed rlm    Calculate revenue by region")
+
+
+def test_neovim_fleet_label_stores_every_prompted_field(nvim_report: dict) -> None:
+    step = nvim_report["steps"]["label"]
+    assert [p["prompt"] for p in step["prompts"]][:4] == [
+        "Label which trace?",
+        "Status",
+        "Route",
+        "Critical",
+    ]
+    labels = nvim_report["steps"]["label_result"]["labels"]
+    assert labels["status"] == "approved"
+    assert labels["route"] == "rlm"
+    assert labels["critical"] is True
+    assert labels["answer"] == "North"
+    assert labels["values"] == ["North", "42"]
+    assert labels["expectations"]["children"][0]["input_paths"] == ["files/sales.csv"]
+
+
+def test_neovim_fleet_memory_reviews_then_rejects(nvim_report: dict) -> None:
+    steps = nvim_report["steps"]
+    assert steps["memory_review"]["prompts"][0]["items"] == ["[new] learned_note: groupby+sum"]
+    assert [m["reviewed"] for m in steps["memories_after_review"]] == [True]
+    assert steps["memory_reject"]["prompts"][1]["items"][0].startswith("Unreview")
+    assert steps["memories_after_reject"] == []
+
+
+def test_neovim_fleet_models_sets_the_session_models(nvim_report: dict) -> None:
+    steps = nvim_report["steps"]
+    assert steps.get("models_error") is None  # the endpoint listed its models
+    prompts = steps["models"]["prompts"]
+    assert [p["prompt"] for p in prompts] == ["Model for the root agent", "Model for the sub agent"]
+    assert prompts[0]["items"] == ["(configured default)", "nv-large", "nv-small"]
+    result = steps["models_result"]
+    assert (result["sessionId"], result["root"], result.get("sub")) == ("nvim1", "nv-small", None)
+
+
+def test_neovim_fleet_run_without_a_task_opens_a_prompt_buffer(nvim_report: dict) -> None:
+    steps = nvim_report["steps"]
+    assert steps["prompt_buffer"] == {"name": "fleet://prompt/nvim1", "buftype": "prompt"}
+    lines = steps["prompt_turn_lines"]
+    assert any(line.startswith("Task: PROMPTTASK: what is six times seven") for line in lines)
+    assert "Answer: 42" in lines
+
+
+def test_neovim_checkhealth_fleet_reports_server_database_sandbox_and_models(
+    nvim_report: dict,
+) -> None:
+    text = "\n".join(nvim_report["steps"]["health"])
+    assert "OK server command:" in text and "-m fleet_lsp serve" in text
+    assert "OK fleet-lsp " in text
+    assert re.search(r"OK sqlite, state in .*/state, \d+ sessions", text)
+    assert re.search(r"fleet: sandbox ~\n- (✅ OK local, isolated|⚠️ WARNING local)", text)
+    assert "fleet: model endpoint ~" in text
+    assert re.search(r"OK root: openai/nv-large at http://127\.0\.0\.1:\d+/v1", text)
+    assert "OK the endpoint lists 2 models" in text
+    assert KEY not in json.dumps(nvim_report)  # the key never reaches the client
+
+
+def test_neovim_sees_wire_results_that_match_the_protocol_schema(nvim_report: dict) -> None:
+    from jsonschema import Draft202012Validator
+
+    schema = json.loads((REPO / "docs" / "schema" / "protocol.schema.json").read_text())
+    steps = nvim_report["steps"]
+    checks = {
+        "fleet/session/new": steps["session"],
+        "fleet/context/attach": steps["attached"],
+        "fleet/context/setDataset": steps["dataset"],
+        "fleet/turn/run": steps["turn"],
+        "fleet/trace/label": steps["label_result"],
+    }
+    for method, value in checks.items():
+        pointer = "#/requests/" + method.replace("/", "~1") + "/result"
+        Draft202012Validator({**schema, "$ref": pointer}).validate(value)
+    memory = {"memories": steps["memories_after_review"], "summary": ""}
+    Draft202012Validator({**schema, "$ref": "#/requests/fleet~1memory~1list/result"}).validate(
+        memory
+    )

@@ -5,7 +5,7 @@ local defaults = {
   cmd = { 'fleet-lsp', 'serve' },
   root_dir = nil, -- defaults to the current working directory
   settings = {}, -- initializationOptions.fleet.settings (configuration overrides)
-  turn_events = false, -- receive fleet/turn/didEmit notifications
+  turn_events = true, -- receive fleet/turn/didEmit (the session buffer's live agent tree)
   on_event = nil, -- function(event) called for each fleet/turn/didEmit
 }
 
@@ -42,6 +42,7 @@ function M.client()
     },
     handlers = {
       ['fleet/turn/didEmit'] = function(_, event)
+        require('fleet.tree').on_event(event)
         if opts.on_event then
           opts.on_event(event)
         end
@@ -82,6 +83,11 @@ function M.session_id()
   return state.session_id
 end
 
+--- The options in effect (after setup).
+function M.options()
+  return state.opts
+end
+
 function M.use_session(session_id)
   state.session_id = session_id
 end
@@ -99,6 +105,7 @@ local function request_session(method, params, callback)
   M.request(method, params, function(err, info)
     if not err then
       state.session_id = info.sessionId
+      require('fleet.tree').buffer(info.sessionId, true)
     end
     if callback then
       callback(err, info)
@@ -198,17 +205,27 @@ function M.label_trace(trace_id, labels, callback)
   M.request('fleet/trace/label', params, callback)
 end
 
---- BufReadCmd for fleet:/ URIs: fill the buffer from workspace/textDocumentContent.
+--- BufReadCmd for fleet:/ URIs: a read-only buffer filled from workspace/textDocumentContent
+--- when the answer arrives (the editor never blocks on it); `b:fleet_loading` is true until then.
 function M.read_document(buf, uri)
-  local result, err = M.request_sync('workspace/textDocumentContent', { uri = uri }, 30000)
-  local text = err and ('fleet: ' .. err.message) or result.text
-  vim.bo[buf].modifiable = true
-  vim.api.nvim_buf_set_lines(buf, 0, -1, false, vim.split(text, '\n', { plain = true }))
+  local function fill(lines, loading)
+    if not vim.api.nvim_buf_is_valid(buf) then
+      return
+    end
+    vim.bo[buf].modifiable = true
+    vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
+    vim.bo[buf].modifiable = false
+    vim.b[buf].fleet_loading = loading
+  end
   vim.bo[buf].buftype = 'nofile'
   vim.bo[buf].swapfile = false
-  vim.bo[buf].modifiable = false
   vim.bo[buf].readonly = true
   vim.bo[buf].filetype = uri:match('%.md$') and 'markdown' or (uri:match('%.csv$') and 'csv' or '')
+  fill({ 'fleet: loading ' .. uri .. ' …' }, true)
+  M.request('workspace/textDocumentContent', { uri = uri }, function(err, result)
+    local text = err and ('fleet: ' .. tostring(err.message)) or result.text
+    fill(vim.split(text, '\n', { plain = true }), false)
+  end)
 end
 
 --- A one-line status for statuslines: the newest progress message of every open token.
