@@ -44,6 +44,11 @@ app.add_typer(config_app, name="config")
 app.add_typer(eval_app, name="eval")
 app.add_typer(mlflow_app, name="mlflow")
 app.add_typer(memory_app, name="memory")
+session_app = typer.Typer(
+    help="One Session's settings: its model selection (list Sessions with `fleet-lsp sessions`).",
+    no_args_is_help=True,
+)
+app.add_typer(session_app, name="session")
 model_app = typer.Typer(
     help="The embedded offline model: the default when no endpoint is configured.",
     no_args_is_help=True,
@@ -473,12 +478,89 @@ def memory_reject(
 
 
 # ---------------------------------------------------------------------------------------------
+# models, session set-models
+# ---------------------------------------------------------------------------------------------
+
+
+@app.command()
+def models(
+    refresh: Annotated[
+        bool, typer.Option("--refresh", help="Ask the endpoint again (not the cache).")
+    ] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print {models: [{id, ownedBy}], cached, fetchedAt}.")
+    ] = False,
+) -> None:
+    """List the models the configured endpoint offers (GET <api_base>/models).
+
+    Exit code 2 when no endpoint is configured or it does not answer (one line says which)."""
+
+    async def go(runtime: FleetRuntime) -> dict[str, Any]:
+        return (await runtime.list_models(refresh=refresh)).wire()
+
+    found: dict[str, Any] = _run(go)
+    if as_json:
+        typer.echo(json.dumps(found, indent=2))
+        return
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table("model", "owned by")
+    for model in found["models"]:
+        table.add_row(escape(model["id"]), escape(model["ownedBy"] or ""))
+    console = Console()
+    console.print(table if found["models"] else "The endpoint lists no models.")
+    console.print(
+        "select one for a Session: fleet-lsp session set-models SESSION --root MODEL", markup=False
+    )
+
+
+@session_app.command("set-models")
+def session_set_models(
+    session: Annotated[str, typer.Argument(help="Session id.")],
+    root: Annotated[
+        str | None, typer.Option("--root", help="Model id for Turn programs (root role).")
+    ] = None,
+    sub: Annotated[
+        str | None,
+        typer.Option("--sub", help="Model id for llm_query, child agents and triage (sub role)."),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print {sessionId, root, sub}.")] = False,
+) -> None:
+    """Set the Session's model ids; a role not given is cleared (the configuration's model
+    applies). Model ids only (see `fleet-lsp models`): never an endpoint or a key."""
+
+    async def go(runtime: FleetRuntime) -> dict[str, Any]:
+        return (await runtime.set_models(session, root=root, sub=sub)).wire()
+
+    chosen: dict[str, Any] = _run(go)
+    if as_json:
+        typer.echo(json.dumps(chosen, indent=2))
+        return
+    from rich.console import Console
+    from rich.markup import escape
+
+    console = Console()
+    for role in ("root", "sub"):
+        value = chosen[role]
+        shown = escape(value) if value else "(the configuration's)"
+        console.print(f"{role}: {shown}")
+
+
+# ---------------------------------------------------------------------------------------------
 # config, doctor
 # ---------------------------------------------------------------------------------------------
 
 
 @config_app.command("show")
 def config_show(
+    session: Annotated[
+        str | None,
+        typer.Option(
+            "--session", "-s", help="With this Session's selections (source 'session') applied."
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Every effective non-secret value with its source, secret names as set/unset, the digest."""
@@ -490,8 +572,18 @@ def config_show(
     except ConfigError as exc:
         typer.echo(f"configuration error: {exc.message}", err=True)
         raise typer.Exit(1) from None
+    if session is not None:
+        session_id = session
+
+        async def go(runtime: FleetRuntime) -> Any:
+            return await runtime.effective_config(session_id)
+
+        config = _run(go)
     items = list(config.items())
     secrets = config.secret_status()
+    from fleet_core.localmodel.selection import models_in_use
+
+    models = models_in_use(config)  # a configured endpoint, the embedded model, or none
     if as_json:
         import json
 
@@ -500,9 +592,11 @@ def config_show(
                 {
                     "configFile": str(config.config_file) if config.config_file else None,
                     "stateDir": str(config.state_dir),
+                    "session": session,
                     "digest": config.digest(),
                     "settings": {k: {"value": v, "source": s} for k, v, s in items},
                     "secrets": {k: ("set" if v else "unset") for k, v in secrets.items()},
+                    "models": {use.role: use.describe() for use in models},
                 },
                 indent=2,
             )
@@ -515,6 +609,8 @@ def config_show(
     console = Console()
     console.print(f"config file: {config.config_file or '(none; defaults)'}", markup=False)
     console.print(f"state dir:   {config.state_dir}", markup=False)
+    if session is not None:
+        console.print(f"session:     {session}", markup=False)
     table = Table("setting", "value", "source")
     for key, value, source in items:
         table.add_row(escape(key), escape("" if value is None else str(value)), source)
@@ -523,6 +619,8 @@ def config_show(
     for name, is_set in secrets.items():
         secret_table.add_row(name, "set" if is_set else "unset")
     console.print(secret_table)
+    for use in models:
+        console.print(f"{use.role} role uses: {use.describe()}", markup=False)
     console.print(f"digest: {config.digest()}")
 
 
