@@ -218,6 +218,10 @@ def check_models(config: EffectiveConfig) -> list[Check]:
         if not found.configured:
             status: Status = "fail" if found.role in ("root", "sub") else "warn"
             checks.append(Check(name, status, found.problem.split(":")[0], found.fix))
+        elif found.embedded:
+            where = f"running at {found.api_base}" if found.api_base else "starts on the first Turn"
+            detail = f"embedded offline model {found.model} ({where}; no endpoint is configured)"
+            checks.append(Check(name, "ok", detail))
         elif found.problem:
             detail = f"{found.model} at {found.api_base}: {found.problem}"
             checks.append(Check(name, "fail", detail, found.fix))

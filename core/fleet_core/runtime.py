@@ -740,12 +740,20 @@ class FleetRuntime:
             validation_ratio=validation_ratio,
         )
         cancel = cancel or threading.Event()
-        try:
-            result = await anyio.to_thread.run_sync(
+        # The worker thread is not interruptible: a cancelled caller sets ``cancel`` (checked
+        # between rollouts and inside each), waits for the thread to stop, then re-raises.
+        worker = asyncio.ensure_future(
+            anyio.to_thread.run_sync(
                 partial(service.run, session_id, options, on_progress=progress, cancel=cancel)
             )
-        except anyio.get_cancelled_exc_class():
+        )
+        try:
+            result = await asyncio.shield(worker)
+        except asyncio.CancelledError:
             cancel.set()
+            await asyncio.wait({worker})
+            if not worker.cancelled():
+                worker.exception()  # retrieved: the run stopped with OptimizationCancelled
             raise
         m = result.manifest
         return OptimizationRun(
@@ -884,30 +892,20 @@ class FleetRuntime:
         answer ``GET /models`` within 5 s? One probe per endpoint; keys are never shown. A role
         without an endpoint reports the embedded model when it is installed (``embedded``; it
         is never started here: its ``api_base`` is the running server's, if any)."""
-        from fleet_core.engine.lm import CONFIGURE_HINT, ROLES, endpoint_configured, resolve_spec
-        from fleet_core.localmodel.supervisor import LocalModel
+        from fleet_core.engine.lm import ROLES, resolve_spec
+        from fleet_core.localmodel.selection import models_in_use
 
         checks = []
         probed: dict[tuple[str, str], str] = {}
-        local = LocalModel.from_config(config)
         for role in roles or ROLES:
             if role not in ROLES:
                 raise InvalidInput(f"Unknown model role '{role}'; use one of: {', '.join(ROLES)}")
             try:
                 spec, key = resolve_spec(config.settings.llm, config.secrets, role)
-            except ModelUnavailable as exc:
-                if endpoint_configured(config.settings.llm, role):
-                    checks.append(ModelCheck(role, False, problem=exc.message, fix=CONFIGURE_HINT))
-                    continue
-                reason = local.unavailable_reason()
-                if reason:
-                    fix = f"{CONFIGURE_HINT}; or {reason.split(': ', 1)[-1]}"
-                    problem = f"{exc.message}; {reason}"
-                    checks.append(ModelCheck(role, False, problem=problem, fix=fix))
-                    continue
-                status = local.status()
-                where = status.api_base or "starts on the first Turn"
-                checks.append(ModelCheck(role, True, local.model_id, where, embedded=True))
+            except ModelUnavailable:
+                (use,) = models_in_use(config, (role,))  # the embedded model, or what to set
+                found = (use.model, use.api_base, use.problem, use.fix, use.embedded)
+                checks.append(ModelCheck(role, use.configured, *found))
                 continue
             problem = ""
             if probe:
@@ -927,6 +925,7 @@ class FleetRuntime:
     def check_jev(config: EffectiveConfig, *, probe: bool = True) -> JevCheck:
         """Is Jev on (a key is set), and (``probe``) does ``GET /v1/models`` answer with it?"""
         from fleet_core.engine.jev import JevError, jev_client
+
         settings = config.settings.jev
         try:
             client = jev_client(config)
@@ -941,6 +940,7 @@ class FleetRuntime:
         except JevError as exc:
             return JevCheck(True, client.base_url, client.model, exc.message)
         return JevCheck(True, client.base_url, client.model, "", tuple(models))
+
     @staticmethod
     def check_tracing_store(config: EffectiveConfig) -> str:
         """Open the configured MLflow store and its experiments: '' when that works, else why
@@ -1203,11 +1203,14 @@ class JevCheck:
     """The optional Jev decision API: off (no ``FLEET_JEV_API_KEY``), or on at ``base_url``
     with the probe's ``problem`` ('' when ``/v1/models`` answered) and the models the key may
     use. Never the key."""
+
     on: bool
     base_url: str | None = None
     model: str | None = None
     problem: str = ""
     models: tuple[str, ...] = ()
+
+
 @dataclass(frozen=True, slots=True)
 class ModelCheck:
     """One model role: configured (model and endpoint) or not, and the endpoint probe's

@@ -130,3 +130,21 @@ def test_a_server_that_dies_at_start_is_reported_with_its_log(
         broken.ensure()
     assert "No module named" in info.value.message and "server.log" in info.value.message
     assert not broken.status().running
+
+
+def test_a_busy_server_is_reused_not_restarted(
+    local_model: LocalModel, run_owner, monkeypatch
+) -> None:
+    """A server answering nothing over HTTP (busy with another process's completion: it serves
+    one request at a time) but alive and listening is reused, never killed."""
+    from fleet_core.localmodel import supervisor
+
+    mine = local_model.ensure()
+    monkeypatch.setattr(supervisor, "_healthy", lambda api_base, timeout=2.0: False)
+    other = LocalModel(local_model.settings, local_model.home, weights=local_model.weights)
+    try:
+        again = other.ensure()
+        assert again.reused and again.guard_pid == mine.guard_pid
+        assert procs.alive(mine.server_pid, None)
+    finally:
+        other.release()

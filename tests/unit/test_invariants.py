@@ -87,6 +87,8 @@ FACE_IMPORTS: dict[str, frozenset[str]] = {
     "fleet_core.workspace": ALL,
     "fleet_core.net": ALL,
     "fleet_core.offline": ALL,  # standard library only: the libraries' offline switches
+    # which model each role uses, read without starting the embedded model (config show)
+    "fleet_core.localmodel.selection": frozenset({"models_in_use"}),
     # records, their parsers and typed errors of the rooms behind the facade (no behaviour)
     "fleet_core.observability.errors": frozenset({"TraceNotFound", "TracingUnavailable"}),
     "fleet_core.evaluation.labels": frozenset(

@@ -252,7 +252,10 @@ class LocalModel:
             state = self._read_state()
             if state is not None:
                 live = procs.alive(state["guard_pid"], state.get("guard_start"))
-                if live and _healthy(state["api_base"]):
+                # Reuse on a live guard and an open port, never on an HTTP answer: the server
+                # serves one request at a time and holds /v1/models while another process's
+                # completion runs, so a busy server would look dead and be killed mid-Turn.
+                if live and _port_open(state["port"]):
                     if pin and not state.get("pinned"):
                         state["pinned"] = True
                         self._write_state(state)
@@ -404,6 +407,14 @@ def _healthy(api_base: str, timeout: float = 2.0) -> bool:
             body = json.loads(response.read(1_000_000) or b"{}")
             return response.status == 200 and isinstance(body, dict) and "data" in body
     except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+def _port_open(port: int, timeout: float = 5.0) -> bool:
+    try:
+        with socket.create_connection((HOST, port), timeout=timeout):
+            return True
+    except OSError:
         return False
 
 
