@@ -432,6 +432,9 @@ class TurnErrorWire(TypedDict):
 
 
 class TurnSummaryWire(TypedDict):
+    """A stored Turn; `durationSeconds`, `artifactPaths` (at most 50) and `artifactsOmitted`
+    come from its stored result (absent while it runs)."""
+
     turnId: str
     seq: int
     status: Literal["running", "completed", "failed", "cancelled"]
@@ -442,6 +445,9 @@ class TurnSummaryWire(TypedDict):
     traceId: NotRequired[str]
     createdAt: str
     error: NotRequired[TurnErrorWire]
+    durationSeconds: NotRequired[float]
+    artifactPaths: NotRequired[list[str]]
+    artifactsOmitted: NotRequired[int]
 
 
 class HistoryResult(TypedDict):

@@ -64,6 +64,16 @@ class TurnSummary(Record):
     trace_id: str | None = None
     created_at: datetime
     error: TurnError | None = None
+    # from the Turn's stored result: None while it runs (or when it was interrupted)
+    duration_seconds: float | None = None
+    # the workspace paths of the artifacts its result lists (at most HISTORY_ARTIFACT_PATHS);
+    # artifacts_omitted counts those left out, here or by storage.max_turn_artifacts
+    artifact_paths: list[str] = Field(default_factory=list)
+    artifacts_omitted: int = 0
+
+
+# artifact paths a TurnSummary carries (history lists up to 50 Turns per request)
+HISTORY_ARTIFACT_PATHS = 50
 
 
 class ProvenanceRecord(Record):

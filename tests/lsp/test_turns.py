@@ -207,6 +207,11 @@ async def test_quickstart_flow(lsp: LanguageClient, tmp_path: Path) -> None:
     assert labelled["eligible"] is False  # recordReplay was off
     history = await call(lsp, "fleet/session/history", {"sessionId": session_id})
     assert [t["status"] for t in history["turns"]] == ["completed"]
+    # what a client that did not run the Turn needs for its tree: duration and artifact paths
+    [summary] = history["turns"]
+    assert summary["durationSeconds"] == result["durationSeconds"] > 0
+    assert summary["artifactPaths"] == [a["path"] for a in result["artifacts"]]
+    assert "artifacts/revenue_by_region.csv" in summary["artifactPaths"]
     await assert_clean(lsp)
 
 

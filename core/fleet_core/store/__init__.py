@@ -27,6 +27,7 @@ from fleet_core.errors import (
     TurnNotFound,
 )
 from fleet_core.models import (
+    HISTORY_ARTIFACT_PATHS,
     DatasetContext,
     Memory,
     ProvenanceRecord,
@@ -892,7 +893,30 @@ def _turn_summary(row: RowMapping) -> TurnSummary:
         trace_id=row["trace_id"],
         created_at=_utc(row["created_at"]),
         error=TurnError.model_validate(row["error"]) if row["error"] else None,
+        **_result_facts(row["result"]),
     )
+
+
+def _result_facts(result: Any) -> dict[str, Any]:
+    """The duration and artifact paths a Turn's stored result (``TurnResult.wire()``) holds;
+    results stored before these fields, or by hand, may lack them or hold odd shapes."""
+    if not isinstance(result, dict):
+        return {}
+    facts: dict[str, Any] = {}
+    duration = result.get("durationSeconds")
+    if isinstance(duration, int | float) and not isinstance(duration, bool):
+        facts["duration_seconds"] = float(duration)
+    listed = result.get("artifacts")
+    paths = [
+        a["path"]
+        for a in (listed if isinstance(listed, list) else [])
+        if isinstance(a, dict) and isinstance(a.get("path"), str)
+    ]
+    omitted = result.get("artifactsOmitted")
+    omitted = omitted if isinstance(omitted, int) and not isinstance(omitted, bool) else 0
+    facts["artifact_paths"] = paths[:HISTORY_ARTIFACT_PATHS]
+    facts["artifacts_omitted"] = max(0, omitted) + max(0, len(paths) - HISTORY_ARTIFACT_PATHS)
+    return facts
 
 
 def _replay_claim(prior: RowMapping, digest: str) -> TurnClaim:

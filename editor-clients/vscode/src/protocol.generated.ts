@@ -668,6 +668,7 @@ export interface TurnStartedPayload {
   mode: string;
 }
 
+/** A stored Turn; `durationSeconds`, `artifactPaths` (at most 50) and `artifactsOmitted` come from its stored result (absent while it runs). */
 export interface TurnSummaryWire {
   turnId: string;
   seq: number;
@@ -679,6 +680,9 @@ export interface TurnSummaryWire {
   traceId?: string;
   createdAt: string;
   error?: TurnErrorWire;
+  durationSeconds?: number;
+  artifactPaths?: string[];
+  artifactsOmitted?: number;
 }
 
 /** A SUBMIT carried figures typed in its code that no output showed (engine/grounding.py); the agent's first 2 are rejected and returned to the model, later ones accepted and flagged. */
