@@ -217,3 +217,21 @@ async def test_shared_learned_notes_are_opt_in_reviewed_only_and_marked_unverifi
     # a Session's own notes come only through its reviewed memories, never as shared notes
     _, prompt = await turn(runtime, lms, "a", "Read the parquet files", submit("'w'"))
     assert SHARED_NOTES_HEADER not in prompt
+
+
+async def test_a_remembered_secret_is_redacted_before_it_is_stored(
+    fleet_environ: dict[str, str], tmp_path: Path
+) -> None:
+    secret = "dtn-7f3a9c2e5b1d4f8a"
+    config = load_config(environ={**fleet_environ, "FLEET_DAYTONA_API_KEY": secret}, cwd=tmp_path)
+    lms = SwitchableLms()
+    runtime = await FleetRuntime.open(config, lm_provider=lms, trace_export="deferred")
+    try:
+        await runtime.new_session("x", mode="rlm")
+        code = f"workspace.remember('key', 'the sandbox key is {secret}')"
+        events, _ = await turn(runtime, lms, "x", "keep it", action(code), submit("'ok'"))
+        [memory] = await runtime.memories("x")
+        assert secret not in memory.content and memory.content.startswith("the sandbox key is")
+        assert all(secret not in json.dumps(e.payload) for e in events)
+    finally:
+        await runtime.close()
