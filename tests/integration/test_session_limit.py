@@ -45,9 +45,10 @@ async def test_the_session_past_the_limit_is_refused_naming_the_setting(
         await runtime.close()
 
 
-async def test_the_65th_session_is_refused_at_the_default(tmp_path: Path) -> None:
-    environ = {"FLEET_STATE_DIR": str(tmp_path / "state")}
-    runtime = await _opened(environ, tmp_path)
+async def test_the_65th_session_is_refused_at_the_default(
+    fleet_environ: dict[str, str], tmp_path: Path
+) -> None:
+    runtime = await _opened(fleet_environ, tmp_path)
     try:
         assert runtime.config.settings.runtime.max_active_sessions == 64
         for n in range(64):
@@ -55,6 +56,8 @@ async def test_the_65th_session_is_refused_at_the_default(tmp_path: Path) -> Non
         with pytest.raises(SessionLimit) as refused:
             await runtime.new_session("d64")
         assert "runtime.max_active_sessions = 64" in refused.value.message
+        stored = {s.session_id for s in await runtime.list_sessions()}
+        assert "d64" not in stored and len(stored) == 64
         await runtime.close_session("d0")
         assert (await runtime.new_session("d64")).session_id == "d64"
     finally:

@@ -41,3 +41,21 @@ async def test_the_session_past_the_limit_is_refused_and_close_frees_a_slot(
     assert created["sessionId"] == "lim-c"
     error = await call_error(lsp, "fleet/session/load", {"sessionId": "lim-a"})
     assert "max_active_sessions" in error.message
+
+
+async def test_the_65th_session_is_refused_at_the_default_setting(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    state = tmp_path_factory.mktemp("state-default")
+    client = await start_client("vscode", {"FLEET_STATE_DIR": str(state)})
+    try:
+        for n in range(64):
+            await call(client, "fleet/session/new", {"sessionId": f"d{n}"})
+        error = await call_error(client, "fleet/session/new", {"sessionId": "d64"})
+        assert error.code == ERROR_CODES["SessionLimit"]
+        assert "runtime.max_active_sessions = 64" in error.message, error.message
+        await call(client, "fleet/session/close", {"sessionId": "d0"})
+        assert (await call(client, "fleet/session/new", {"sessionId": "d64"}))["sessionId"] == "d64"
+    finally:
+        await client.shutdown_session()
+        await client.stop()
