@@ -53,6 +53,7 @@ from fleet_core.evaluation.suite import (
 from fleet_core.models import TurnRequest, TurnResult
 
 OK_OUTCOMES = ("ok", "submitted")
+NOT_ERRORS = (*OK_OUTCOMES, "submit_rejected")  # an ungrounded SUBMIT refused is no sandbox error
 SUITE_KEYS = (
     "relevance",
     "retrieval_groundedness",
@@ -122,7 +123,7 @@ def _trace_suite(view: Any, result: TurnResult) -> dict[str, SuiteScore | None]:
     if view is None:
         return {}
     cells = [c for c in view.cells() if getattr(c, "phase", None) != "bootstrap"]
-    errors = sum(1 for c in cells if c.outcome not in OK_OUTCOMES)
+    errors = sum(1 for c in cells if c.outcome not in NOT_ERRORS)
     calls = sum(len(a.lm_calls) for a in view.agents()) + len(view.triage_lm_calls)
     code_route = result.route in ("rlm", "flex")
     verified = sum(1 for c in cells if c.outcome in OK_OUTCOMES)
