@@ -87,8 +87,9 @@ def run(home: Path, argv: list[str], poll: float) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     log_path = home / "server.log"
+    if log_path.exists():  # the previous server's log stays one start (why it ended)
+        os.replace(log_path, home / "server.log.1")
     with log_path.open("ab") as log:
-        log.truncate(0)
         server = subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,
