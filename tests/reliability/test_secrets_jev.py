@@ -75,6 +75,24 @@ async def test_the_jev_key_reaches_no_event_result_store_file_or_log(
             ]
             assert any(o.rstrip().endswith("False") for o in outputs), outputs  # no FLEET_JEV_*
             assert [e.kind for e in events if jev_hits(e.model_dump_json())] == []
+            # the queued trace records the decisions on its root span (and no key)
+            trace = await runtime.pending_trace(events[-1].payload["traceId"])
+            assert trace is not None
+            [root] = [span for span in trace.spans if span.parent_id is None]
+            batches = root.attributes["fleet.jev_decisions"]
+            answered = [(b["category"], b["backend"]) for b in batches if b["ok"]]
+            if jev_mode == "ok":
+                assert answered == [
+                    ("routing", "jev"),
+                    ("skill_selection", "jev"),
+                    ("other_decisions", "jev"),
+                ]
+            else:  # every Jev call failed; the sandbox's batch fell back to the sub LM
+                assert answered == [("other_decisions", "generative")]
+                assert len([b for b in batches if not b["ok"]]) == 3
+            if jev_mode == "ok":
+                assert len(root.attributes["fleet.skill_selection"]["decisions"]) == 3
+            assert not jev_hits(repr(trace))
             assert not jev_hits(done.model_dump_json())
             rows, _ = _store_hits(runtime)
             assert rows.get("fleet_trace_exports", 0) >= 1

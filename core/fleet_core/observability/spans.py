@@ -16,7 +16,9 @@ Span tree (names are stable; ``fleet.kind`` tells a reader what each span is)::
       turn.commit [CHAIN]
 
 The root span also lists what the Turn's code asked the Session to keep:
-``fleet.memories_proposed`` and ``fleet.skills_saved`` (``memory_proposed``/``skill_saved``).
+``fleet.memories_proposed`` and ``fleet.skills_saved`` (``memory_proposed``/``skill_saved``),
+and the Turn's typed decisions: ``fleet.jev_decisions`` (one record per ``jev_decision`` batch)
+and ``fleet.skill_selection`` (Skill preloading's decisions).
 """
 
 from __future__ import annotations
@@ -40,10 +42,12 @@ from fleet_core.event_payloads import (
     ChildSpawnedPayload,
     CodeCellPayload,
     EventPayload,
+    JevDecisionPayload,
     LmEndPayload,
     LmStartPayload,
     MemoryProposedPayload,
     SkillSavedPayload,
+    SkillSelectionPayload,
     ToolCallEndPayload,
     ToolCallStartPayload,
     TriageDecisionPayload,
@@ -503,6 +507,12 @@ class TraceBuilder:
         records = self.spans[self.root].attributes.setdefault(key, [])
         if isinstance(records, list) and len(records) < MAX_LISTED:
             records.append(data.model_dump(mode="json") | {"agent_id": event.agent_id})
+
+    def _on_jev_decision(self, event: TurnEvent, at: int, data: JevDecisionPayload) -> None:
+        self._listed("fleet.jev_decisions", event, data)
+
+    def _on_skill_selection(self, event: TurnEvent, at: int, data: SkillSelectionPayload) -> None:
+        self.spans[self.root].attributes["fleet.skill_selection"] = data.model_dump(mode="json")
 
     def _on_budget_update(self, event: TurnEvent, at: int, data: BudgetUpdatePayload) -> None:
         self._usage = data.model_dump(mode="json")
