@@ -233,10 +233,12 @@ class TurnControl:
             back = min(units, self.by_category.get(category, 0), self.units)
             self.units -= back
             self.by_category[category] = self.by_category.get(category, 0) - back
+
     def note_jev_decisions(self, category: str, count: int) -> None:
         """``count`` decisions of ``category`` were answered by Jev (their units already charged)."""
         with self._lock:
             self.jev_by_category[category] = self.jev_by_category.get(category, 0) + count
+
     def note_sandbox_error(self) -> None:
         with self._lock:
             self.sandbox_errors += 1
