@@ -406,20 +406,35 @@ class MemoryAddResult(TypedDict):
     memory: MemoryWire
 
 
+class UsageWire(TypedDict):
+    """What the host observed of a Turn (``fleet_core.models.Usage``)."""
+
+    modelCalls: int
+    sandboxErrors: int
+    submitRejections: int
+    inputTokens: NotRequired[int]
+    outputTokens: NotRequired[int]
+    callsByCategory: NotRequired[dict[str, int]]
+    jevDecisionsByCategory: NotRequired[dict[str, int]]
+
+
 class TurnResultWire(TypedDict):
+    """``fleet_core.models.TurnResult`` on the wire (also the payload of the terminal events)."""
+
     turnId: str
     sessionId: str
-    status: str
+    status: Literal["completed", "failed", "cancelled"]
     answer: str
     route: NotRequired[str]
     learnedNote: NotRequired[str]
     artifacts: list[ArtifactWire]
     traceId: NotRequired[str]
-    usage: dict[str, Any]
-    error: NotRequired[dict[str, Any]]
+    usage: UsageWire
+    error: NotRequired[TurnErrorWire]
     replayed: NotRequired[bool]
     durationSeconds: NotRequired[float]
     artifactsOmitted: NotRequired[int]
+    compiledProgramDigest: NotRequired[str]
 
 
 class SessionListResult(TypedDict):

@@ -31,18 +31,25 @@ function fence(text: string): string {
 }
 
 /**
- * The artifacts of one Turn: those its result listed (when this window saw it) and those whose
- * record or provenance names the Turn (`fleet/artifact/list` does not say which Turn wrote a file
- * the root agent saved; a promoted one carries its Turn in its provenance).
+ * The artifacts of one Turn, as `fleet/artifact/list` lists them now: those its result listed
+ * (when this window saw it), those its stored summary names (`artifactPaths`, for Turns an
+ * earlier editor session ran), and those whose record or provenance names the Turn. A path no
+ * longer in the workspace is left out (there is nothing to open).
  */
-export function artifactsOfTurn(listed: readonly Artifact[], turnId: string, fromResult: readonly Artifact[] = []): Artifact[] {
+export function artifactsOfTurn(
+  listed: readonly Artifact[],
+  turnId: string,
+  fromResult: readonly Artifact[] = [],
+  paths: readonly string[] = [],
+): Artifact[] {
   const byPath = new Map<string, Artifact>();
   for (const a of fromResult) {
     byPath.set(a.path, a);
   }
+  const named = new Set(paths);
   for (const a of listed) {
     const provenance = (a.provenance ?? []) as { turnId?: unknown }[];
-    if (a.turnId === turnId || provenance.some((p) => p && p.turnId === turnId)) {
+    if (a.turnId === turnId || named.has(a.path) || provenance.some((p) => p && p.turnId === turnId)) {
       byPath.set(a.path, { ...byPath.get(a.path), ...a });
     } else if (byPath.has(a.path)) {
       byPath.set(a.path, { ...byPath.get(a.path)!, sizeBytes: a.sizeBytes, sha256: a.sha256 });

@@ -13,16 +13,22 @@ import {
   ArtifactReadResult,
   AttachResult,
   DatasetInfo,
+  DebugInfo,
+  FleetMethod,
+  FleetParams,
+  FleetResult,
   Memory,
   MemoryListResult,
   Methods,
   Mode,
   ModelsListResult,
+  SERVER_COMMANDS,
   ServerCommand,
   SessionInfo,
   SessionModels,
   TraceDocument,
   TraceLabelParams,
+  TraceLabelResult,
   TraceRef,
   TurnProgressValue,
   TurnResult,
@@ -59,7 +65,12 @@ function randomId(): string {
 export class FleetApi {
   constructor(private readonly rpc: Rpc) {}
 
-  request<R>(method: string, params: unknown, token?: CancellationToken): Promise<R> {
+  /** A `fleet/*` request, its params and result typed by the generated protocol types. */
+  request<M extends FleetMethod>(method: M, params: FleetParams<M>, token?: CancellationToken): Promise<FleetResult<M>> {
+    return this.send<FleetResult<M>>(method, params, token);
+  }
+
+  private send<R>(method: string, params: unknown, token?: CancellationToken): Promise<R> {
     // Never pass an undefined token: vscode-jsonrpc would send `[params, null]` as array params.
     return token
       ? this.rpc.sendRequest<R>(method, params ?? {}, token)
@@ -77,7 +88,7 @@ export class FleetApi {
   }
 
   async listSessions(): Promise<SessionInfo[]> {
-    const result = await this.request<{ sessions: SessionInfo[] }>(Methods.sessionList, {});
+    const result = await this.request(Methods.sessionList, {});
     return result.sessions;
   }
 
@@ -95,7 +106,7 @@ export class FleetApi {
 
   async history(sessionId: string, limit?: number): Promise<TurnSummary[]> {
     const params = limit === undefined ? { sessionId } : { sessionId, limit };
-    const result = await this.request<{ turns: TurnSummary[] }>(Methods.sessionHistory, params);
+    const result = await this.request(Methods.sessionHistory, params);
     return result.turns;
   }
 
@@ -137,7 +148,7 @@ export class FleetApi {
         )
       : undefined;
     try {
-      return await this.request<TurnResult>(Methods.turnRun, { ...params, workDoneToken }, options.token);
+      return await this.request(Methods.turnRun, { ...params, workDoneToken }, options.token);
     } finally {
       subscription?.dispose();
     }
@@ -150,7 +161,7 @@ export class FleetApi {
   // artifacts and traces -------------------------------------------------------------------------
 
   async listArtifacts(sessionId: string): Promise<Artifact[]> {
-    const result = await this.request<{ artifacts: Artifact[] }>(Methods.artifactList, { sessionId });
+    const result = await this.request(Methods.artifactList, { sessionId });
     return result.artifacts;
   }
 
@@ -164,7 +175,7 @@ export class FleetApi {
 
   /** `workspace/textDocumentContent` (LSP 3.18), what VS Code's provider for `fleet:` calls. */
   async documentContent(uri: string, token?: CancellationToken): Promise<string> {
-    const result = await this.request<{ text: string }>(Methods.textDocumentContent, { uri }, token);
+    const result = await this.send<{ text: string }>(Methods.textDocumentContent, { uri }, token);
     return result.text;
   }
 
@@ -174,11 +185,11 @@ export class FleetApi {
 
   async listTraces(sessionId: string, limit?: number): Promise<TraceRef[]> {
     const params = limit === undefined ? { sessionId } : { sessionId, limit };
-    const result = await this.request<{ traces: TraceRef[] }>(Methods.traceList, params);
+    const result = await this.request(Methods.traceList, params);
     return result.traces;
   }
 
-  labelTrace(params: TraceLabelParams): Promise<{ traceId: string; labels: Record<string, unknown> }> {
+  labelTrace(params: TraceLabelParams): Promise<TraceLabelResult> {
     return this.request(Methods.traceLabel, params);
   }
 
@@ -209,19 +220,23 @@ export class FleetApi {
     return this.request(Methods.sessionSetModels, { sessionId, root, sub });
   }
 
-  debugInfo(sessionId?: string): Promise<Record<string, unknown>> {
+  debugInfo(sessionId?: string): Promise<DebugInfo> {
     return this.request(Methods.debugInfo, sessionId ? { sessionId } : {});
   }
 
   // commands -------------------------------------------------------------------------------------
 
   /** `workspace/executeCommand` with exactly one object argument, as the contract asks. */
-  executeCommand<R = unknown>(command: ServerCommand, argument: object = {}, token?: CancellationToken): Promise<R> {
-    return this.request<R>(ExecuteCommandRequest.method, { command, arguments: [argument] }, token);
+  executeCommand<C extends ServerCommand>(
+    command: C,
+    argument: FleetParams<(typeof SERVER_COMMANDS)[C]>,
+    token?: CancellationToken,
+  ): Promise<FleetResult<(typeof SERVER_COMMANDS)[C]>> {
+    return this.send(ExecuteCommandRequest.method, { command, arguments: [argument] }, token);
   }
 
   /** `workspace/executeCommand` with the arguments as given (the server checks them). */
   executeCommandWith<R = unknown>(command: string, args: unknown[], token?: CancellationToken): Promise<R> {
-    return this.request<R>(ExecuteCommandRequest.method, { command, arguments: args }, token);
+    return this.send<R>(ExecuteCommandRequest.method, { command, arguments: args }, token);
   }
 }

@@ -1,7 +1,7 @@
 // Labelling a trace for evaluation (`fleet/trace/label`): the questions the extension asks, in
 // order, through injected prompts (quick picks and input boxes in VS Code, plain functions in the
 // unit tests). Pure: no `vscode` import.
-import { LABEL_STATUSES, ROUTES, TraceLabelParams } from './protocol';
+import { LABEL_STATUSES, LabelStatus, ROUTES, TraceLabelParams } from './protocol';
 import { splitValues } from './progress';
 
 export interface PickItem<T> {
@@ -24,6 +24,7 @@ export interface LabelDefaults {
 }
 
 export const ANY_ROUTE = '(any)';
+type Route = (typeof ROUTES)[number];
 
 /** Ask for status, expected answer, values, route, critical and expectations; build the params. */
 export async function collectLabel(
@@ -33,7 +34,7 @@ export async function collectLabel(
 ): Promise<TraceLabelParams | undefined> {
   const status = await prompts.pick(
     `Fleet: label trace ${traceId}: status`,
-    LABEL_STATUSES.map((s) => ({ label: s, value: s as string })),
+    LABEL_STATUSES.map((s): PickItem<LabelStatus> => ({ label: s, value: s })),
   );
   if (status === undefined) return undefined;
   const answer = await prompts.input('Fleet: expected answer (optional)', { value: defaults.answer ?? '' });
@@ -43,9 +44,9 @@ export async function collectLabel(
   });
   if (valuesText === undefined) return undefined;
   const values = splitValues(valuesText);
-  const route = await prompts.pick('Fleet: expected route', [
+  const route = await prompts.pick<Route | typeof ANY_ROUTE>('Fleet: expected route', [
     { label: ANY_ROUTE, value: ANY_ROUTE },
-    ...ROUTES.map((r) => ({ label: r, description: r === defaults.route ? 'this Turn took it' : undefined, value: r as string })),
+    ...ROUTES.map((r) => ({ label: r, description: r === defaults.route ? 'this Turn took it' : undefined, value: r })),
   ]);
   if (route === undefined) return undefined;
   let critical = false;

@@ -88,19 +88,22 @@ export class LiveTurns {
   /** Apply one `fleet/turn/didEmit` event; returns the Turn it changed. */
   applyEvent(event: TurnEvent): LiveTurn {
     const turn = this.ensure(event.turnId, event.sessionId);
-    const p = event.payload ?? {};
+    // Each case reads its kind's generated payload type; values are still checked at run time.
     switch (event.kind) {
       case 'turn_started':
-        turn.task = str(p.task) ?? turn.task;
+        turn.task = str(event.payload?.task) ?? turn.task;
         break;
       case 'triage_decision':
-        turn.route = str(p.route) ?? turn.route;
+        turn.route = str(event.payload?.route) ?? turn.route;
         break;
-      case 'budget_update':
-        if (typeof p.used === 'number') turn.callsUsed = p.used;
-        if (typeof p.max === 'number') turn.callsMax = p.max;
+      case 'budget_update': {
+        const { used, max } = event.payload ?? {};
+        if (typeof used === 'number') turn.callsUsed = used;
+        if (typeof max === 'number') turn.callsMax = max;
         break;
+      }
       case 'child_spawned': {
+        const p = event.payload ?? {};
         const agent = turn.agents.get(event.agentId) ?? { agentId: event.agentId, state: 'running' };
         agent.parentAgentId = event.parentAgentId ?? 'root';
         agent.subtask = str(p.subtask) ?? agent.subtask;
@@ -111,27 +114,34 @@ export class LiveTurns {
       }
       case 'child_finished': {
         const agent = turn.agents.get(event.agentId) ?? { agentId: event.agentId, state: 'running' };
-        agent.state = str(p.status) ?? 'succeeded';
+        agent.state = str(event.payload?.status) ?? 'succeeded';
         agent.step = undefined;
         turn.agents.set(event.agentId, agent);
         break;
       }
-      case 'code_cell':
-        this.step(turn, event, typeof p.cell === 'number' ? `cell ${p.cell}` : 'cell');
+      case 'code_cell': {
+        const cell = event.payload?.cell;
+        this.step(turn, event, typeof cell === 'number' ? `cell ${cell}` : 'cell');
         break;
-      case 'tool_call_start':
-        this.step(turn, event, str(p.tool) ? `tool ${p.tool}` : undefined);
+      }
+      case 'tool_call_start': {
+        const tool = str(event.payload?.tool);
+        this.step(turn, event, tool ? `tool ${tool}` : undefined);
         break;
+      }
       case 'lm_start':
         this.step(turn, event, 'thinking');
         break;
-      case 'artifact':
-        if (str(p.path)) turn.artifacts.add(p.path as string);
+      case 'artifact': {
+        const path = str(event.payload?.path);
+        if (path) turn.artifacts.add(path);
         break;
-      default:
-        if (event.kind in TERMINAL) {
-          this.finish(turn, TERMINAL[event.kind], p as unknown as TurnResult);
-        }
+      }
+      case 'turn_completed':
+      case 'turn_failed':
+      case 'turn_cancelled':
+        this.finish(turn, TERMINAL[event.kind], event.payload as TurnResult | undefined);
+        break;
     }
     return turn;
   }

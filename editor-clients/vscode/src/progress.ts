@@ -17,61 +17,6 @@ export function newWorkDoneToken(random: () => string): string {
   return `fleet-vscode-${random()}`;
 }
 
-export interface TokenState {
-  title?: string;
-  message?: string;
-  agentId?: string;
-  parentAgentId?: string;
-  turnId?: string;
-  sessionId?: string;
-}
-
-/**
- * The open progress tokens of the Turns this window follows (the Turn's own token and, where
- * the extension sees them, its child agents' `<token>/agent/<id>` tokens).
- */
-export class ProgressBoard {
-  private readonly tokens = new Map<string, TokenState>();
-
-  apply(token: string | number, value: TurnProgressValue): TokenState | undefined {
-    const key = String(token);
-    if (value.kind === 'end') {
-      this.tokens.delete(key);
-      return undefined;
-    }
-    const previous = this.tokens.get(key) ?? {};
-    const next: TokenState = {
-      ...previous,
-      title: value.kind === 'begin' ? value.title : previous.title,
-      message: value.message ?? previous.message,
-      agentId: value.agentId ?? previous.agentId,
-      parentAgentId: value.parentAgentId ?? previous.parentAgentId,
-      turnId: value.turnId ?? previous.turnId,
-      sessionId: value.kind === 'begin' ? (value.sessionId ?? previous.sessionId) : previous.sessionId,
-    };
-    this.tokens.set(key, next);
-    return next;
-  }
-
-  get(token: string | number): TokenState | undefined {
-    return this.tokens.get(String(token));
-  }
-
-  get size(): number {
-    return this.tokens.size;
-  }
-
-  /** One line, like fleet.nvim's `status()`: the newest message of every open token, sorted. */
-  status(): string {
-    const parts: string[] = [];
-    for (const state of this.tokens.values()) {
-      const title = state.title ?? '';
-      parts.push(state.message ? (title ? `${title}: ${state.message}` : state.message) : title);
-    }
-    return parts.sort().join(' | ');
-  }
-}
-
 /**
  * The message to show in the Turn's notification for one progress value on its token;
  * `undefined` leaves the notification as it is.
@@ -123,48 +68,53 @@ function text(value: unknown): string {
 }
 
 /**
- * One output-channel line for a `fleet/turn/didEmit` event. It reads the fields each kind's
- * payload defines (docs/schema/turn-events.schema.json), never guessed alternatives.
+ * One output-channel line for a `fleet/turn/didEmit` event. Each kind reads the fields of its
+ * generated payload type (docs/schema/turn-events.schema.json), never guessed alternatives.
  */
 export function formatTurnEvent(event: TurnEvent): string {
-  const p = event.payload ?? {};
   const agent = event.parentAgentId ? `${event.agentId} (of ${event.parentAgentId})` : event.agentId;
   let detail = '';
   switch (event.kind) {
-    case 'triage_decision':
+    case 'triage_decision': {
+      const p = event.payload ?? {};
       detail = `route ${text(p.route) || '?'}` + (text(p.summary) ? ` (${text(p.summary)})` : '');
       break;
+    }
     case 'module_start':
     case 'module_end':
-      detail = text(p.module);
+      detail = text(event.payload?.module);
       break;
     case 'code_cell':
-      detail = truncate(text(p.code), 120);
+      detail = truncate(text(event.payload?.code), 120);
       break;
-    case 'cell_output':
+    case 'cell_output': {
+      const p = event.payload ?? {};
       detail = truncate(p.ok === false ? text(p.error) || text(p.error_type) : text(p.output), 120);
       break;
+    }
     case 'tool_call_start':
     case 'tool_call_end':
-      detail = text(p.tool);
+      detail = text(event.payload?.tool);
       break;
     case 'child_spawned':
-      detail = truncate(text(p.subtask), 120);
+      detail = truncate(text(event.payload?.subtask), 120);
       break;
-    case 'child_finished':
+    case 'child_finished': {
+      const p = event.payload ?? {};
       detail = text(p.status) + (text(p.error) ? `: ${truncate(text(p.error), 120)}` : '');
       break;
+    }
     case 'artifact':
-      detail = text(p.path);
+      detail = text(event.payload?.path);
       break;
-    case 'status':
+    case 'status': {
+      const p = event.payload ?? {};
       detail = text(p.message) || text(p.status);
       break;
-    case 'turn_failed': {
-      const error = p.error as { message?: unknown } | null | undefined;
-      detail = text(error?.message);
-      break;
     }
+    case 'turn_failed':
+      detail = text(event.payload?.error?.message);
+      break;
   }
   const seq = String(event.seq).padStart(3, ' ');
   return `[${event.turnId} #${seq}] ${agent} ${event.kind}${detail ? ': ' + detail : ''}`;

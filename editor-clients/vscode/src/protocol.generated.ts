@@ -634,20 +634,22 @@ export type TurnEvent =
   | TurnEventBase & { kind: "turn_failed"; payload: TurnEndedPayload }
   | TurnEventBase & { kind: "turn_cancelled"; payload: TurnEndedPayload };
 
+/** `fleet_core.models.TurnResult` on the wire (also the payload of the terminal events). */
 export interface TurnResultWire {
   turnId: string;
   sessionId: string;
-  status: string;
+  status: "completed" | "failed" | "cancelled";
   answer: string;
   route?: string;
   learnedNote?: string;
   artifacts: ArtifactWire[];
   traceId?: string;
-  usage: Record<string, unknown>;
-  error?: Record<string, unknown>;
+  usage: UsageWire;
+  error?: TurnErrorWire;
   replayed?: boolean;
   durationSeconds?: number;
   artifactsOmitted?: number;
+  compiledProgramDigest?: string;
 }
 
 export interface TurnRunParams {
@@ -706,6 +708,17 @@ export interface Usage {
   submitRejections?: number;
   inputTokens?: number | null;
   outputTokens?: number | null;
+  callsByCategory?: Record<string, number>;
+  jevDecisionsByCategory?: Record<string, number>;
+}
+
+/** What the host observed of a Turn (`fleet_core.models.Usage`). */
+export interface UsageWire {
+  modelCalls: number;
+  sandboxErrors: number;
+  submitRejections: number;
+  inputTokens?: number;
+  outputTokens?: number;
   callsByCategory?: Record<string, number>;
   jevDecisionsByCategory?: Record<string, number>;
 }

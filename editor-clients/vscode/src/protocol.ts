@@ -2,9 +2,12 @@
 // result shapes, the `fleet.*` commands and the error codes. It mirrors
 // ../shared/design/PROTOCOL.md (the binding contract) and docs/protocol.md (the server's full
 // protocol, with additions marked ⁺ there); `fleet_lsp/protocol.py` is the server's source of
-// truth. No `vscode` import: this module is unit-tested under plain node.
+// truth. Every request, result and notification type is an alias of the generated
+// protocol.generated.ts, and the constants here are checked against it at compile time. No
+// `vscode` import: this module is unit-tested under plain node.
+import * as G from './protocol.generated';
 
-export const PROTOCOL_VERSION = 1;
+export const PROTOCOL_VERSION = G.FLEET_PROTOCOL_VERSION;
 export const SERVER_NAME = 'fleet-lsp';
 export const URI_SCHEME = 'fleet';
 export const CLIENT_NAME = 'vscode';
@@ -19,6 +22,18 @@ export type LabelStatus = (typeof LABEL_STATUSES)[number];
 
 /** Routes a label may expect. */
 export const ROUTES = ['direct', 'flex', 'rlm'] as const;
+
+/** True when A and B are the same type. */
+type Equal<A, B> = (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false;
+type Assert<T extends true> = T;
+
+/** Compile-time checks against the generated types: `tsc` fails when one no longer holds. */
+export type ProtocolChecks = [
+  Assert<Equal<Mode, NonNullable<G.SetModeParams['mode']>>>,
+  Assert<Equal<LabelStatus, NonNullable<G.TraceLabelParams['status']>>>,
+  Assert<Equal<(typeof ROUTES)[number], NonNullable<G.TraceLabelParams['route']>>>,
+  Assert<Equal<keyof typeof SERVER_COMMANDS, keyof typeof G.FLEET_COMMANDS>>,
+];
 
 // ----------------------------------------------------------------------------------------------
 // Methods
@@ -53,32 +68,16 @@ export const Methods = {
   modelsList: 'fleet/models/list', // ⁺
   debugInfo: 'fleet/debug/info', // ⁺
   textDocumentContent: 'workspace/textDocumentContent',
-} as const;
+} as const satisfies Record<string, G.FleetMethod | 'workspace/textDocumentContent'>;
 
 export const Notifications = {
   turnDidEmit: 'fleet/turn/didEmit',
   sessionDidChange: 'fleet/session/didChange',
   artifactDidChange: 'fleet/artifact/didChange', // ⁺
-} as const;
+} as const satisfies Record<string, G.FleetNotification>;
 
 /** Server commands (`workspace/executeCommand`, one object argument) and the request each wraps. */
-export const SERVER_COMMANDS = {
-  'fleet.newSession': Methods.sessionNew,
-  'fleet.loadSession': 'fleet/session/load',
-  'fleet.listSessions': 'fleet/session/list',
-  'fleet.closeSession': 'fleet/session/close',
-  'fleet.attachFile': Methods.contextAttach,
-  'fleet.setDataset': Methods.contextSetDataset,
-  'fleet.clearDataset': Methods.contextClearDataset,
-  'fleet.runTurn': Methods.turnRun,
-  'fleet.cancelTurn': Methods.turnCancel,
-  'fleet.setMode': Methods.sessionSetMode,
-  'fleet.openArtifact': Methods.artifactOpen,
-  'fleet.saveArtifact': Methods.artifactSave,
-  'fleet.showTrace': Methods.traceGet,
-  'fleet.labelTrace': Methods.traceLabel,
-  'fleet.printDebugInformation': Methods.debugInfo,
-} as const;
+export const SERVER_COMMANDS: typeof G.FLEET_COMMANDS = G.FLEET_COMMANDS;
 export type ServerCommand = keyof typeof SERVER_COMMANDS;
 
 /** The commands PROTOCOL.md requires every server to list (the others are additions). */
@@ -133,138 +132,43 @@ export interface FleetServerCapability {
 }
 
 // ----------------------------------------------------------------------------------------------
-// Types
+// Types: aliases of the generated ones (protocol.generated.ts, from docs/schema/protocol.schema.json,
+// itself generated from fleet_lsp/protocol.py), so `tsc` fails when the extension and the server's
+// protocol drift apart. Only `$/progress` values are fleet's LSP extension and written here.
 // ----------------------------------------------------------------------------------------------
 
-export interface DatasetInfo {
-  path: string;
-  sizeBytes: number;
-  sha256: string;
-  description?: string;
-}
-
-export interface SessionInfo {
-  sessionId: string;
-  mode: Mode;
-  turnCount: number;
-  createdAt: string;
-  updatedAt: string;
-  dataset?: DatasetInfo | null;
-}
-
-export type TurnStatus = 'running' | 'completed' | 'failed' | 'cancelled';
-
-export interface ErrorInfo {
-  kind?: string;
-  message?: string;
-  [key: string]: unknown;
-}
-
-export interface TurnSummary {
-  turnId: string;
-  status: TurnStatus;
-  task: string;
-  answer?: string | null;
-  route?: string | null;
-  traceId?: string | null;
-  createdAt: string;
-  error?: ErrorInfo | null;
-  seq?: number;
-  learnedNote?: string | null;
-}
-
-export interface WorkspaceFile {
-  path: string;
-  sizeBytes: number;
-  sha256: string;
-}
-
-export interface AttachResult extends WorkspaceFile {
-  files?: WorkspaceFile[];
-  skipped?: string[];
-}
-
-export interface Artifact {
-  uri: string;
-  path: string;
-  sizeBytes: number;
-  sha256: string;
-  turnId?: string | null;
-  agentId?: string | null;
-  provenance?: unknown[];
-}
-
-export interface Usage {
-  modelCalls: number;
-  sandboxErrors: number;
-  submitRejections: number;
-  inputTokens?: number | null;
-  outputTokens?: number | null;
-}
-
-export interface TurnResult {
-  turnId: string;
-  sessionId: string;
-  status: 'completed' | 'failed' | 'cancelled';
-  answer: string;
-  route: string;
-  learnedNote?: string | null;
-  artifacts: Artifact[];
-  traceId?: string | null;
-  usage: Usage;
-  error?: ErrorInfo | null;
-  /** From the Turn's start to its outcome. */
-  durationSeconds?: number | null;
-  replayed?: boolean;
-  artifactsOmitted?: number;
-}
-
-export interface ArtifactReadResult {
-  uri: string;
-  text: string;
-  languageId?: string | null;
-  sizeBytes: number;
-  sha256: string;
-  binary?: boolean;
-}
-
-export interface TraceDocument {
-  traceId: string;
-  turnId?: string;
-  sessionId?: string;
-  uri: string;
-  markdown: string;
-}
-
-export interface TraceRef {
-  traceId: string;
-  turnId: string;
-  sessionId: string;
-  uri: string;
-}
-
-export interface TraceLabelParams {
-  traceId: string;
-  status?: LabelStatus | string;
-  answer?: string;
-  /** Expected values (strings or numbers) the answer must contain. */
-  values?: (string | number)[] | Record<string, unknown>;
-  route?: string;
-  critical?: boolean;
-  group?: string;
-  expectations?: Record<string, unknown>;
-  reviewer?: string;
-}
-
-export interface TurnRunParams {
-  sessionId: string;
-  task: string;
-  mode?: Mode;
-  timeoutSeconds?: number;
-  recordReplay?: boolean;
-  idempotencyKey?: string;
-  workDoneToken?: string | number;
-}
+export type DatasetInfo = G.DatasetWire;
+export type SessionInfo = G.SessionInfoWire;
+export type TurnSummary = G.TurnSummaryWire;
+export type TurnStatus = G.TurnSummaryWire['status'];
+export type ErrorInfo = G.TurnErrorWire;
+export type WorkspaceFile = G.WorkspaceFileWire;
+export type AttachResult = G.AttachResult;
+export type Artifact = G.ArtifactWire;
+export type Usage = G.UsageWire;
+/** The answer of `fleet/turn/run`; the terminal events carry the same record. */
+export type TurnResult = G.FleetResult<'fleet/turn/run'>;
+export type ArtifactReadResult = G.ArtifactReadResult;
+export type TraceDocument = G.TraceResult;
+export type TraceRef = G.TraceSummaryWire;
+export type TraceLabelParams = G.TraceLabelParams;
+export type TraceLabelResult = G.TraceLabelResult;
+export type TurnRunParams = G.TurnRunParams;
+export type TurnEvent = G.TurnEvent;
+export type TurnEventKind = G.TurnEvent['kind'];
+/** The payload of a `fleet/turn/didEmit` event of one kind. */
+export type PayloadOf<K extends TurnEventKind> = Extract<G.TurnEvent, { kind: K }>['payload'];
+export type ArtifactDidChange = G.ArtifactDidChangeParams;
+export type SessionDidChange = G.SessionDidChangeParams;
+export type Memory = G.MemoryWire;
+export type MemoryListResult = G.MemoryListResult;
+export type ModelInfo = G.ModelWire;
+export type ModelsListResult = G.ModelsListResult;
+export type SessionModels = G.SessionModelsResult;
+export type DebugInfo = G.DebugInfoResult;
+export type FleetMethod = G.FleetMethod;
+export type FleetParams<M extends FleetMethod> = G.FleetParams<M>;
+export type FleetResult<M extends FleetMethod> = G.FleetResult<M>;
 
 /** `$/progress` values on Turn and child-agent tokens (fields beyond the LSP ones are fleet's). */
 export interface TurnProgressBegin {
@@ -295,102 +199,21 @@ export interface TurnProgressEnd {
 }
 export type TurnProgressValue = TurnProgressBegin | TurnProgressReport | TurnProgressEnd;
 
-export interface TurnEvent {
-  turnId: string;
-  sessionId: string;
-  seq: number;
-  agentId: string;
-  parentAgentId?: string;
-  kind: string;
-  payload: Record<string, unknown>;
-  at?: string;
-}
-
-/** `fleet/artifact/didChange` ⁺: an artifact a running Turn wrote or promoted. */
-export interface ArtifactDidChange {
-  uri: string;
-  sessionId: string;
-  turnId?: string | null;
-}
-
-/** A memory (`fleet/memory/list`): learned notes and user memories; only reviewed ones reach the model. */
-export interface Memory {
-  memoryId: string;
-  kind: string;
-  content: string;
-  sources: Record<string, unknown>;
-  reviewed: boolean;
-  createdAt: string;
-}
-
-export interface MemoryListResult {
-  memories: Memory[];
-  summary?: string;
-}
-
-/** `fleet/models/list` ⁺: the models the configured endpoint lists. */
-export interface ModelInfo {
-  id: string;
-  ownedBy: string | null;
-}
-
-export interface ModelsListResult {
-  models: ModelInfo[];
-  cached: boolean;
-  fetchedAt: string;
-}
-
-/** `fleet/session/setModels` ⁺: the Session's stored model selection (ids only, null = default). */
-export interface SessionModels {
-  sessionId: string;
-  root: string | null;
-  sub: string | null;
-}
-
-export interface SessionDidChange {
-  sessionId: string;
-  change: 'created' | 'updated' | 'closed' | 'deleted';
-}
-
 // ----------------------------------------------------------------------------------------------
 // Errors
 // ----------------------------------------------------------------------------------------------
 
 export const INVALID_PARAMS = -32602;
 export const REQUEST_CANCELLED = -32800;
-export const FLEET_ERROR = -32099;
+export const FLEET_ERROR = G.FLEET_ERROR_CODES.other;
 
-export const ERROR_CODES: Readonly<Record<string, number>> = {
-  SessionNotFound: -32050,
-  TurnBusy: -32051,
-  SessionOwned: -32052,
-  WorkspacePath: -32053,
-  FileTooLarge: -32054,
-  ModelUnavailable: -32055,
-  DatasetChanged: -32056,
-  SessionExists: -32057,
-  TurnNotFound: -32058,
-  IdempotencyConflict: -32059,
-  WorkspaceFileNotFound: -32060,
-  MemoryNotFound: -32061,
-  TraceNotFound: -32062,
-  ConfigError: -32063,
-  StoreError: -32064,
-  SandboxUnavailable: -32065,
-  SandboxError: -32066,
-  UnsupportedProtocolVersion: -32067,
-  ClientCapabilityMissing: -32068,
-  TracingUnavailable: -32069,
-  LabelSyncError: -32070,
-  SessionLimit: -32072,
-};
+/** Fleet error kinds and their codes (`other`, the code of any kind not listed, left out). */
+export const ERROR_CODES: Readonly<Record<string, number>> = Object.fromEntries(
+  Object.entries(G.FLEET_ERROR_CODES).filter(([kind]) => kind !== 'other'),
+);
 
 /** The fleet error kind for a code, when the code names exactly one. */
 export function errorKindForCode(code: number): string | undefined {
-  for (const [kind, value] of Object.entries(ERROR_CODES)) {
-    if (value === code) {
-      return kind;
-    }
-  }
-  return undefined;
+  const kinds = Object.entries(ERROR_CODES).filter(([, value]) => value === code);
+  return kinds.length === 1 ? kinds[0][0] : undefined;
 }

@@ -27,7 +27,7 @@ export function turnView(summary: TurnSummary | undefined, live: LiveTurn | unde
   const status: TurnStatus = live?.status ?? summary?.status ?? 'running';
   const task = summary?.task ?? live?.task ?? live?.turnId ?? '';
   const route = live?.route ?? summary?.route ?? undefined;
-  const duration = formatDuration(live?.durationSeconds);
+  const duration = formatDuration(live?.durationSeconds ?? summary?.durationSeconds);
   const parts: string[] = [status];
   if (route) parts.push(route);
   if (duration) parts.push(duration);

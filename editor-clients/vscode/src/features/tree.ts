@@ -154,7 +154,7 @@ export class FleetTree implements vscode.TreeDataProvider<FleetNode>, vscode.Dis
           this.node({ kind: 'agent', id: `a:${element.turnId}:root`, sessionId: element.sessionId, turnId: element.turnId, agentId: 'root', parent: element.id }),
         ];
         const seen = new Set<string>();
-        for (const a of artifactsOfTurn(artifacts, element.turnId, live?.result?.artifacts)) {
+        for (const a of artifactsOfTurn(artifacts, element.turnId, live?.result?.artifacts, summary?.artifactPaths)) {
           seen.add(a.path);
           nodes.push(this.artifactNode(element, a.path, a.uri, a.sizeBytes));
         }
@@ -163,6 +163,10 @@ export class FleetTree implements vscode.TreeDataProvider<FleetNode>, vscode.Dis
             const result = live?.result?.artifacts.find((a) => a.path === path);
             nodes.push(this.artifactNode(element, path, result?.uri, result?.sizeBytes));
           }
+        }
+        const omitted = live?.result?.artifactsOmitted ?? summary?.artifactsOmitted ?? 0;
+        if (omitted > 0) {
+          nodes.push(this.node({ kind: 'message', id: `more:${element.turnId}`, text: `${omitted} more artifacts (see the workspace)`, parent: element.id }));
         }
         const status = live?.status ?? summary?.status;
         if (status && status !== 'running') {

@@ -269,8 +269,8 @@ export class Turns implements vscode.Disposable {
       return answerMarkdown({
         sessionId: ref.sessionId,
         turn,
-        artifacts: artifactsOfTurn(artifacts, ref.turnId, this.fleet.live.get(ref.turnId)?.result?.artifacts),
-        durationSeconds: this.fleet.live.get(ref.turnId)?.durationSeconds,
+        artifacts: artifactsOfTurn(artifacts, ref.turnId, this.fleet.live.get(ref.turnId)?.result?.artifacts, turn.artifactPaths),
+        durationSeconds: this.fleet.live.get(ref.turnId)?.durationSeconds ?? turn.durationSeconds,
       });
     } catch (error) {
       return errorDocument(uri.toString(), error);

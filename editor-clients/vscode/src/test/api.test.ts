@@ -51,7 +51,7 @@ describe('FleetApi', () => {
 
   it('sends commands with exactly one object argument', async () => {
     const rpc = new FakeRpc(() => null);
-    await new FleetApi(rpc).executeCommand('fleet.listSessions');
+    await new FleetApi(rpc).executeCommand('fleet.listSessions', {});
     await new FleetApi(rpc).executeCommand('fleet.newSession', { sessionId: 'x' });
     assert.deepEqual(rpc.calls, [
       ['workspace/executeCommand', { command: 'fleet.listSessions', arguments: [{}] }],

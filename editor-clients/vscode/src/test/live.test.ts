@@ -7,8 +7,9 @@ import type { Artifact, TurnEvent, TurnResult } from '../protocol';
 import { agentView, turnView } from '../treeModel';
 
 let seq = 0;
-function ev(kind: string, payload: Record<string, unknown>, agentId = 'root', parentAgentId?: string): TurnEvent {
-  return { turnId: 't1', sessionId: 's1', seq: ++seq, agentId, ...(parentAgentId ? { parentAgentId } : {}), kind, payload };
+/** An event as the server may send it (payloads partial on purpose: live state must not assume every field). */
+function ev(kind: TurnEvent['kind'], payload: Record<string, unknown>, agentId = 'root', parentAgentId?: string): TurnEvent {
+  return { turnId: 't1', sessionId: 's1', seq: ++seq, agentId, ...(parentAgentId ? { parentAgentId } : {}), kind, payload } as TurnEvent;
 }
 
 function result(status: TurnResult['status'], extra: Partial<TurnResult> = {}): TurnResult {
@@ -77,6 +78,10 @@ describe('live Turn state', () => {
     assert.equal(view.label, '#3 sum it');
     assert.equal(view.description, 'completed · rlm · 4.3 s');
     assert.equal(view.icon, 'pass');
+    // a Turn this window never saw running: its stored summary's duration
+    const stored = turnView({ turnId: 't0', seq: 1, status: 'failed', task: 'old', createdAt: 'now', route: 'flex', durationSeconds: 75 }, undefined);
+    assert.equal(stored.description, 'failed · flex · 1 min 15 s');
+    assert.equal(turnView({ turnId: 't0', seq: 1, status: 'running', task: 'old', createdAt: 'now' }, undefined).description, 'running');
     assert.deepEqual(agentView({ agentId: 'agent-a', subtask: 'check', state: 'running', step: 'cell 2' }), {
       label: 'check',
       description: 'agent-a · running · cell 2',
@@ -116,6 +121,17 @@ describe('answer documents', () => {
     const fromResult: Artifact[] = [{ uri: 'u1', path: 'artifacts/root.csv', sizeBytes: 1, sha256: 'old' }];
     const found = artifactsOfTurn(listed, 't1', fromResult);
     assert.deepEqual(found.map((a) => [a.path, a.sizeBytes]), [['artifacts/root.csv', 2], ['artifacts/North.txt', 3]]);
+  });
+
+  it("finds an earlier editor session's Turn's artifacts from its stored artifactPaths", () => {
+    const listed: Artifact[] = [
+      { uri: 'u1', path: 'artifacts/root.csv', sizeBytes: 2, sha256: 'a' },
+      { uri: 'u3', path: 'artifacts/other.txt', sizeBytes: 4, sha256: 'z' },
+    ];
+    // no result seen in this window; one named path was deleted since (nothing to open)
+    const found = artifactsOfTurn(listed, 't1', [], ['artifacts/root.csv', 'artifacts/gone.csv']);
+    assert.deepEqual(found.map((a) => [a.path, a.uri, a.sizeBytes]), [['artifacts/root.csv', 'u1', 2]]);
+    assert.deepEqual(artifactsOfTurn(listed, 't1'), []);
   });
 });
 
