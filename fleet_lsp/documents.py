@@ -4,6 +4,7 @@ URIs (single slash, no authority, no query; see docs/protocol.md):
 
 - ``fleet:/sessions/<sessionId>/artifacts/<path under artifacts/>``
 - ``fleet:/sessions/<sessionId>/traces/<traceId>.md``
+- ``fleet:/sessions/<sessionId>/optimization/<version>.md`` (a GEPA candidate's report)
 
 Artifacts are served as text when they look like text, or as a readable summary (size, digest,
 type) when they are binary. Trace documents come from :class:`fleet_lsp.traces.TraceService`,
@@ -55,10 +56,11 @@ _LANGUAGES = {
 
 @dataclass(frozen=True, slots=True)
 class FleetUri:
-    kind: Literal["artifact", "trace"]
+    kind: Literal["artifact", "trace", "optimization"]
     session_id: str
     path: str = ""  # workspace path, e.g. "artifacts/revenue.csv" (artifacts)
     trace_id: str = ""  # (traces)
+    version: str = ""  # a candidate's version (optimization reports)
 
 
 def normalize_uri(uri: str) -> str:
@@ -76,8 +78,9 @@ def parse_uri(uri: str) -> FleetUri:
     if not normalized.startswith(prefix) or "?" in normalized or "#" in normalized:
         raise InvalidInput(
             f"Not a fleet document URI: {uri[:200]!r}; expected "
-            "fleet:/sessions/<sessionId>/artifacts/<path> or "
-            "fleet:/sessions/<sessionId>/traces/<traceId>.md"
+            "fleet:/sessions/<sessionId>/artifacts/<path>, "
+            "fleet:/sessions/<sessionId>/traces/<traceId>.md or "
+            "fleet:/sessions/<sessionId>/optimization/<version>.md"
         )
     parts = [unquote(p) for p in normalized[len(prefix) :].split("/")]
     if len(parts) < 3:
@@ -92,9 +95,14 @@ def parse_uri(uri: str) -> FleetUri:
         if not trace_id:
             raise InvalidInput(f"Empty trace id in {uri[:200]!r}")
         return FleetUri("trace", session_id, trace_id=trace_id)
+    if parts[1] == "optimization" and len(parts) == 3 and parts[2].endswith(".md"):
+        version = parts[2][: -len(".md")]
+        if not version:
+            raise InvalidInput(f"Empty candidate version in {uri[:200]!r}")
+        return FleetUri("optimization", session_id, version=version)
     raise InvalidInput(
-        f"Unknown fleet URI {uri[:200]!r}: the second segment must be 'artifacts' "
-        "or 'traces/<traceId>.md'"
+        f"Unknown fleet URI {uri[:200]!r}: the second segment must be 'artifacts', "
+        "'traces/<traceId>.md' or 'optimization/<version>.md'"
     )
 
 
@@ -106,6 +114,11 @@ def artifact_uri(session_id: str, path: str) -> str:
 
 def trace_uri(session_id: str, trace_id: str) -> str:
     return f"{URI_SCHEME}:/sessions/{quote(session_id)}/traces/{quote(trace_id, safe='')}.md"
+
+
+def optimization_report_uri(session_id: str, version: str) -> str:
+    """The read-only report of a GEPA candidate (``fleet/optimize/status`` lists them)."""
+    return f"{URI_SCHEME}:/sessions/{quote(session_id)}/optimization/{quote(version, safe='')}.md"
 
 
 def language_id(path: str) -> str | None:
@@ -120,7 +133,7 @@ async def read_artifact(runtime: FleetRuntime, uri: str) -> ArtifactReadResult:
     """The artifact's text, or a readable summary when it is binary or too large."""
     parsed = parse_uri(uri)
     if parsed.kind != "artifact":
-        raise InvalidInput(f"{uri[:200]!r} is a trace; use fleet/trace/get or the URI directly")
+        raise InvalidInput(f"{uri[:200]!r} is not an artifact; read the URI as a document")
     info = await runtime.stat_file(parsed.session_id, parsed.path)
     head = await runtime.read_file(parsed.session_id, parsed.path, max_bytes=MAX_TEXT_BYTES)
     canonical = artifact_uri(parsed.session_id, parsed.path)

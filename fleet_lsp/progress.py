@@ -427,3 +427,109 @@ def _event_wire(event: TurnEvent) -> dict[str, Any]:
         "at": wire.get("at"),
         "version": wire["version"],
     }
+
+
+class OptimizeProgress:
+    """``$/progress`` for one ``fleet/optimize/run``: ``begin`` when the run starts, a
+    ``report`` per change of phase or count (``phase``, ``done`` of ``total`` rollouts,
+    ``bestScore`` so far), ``end`` with ``done | cancelled | failed``. The token is the client's
+    ``workDoneToken``, else a server-created ``fleet/optimize/<uuid>``; a
+    ``window/workDoneProgress/cancel`` on it calls ``on_cancel``. Runs on the event loop."""
+
+    def __init__(
+        self,
+        server: LanguageServer,
+        *,
+        session_id: str,
+        client_token: int | str | None,
+        supports_create: bool,
+        on_cancel: Callable[[], None],
+    ) -> None:
+        self.server = server
+        self.session_id = session_id
+        self._client_token = client_token
+        self._supports_create = supports_create
+        self._on_cancel = on_cancel
+        self._loop = asyncio.get_running_loop()
+        self.token: int | str | None = None
+        self._last: tuple[Any, ...] | None = None
+        self._ended = False
+
+    async def start(self, title: str) -> None:
+        token = self._client_token
+        if token is None and self._supports_create:
+            token = f"fleet/optimize/{uuid.uuid4().hex}"
+            try:
+                await asyncio.wait_for(
+                    self.server.work_done_progress.create_async(token), timeout=CREATE_TIMEOUT
+                )
+            except Exception as exc:
+                log.warning("progress: the client refused token %s: %s", token, exc)
+                token = None
+        self.token = token
+        if token is None:
+            return
+        future = self.server.work_done_progress.tokens.setdefault(token, Future())
+        future.add_done_callback(self._cancelled_by_client)
+        self._send(
+            {
+                "kind": "begin",
+                "title": title,
+                "cancellable": True,
+                "message": "dataset",
+                "sessionId": self.session_id,
+            }
+        )
+
+    def _cancelled_by_client(self, future: Future[Any]) -> None:
+        if future.cancelled():
+            self._loop.call_soon_threadsafe(self._on_cancel)
+
+    def report(self, record: Any) -> None:
+        """One ``OptimizationProgress`` of the facade (on the event loop)."""
+        key = (record.phase, record.done, record.total, record.best_score)
+        if self.token is None or self._ended or key == self._last:
+            return
+        self._last = key
+        value: dict[str, Any] = {
+            "kind": "report",
+            "message": describe_optimization(record),
+            "phase": record.phase,
+            "done": record.done,
+            "total": record.total,
+            "bestScore": record.best_score,
+            "sessionId": self.session_id,
+        }
+        if record.total:
+            value["percentage"] = min(100, int(100 * record.done / record.total))
+        self._send(value)
+
+    def finish(self, status: str, version: str | None = None) -> None:
+        if self.token is None or self._ended:
+            return
+        self._ended = True
+        value: dict[str, Any] = {"kind": "end", "message": status, "sessionId": self.session_id}
+        if version:
+            value["version"] = version
+        self._send(value)
+        self.server.work_done_progress.tokens.pop(self.token, None)
+
+    def _send(self, value: dict[str, Any]) -> None:
+        from lsprotocol import types
+
+        assert self.token is not None
+        self.server.protocol.notify(
+            types.PROGRESS, types.ProgressParams(token=self.token, value=value)
+        )
+
+
+def describe_optimization(record: Any) -> str:
+    """One line for an optimization progress record (the CLI shows the same words)."""
+    best = f" · best {record.best_score:.3f}" if record.best_score is not None else ""
+    if record.phase == "search":
+        return f"search · {record.done}/{record.total} rollouts{best}"
+    if record.phase == "validation":
+        return f"validation passes · {record.done}/{record.total} replays{best}"
+    if record.message:
+        return f"{record.phase} · {record.message}"
+    return str(record.phase)

@@ -306,6 +306,32 @@ class SetModelsParams:
     sub: str | None = _f(None, min_len=1, max_len=200)
 
 
+GepaBudget = Literal["light", "medium", "heavy"]
+
+
+@attrs.frozen(kw_only=True)
+class OptimizeRunParams:
+    """A GEPA run for the Session's program. ``budget`` (default ``light``) or
+    ``maxMetricCalls`` bound the search's rollouts only: reflection, judging and the final
+    validation (6 × (dev + holdout) Turn replays) come on top. Cancellable through
+    ``$/cancelRequest`` and ``window/workDoneProgress/cancel`` on its token."""
+
+    session_id: str = _session_id()
+    budget: GepaBudget | None = _f(None)  # noqa: RUF009
+    max_metric_calls: int | None = _f(None, min=1, max=100_000)
+    seed: int | None = _f(None, min=0, max=2**31 - 1)
+    work_done_token: ProgressToken | None = _f(None)  # noqa: RUF009
+
+
+@attrs.frozen(kw_only=True)
+class OptimizeApproveParams:
+    """Approve a candidate (``fleet/optimize/status`` lists them): the same re-checks as
+    ``fleet-lsp optimize --approve``; the next Turn serves it."""
+
+    session_id: str = _session_id()
+    version: str = _f(min_len=1, max_len=128)
+
+
 @attrs.frozen(kw_only=True)
 class DebugParams:
     session_id: str | None = _session_id(None)
@@ -566,6 +592,55 @@ class SessionModelsResult(TypedDict):
     sub: str | None
 
 
+class GateCheckWire(TypedDict):
+    name: str
+    passed: bool
+    detail: str
+
+
+class CandidateWire(TypedDict):
+    """A saved candidate: its gate verdict (recomputed from the stored observations when it was
+    saved) and its report, a read-only ``fleet:/sessions/<id>/optimization/<version>.md``."""
+
+    version: str
+    createdAt: str
+    gatePassed: bool
+    gate: list[GateCheckWire]
+    candidateDigest: str
+    changedComponents: list[str]
+    active: bool
+    reportUri: str
+
+
+class OptimizeStatusResult(TypedDict):
+    """``activeDigest`` is the built-in default program's when nothing was approved
+    (``activeVersion`` is then ``null``). Candidates oldest first."""
+
+    sessionId: str
+    activeDigest: str
+    activeVersion: str | None
+    candidates: list[CandidateWire]
+
+
+class OptimizeRunResult(TypedDict):
+    """The saved (inactive) candidate; ``gatePassed: false`` candidates cannot be approved.
+    ``rollouts`` counts the search's and the validation's Turn replays, ``hostSeconds`` their
+    wall time."""
+
+    sessionId: str
+    version: str
+    gatePassed: bool
+    gate: list[GateCheckWire]
+    changedComponents: list[str]
+    candidateDigest: str
+    reportUri: str
+    rollouts: int
+    hostSeconds: float
+    datasetSizes: dict[str, int]
+    mlflowRunId: str | None
+    notes: list[str]
+
+
 class SessionDidChangeParams(TypedDict):
     sessionId: str
     change: Literal["created", "updated", "closed", "deleted"]
@@ -610,6 +685,9 @@ METHODS: dict[str, type] = {
     "fleet/memory/review": MemoryReviewParams,
     "fleet/memory/add": MemoryAddParams,
     "fleet/memory/reject": MemoryRejectParams,
+    "fleet/optimize/status": SessionParams,
+    "fleet/optimize/run": OptimizeRunParams,
+    "fleet/optimize/approve": OptimizeApproveParams,
     "fleet/debug/info": DebugParams,
 }
 
@@ -643,6 +721,9 @@ RESULTS: dict[str, Any] = {
     "fleet/memory/review": None,
     "fleet/memory/add": MemoryAddResult,
     "fleet/memory/reject": None,
+    "fleet/optimize/status": OptimizeStatusResult,
+    "fleet/optimize/run": OptimizeRunResult,
+    "fleet/optimize/approve": CandidateWire,
     "fleet/debug/info": DebugInfoResult,
 }
 
@@ -694,6 +775,7 @@ FEATURES: tuple[str, ...] = (
     "traces.list",
     "traces.label",
     "memory",
+    "optimize",
     "models",
     "settings",
 )

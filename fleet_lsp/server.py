@@ -19,6 +19,7 @@ import logging
 import os
 import re
 import sys
+import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass, field
@@ -263,6 +264,8 @@ class FleetServer(LanguageServer):
         self.handlers: dict[str, Handler] = {}
         self.turns_by_session: dict[str, RunningTurn] = {}
         self.turns_by_id: dict[str, RunningTurn] = {}
+        # running fleet/optimize/run requests: Session id -> the run's cancel flag
+        self.optimizations: dict[str, threading.Event] = {}
         self.event_log: OrderedDict[str, list[TurnEvent]] = OrderedDict()
         self._runtime: FleetRuntime | None = None
         self._runtime_task: asyncio.Task[FleetRuntime] | None = None
@@ -589,6 +592,8 @@ def create_server() -> FleetServer:
     async def shutdown(ls: FleetServer, *args: Any) -> None:
         for running in list(ls.turns_by_session.values()):
             running.cancel("shutdown")
+        for cancel in list(ls.optimizations.values()):
+            cancel.set()
         if ls.runtime_opened is not None:  # queued traces left over stay for the next process
             await ls.runtime_opened.stop_exporting()
 

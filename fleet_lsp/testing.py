@@ -8,7 +8,8 @@ sandbox, with deterministic model replies. Script format::
     {"latency": 0.0,
      "root": {"replies": [REPLY, ...], "rules": {"substring": REPLY | [REPLY, ...]}},
      "sub":  {...},            # optional; defaults to root
-     "judge": {...}}           # optional (fleet-lsp eval run); defaults to root
+     "judge": {...},           # optional (fleet-lsp eval run); defaults to root
+     "reflection": {...}}      # optional (GEPA's proposals); defaults to root
 
 ``replies``/``rules`` may also sit at the top level (root). A REPLY is raw text or one of
 ``{"route": "rlm"}``, ``{"action": "<python>", "reasoning": "..."}``,
@@ -75,5 +76,7 @@ def scripted_provider(path: str | Path) -> Any:
     latency = float(script.get("latency", 0.0))
     root = _lm(script.get("root", script), latency)
     sub = _lm(script["sub"], latency) if "sub" in script else None
-    others = {"judge": _lm(script["judge"], latency)} if "judge" in script else {}
+    others = {
+        role: _lm(script[role], latency) for role in ("judge", "reflection") if role in script
+    }
     return StaticLmProvider(root, sub, **others)

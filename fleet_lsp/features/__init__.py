@@ -15,10 +15,11 @@ def register_all(server: FleetServer) -> None:
         debug,
         memory,
         models,
+        optimize,
         sessions,
         traces,
         turns,
     )
 
-    for module in (sessions, context, turns, artifacts, traces, memory, models, debug):
+    for module in (sessions, context, turns, artifacts, traces, memory, models, optimize, debug):
         module.register(server)

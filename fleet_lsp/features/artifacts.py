@@ -11,7 +11,13 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types
 
 from fleet_core.errors import FleetError, InvalidInput
-from fleet_lsp.documents import artifact_uri, parse_uri, read_artifact
+from fleet_lsp.documents import (
+    FleetUri,
+    artifact_uri,
+    optimization_report_uri,
+    parse_uri,
+    read_artifact,
+)
 from fleet_lsp.features.context import file_path
 from fleet_lsp.protocol import ArtifactOpenParams, ArtifactSaveParams, SessionParams, UriParams
 
@@ -24,13 +30,22 @@ class ClientCapabilityMissing(FleetError):
 
 
 async def document_text(ls: FleetServer, uri: str) -> str:
-    """The text behind any ``fleet:/`` URI (artifact or trace)."""
+    """The text behind any ``fleet:/`` URI (artifact, trace or optimization report)."""
     parsed = parse_uri(uri)
+    if parsed.kind != "artifact":
+        return (await markdown_document(ls, parsed))[1]
     runtime = await ls.runtime()
-    if parsed.kind == "trace":
-        doc = await ls.trace_source.get(runtime, trace_id=parsed.trace_id)
-        return doc.markdown
     return (await read_artifact(runtime, uri))["text"]
+
+
+async def markdown_document(ls: FleetServer, parsed: FleetUri) -> tuple[str, str]:
+    """A trace or a candidate's optimization report: its canonical URI and markdown."""
+    runtime = await ls.runtime()
+    if parsed.kind == "optimization":
+        text = await runtime.optimization_report(parsed.session_id, parsed.version)
+        return optimization_report_uri(parsed.session_id, parsed.version), text
+    doc = await ls.trace_source.get(runtime, trace_id=parsed.trace_id)
+    return doc.uri, doc.markdown
 
 
 def _write_atomic(target: Path, data: bytes) -> None:
@@ -73,12 +88,12 @@ def register(server: FleetServer) -> None:
     async def read(ls: FleetServer, p: UriParams) -> dict[str, Any]:
         parsed = parse_uri(p.uri)
         runtime = await ls.runtime()
-        if parsed.kind == "trace":
-            doc = await ls.trace_source.get(runtime, trace_id=parsed.trace_id)
-            data = doc.markdown.encode()
+        if parsed.kind != "artifact":
+            uri, text = await markdown_document(ls, parsed)
+            data = text.encode()
             return {
-                "uri": doc.uri,
-                "text": doc.markdown,
+                "uri": uri,
+                "text": text,
                 "languageId": "markdown",
                 "sizeBytes": len(data),
                 "sha256": hashlib.sha256(data).hexdigest(),
@@ -94,7 +109,7 @@ def register(server: FleetServer) -> None:
             await runtime.stat_file(parsed.session_id, parsed.path)  # exists, or a clear error
             uri = artifact_uri(parsed.session_id, parsed.path)
         else:
-            uri = (await ls.trace_source.get(runtime, trace_id=parsed.trace_id)).uri
+            uri = (await markdown_document(ls, parsed))[0]
         if not ls.client.show_document:
             raise ClientCapabilityMissing(
                 "This client cannot show documents (window.showDocument); read the text with "
@@ -110,7 +125,10 @@ def register(server: FleetServer) -> None:
     async def save(ls: FleetServer, p: ArtifactSaveParams) -> dict[str, Any]:
         parsed = parse_uri(p.uri)
         if parsed.kind != "artifact":
-            raise InvalidInput("Only artifacts can be saved; open a trace with fleet/trace/get")
+            raise InvalidInput(
+                "Only artifacts can be saved; traces and optimization reports are read-only "
+                "documents (fleet/artifact/read)"
+            )
         runtime = await ls.runtime()
         target = file_path(p.target)
         data = await runtime.read_file(parsed.session_id, parsed.path)

@@ -54,13 +54,37 @@ class Models:
         return StaticLmProvider(self.root, judge=self.judge, reflection=self.reflection)
 
 
-@pytest.fixture
-def models() -> Models:
+def make_models() -> Models:
     return Models(
         root=scripted_lm(rules={"": serving}),
         judge=scripted_lm(rules={"": judge}),
         reflection=scripted_lm(rules=reflection_replies()),
     )
+
+
+@pytest.fixture
+def models() -> Models:
+    return make_models()
+
+
+#: The same three models as a ``FLEET_TEST_SCRIPT`` (fleet_lsp.testing) for a server or CLI
+#: process: rules match in order, so the improved instruction's mark wins over the default.
+SCRIPT: dict[str, object] = {
+    "root": {"rules": {MARK: {"submit": "str(6 * 7)"}, "": {"submit": "'unknown'"}}},
+    "judge": {
+        "rules": {
+            "[[ ## answer ## ]]\n42\n": {"verdict": True, "critique": "Checked."},
+            "": {"verdict": False, "critique": "The answer is not 42."},
+        }
+    },
+    "reflection": {
+        "rules": {
+            "new_instruction": {
+                "fields": {"new_instruction": f"{MARK}. Compute the value with Python."}
+            }
+        }
+    },
+}
 
 
 @pytest.fixture
@@ -112,3 +136,27 @@ async def add_examples(
             )
             turn_ids.append(result.turn_id)
     return turn_ids
+
+
+async def build_optimization_state(
+    cwd: Path,
+    groups: dict[str, int] | None = None,
+    *,
+    sessions: tuple[str, ...] = ("research-1",),
+) -> dict[str, str]:
+    """A state directory holding a curated dataset (default: 9 examples in 3 groups, ``crit``
+    critical) and empty rlm Sessions to optimize, built in this process with the scripted
+    models; returns the environment a server or CLI process needs to use it (MLflow off)."""
+    env = {"FLEET_STATE_DIR": str(cwd / "state"), "FLEET_MLFLOW_DESTINATION": "off"}
+    runtime = await FleetRuntime.open(
+        load_config(environ=env, cwd=cwd), lm_provider=make_models().provider()
+    )
+    try:
+        await add_examples(
+            runtime, groups or {"alpha": 3, "beta": 3, "crit": 3}, critical=("crit",)
+        )
+        for session_id in sessions:
+            await runtime.new_session(session_id, mode="rlm")
+    finally:
+        await runtime.close()
+    return env

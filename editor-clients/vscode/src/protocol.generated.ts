@@ -109,6 +109,18 @@ export interface BudgetUpdatePayload {
   category: string;
 }
 
+/** A saved candidate: its gate verdict (recomputed from the stored observations when it was saved) and its report, a read-only `fleet:/sessions/<id>/optimization/<version>.md`. */
+export interface CandidateWire {
+  version: string;
+  createdAt: string;
+  gatePassed: boolean;
+  gate: GateCheckWire[];
+  candidateDigest: string;
+  changedComponents: string[];
+  active: boolean;
+  reportUri: string;
+}
+
 /** A sandbox cell ended. */
 export interface CellOutputPayload {
   cell: number;
@@ -196,6 +208,12 @@ export interface DebugSandboxWire {
   cgroupMemory?: boolean;
   forkBound?: string | null;
   rlimits?: string[];
+}
+
+export interface GateCheckWire {
+  name: string;
+  passed: boolean;
+  detail: string;
 }
 
 export interface HistoryParams {
@@ -334,6 +352,45 @@ export interface ModuleStartPayload {
 
 /** Methods without parameters (`{}` or absent). */
 export interface NoParams {
+}
+
+/** Approve a candidate (`fleet/optimize/status` lists them): the same re-checks as `fleet-lsp optimize --approve`; the next Turn serves it. */
+export interface OptimizeApproveParams {
+  sessionId: string;
+  version: string;
+}
+
+/** A GEPA run for the Session's program. `budget` (default `light`) or `maxMetricCalls` bound the search's rollouts only: reflection, judging and the final validation (6 × (dev + holdout) Turn replays) come on top. Cancellable through `$/cancelRequest` and `window/workDoneProgress/cancel` on its token. */
+export interface OptimizeRunParams {
+  sessionId: string;
+  budget?: "light" | "medium" | "heavy" | null;
+  maxMetricCalls?: number | null;
+  seed?: number | null;
+  workDoneToken?: number | string | null;
+}
+
+/** The saved (inactive) candidate; `gatePassed: false` candidates cannot be approved. `rollouts` counts the search's and the validation's Turn replays, `hostSeconds` their wall time. */
+export interface OptimizeRunResult {
+  sessionId: string;
+  version: string;
+  gatePassed: boolean;
+  gate: GateCheckWire[];
+  changedComponents: string[];
+  candidateDigest: string;
+  reportUri: string;
+  rollouts: number;
+  hostSeconds: number;
+  datasetSizes: Record<string, number>;
+  mlflowRunId: string | null;
+  notes: string[];
+}
+
+/** `activeDigest` is the built-in default program's when nothing was approved (`activeVersion` is then `null`). Candidates oldest first. */
+export interface OptimizeStatusResult {
+  sessionId: string;
+  activeDigest: string;
+  activeVersion: string | null;
+  candidates: CandidateWire[];
 }
 
 /** Where a promoted artifact came from. */
@@ -755,6 +812,9 @@ export interface FleetRequests {
   "fleet/memory/reject": { params: MemoryRejectParams; result: null };
   "fleet/memory/review": { params: MemoryReviewParams; result: null };
   "fleet/models/list": { params: ModelsListParams; result: ModelsListResult };
+  "fleet/optimize/approve": { params: OptimizeApproveParams; result: CandidateWire };
+  "fleet/optimize/run": { params: OptimizeRunParams; result: OptimizeRunResult };
+  "fleet/optimize/status": { params: SessionParams; result: OptimizeStatusResult };
   "fleet/session/close": { params: SessionParams; result: null };
   "fleet/session/delete": { params: SessionParams; result: null };
   "fleet/session/history": { params: HistoryParams; result: HistoryResult };
@@ -798,6 +858,9 @@ export const FLEET_METHODS = [
   "fleet/memory/reject",
   "fleet/memory/review",
   "fleet/models/list",
+  "fleet/optimize/approve",
+  "fleet/optimize/run",
+  "fleet/optimize/status",
   "fleet/session/close",
   "fleet/session/delete",
   "fleet/session/history",
