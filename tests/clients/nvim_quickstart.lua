@@ -83,6 +83,64 @@ local ok, err = pcall(function()
   local sbuf = tree.buffer('nvim1', false)
   step('session_buffer', sbuf and vim.api.nvim_buf_get_lines(sbuf, 0, -1, false) or {})
   step('session_buffer_modifiable', sbuf and vim.bo[sbuf].modifiable)
+  if sbuf then
+    local function syntax_at(pattern)
+      local lines = vim.api.nvim_buf_get_lines(sbuf, 0, -1, false)
+      for lnum, l in ipairs(lines) do
+        local col = l:find(pattern)
+        if col then
+          return vim.api.nvim_buf_call(sbuf, function()
+            return vim.fn.synIDattr(vim.fn.synIDtrans(vim.fn.synID(lnum, col, 1)), 'name')
+              .. ' ' .. vim.fn.synIDattr(vim.fn.synID(lnum, col, 1), 'name')
+          end)
+        end
+      end
+    end
+    vim.api.nvim_win_set_buf(0, sbuf)
+    step('session_syntax', {
+      turn = syntax_at('^Turn '),
+      root = syntax_at('^▾ root'),
+      succeeded = syntax_at('succeeded'),
+      output = syntax_at('North   3217'),
+      uri = syntax_at('fleet:/'),
+    })
+  end
+  if env.FLEET_NVIM_SHOT and sbuf then
+    -- a real terminal picture of the session buffer: a TUI (`nvim --remote-ui`, attached to this
+    -- headless Neovim) in a detached tmux pane, captured with its colours (`capture-pane -e`)
+    local shot = { ok = false }
+    local tmux = { 'tmux', '-u', '-S', env.FLEET_NVIM_SHOT .. '.tmux', '-f', env.FLEET_NVIM_SHOT .. '.conf' }
+    local ran, why = pcall(function()
+      vim.fn.writefile({ 'set -g default-terminal tmux-256color', 'set -g status off',
+        'set -as terminal-features ",*:RGB"' }, env.FLEET_NVIM_SHOT .. '.conf')
+      local listen = vim.fn.serverstart(env.FLEET_NVIM_SHOT .. '.nvim')
+      vim.cmd('only')
+      vim.api.nvim_win_set_buf(0, sbuf)
+      vim.api.nvim_win_set_cursor(0, { 1, 0 })
+      vim.o.termguicolors = true
+      vim.o.ruler = true
+      vim.wo.wrap = false
+      local cmd = vim.list_extend(vim.deepcopy(tmux), { 'new-session', '-d', '-x', '120', '-y', '46',
+        vim.v.progpath .. ' --server ' .. vim.fn.shellescape(listen) .. ' --remote-ui' })
+      local started = vim.system(cmd, { env = { LANG = 'C.UTF-8', COLORTERM = 'truecolor' } }):wait(10000)
+      assert(started.code == 0, 'tmux: ' .. tostring(started.stderr))
+      assert(vim.wait(10000, function() return #vim.api.nvim_list_uis() > 0 end, 20), 'no UI attached')
+      vim.cmd('redraw!') -- every cell written afresh at the UI's size
+      local text = ''
+      assert(vim.wait(10000, function()
+        vim.cmd('redraw')
+        local cap = vim.system(vim.list_extend(vim.deepcopy(tmux), { 'capture-pane', '-p', '-e' }),
+          { text = true }):wait(5000)
+        text = cap.stdout or ''
+        return text:find('REGION=North check', 1, true) ~= nil and text:find('Artifact:', 1, true) ~= nil
+      end, 200), 'the pane never showed the tree: ' .. text)
+      shot.ansi, shot.ok = text, true
+    end)
+    shot.error = not ran and tostring(why) or nil
+    vim.system(vim.list_extend(vim.deepcopy(tmux), { 'kill-server' })):wait(5000)
+    vim.wait(5000, function() return #vim.api.nvim_list_uis() == 0 end, 20)
+    step('screenshot', shot)
+  end
   -- hostile text is rendered safely: control characters and newlines cannot break a line
   tree.apply({ turnId = 'tx', sessionId = 'esc', agentId = 'root', kind = 'turn_started',
     payload = { task = "a\27[31mred\0nul\nsecond ]] end) vim.cmd('qa!') --", mode = 'rlm' } })

@@ -19,6 +19,9 @@ from tests.fake_http import JsonHandler, serving
 REPO = Path(__file__).resolve().parents[2]
 PLUGIN = REPO / "editor-clients" / "nvim"
 SCENARIO = Path(__file__).with_name("nvim_quickstart.lua")
+# The README's screenshot, retaken by every run that has tmux (an ignored folder; copy it to
+# editor-clients/nvim/media/session-buffer.png to update the committed one).
+SHOTS = REPO / ".cache" / "nvim-screenshot"
 SALES = REPO / "fleet_lsp" / "examples" / "sales.csv"
 TASK = "Calculate revenue by region and save artifacts/revenue_by_region.csv."
 SLOW = "SLOWTASK: count slowly"
@@ -109,6 +112,8 @@ def nvim_report(tmp_path_factory: pytest.TempPathFactory) -> dict:
         "FLEET_NVIM_OUT": str(out),
         "XDG_STATE_HOME": str(root / "xdg"),
     }
+    if shutil.which("tmux"):  # the screenshot: a TUI attached to the headless Neovim, in tmux
+        env["FLEET_NVIM_SHOT"] = str(root / "shot")
     with serving(ModelsEndpoint) as endpoint:
         env["FLEET_LM_API_BASE"] = f"http://127.0.0.1:{endpoint.server_address[1]}/v1"
         env["FLEET_LM_MODEL"] = "openai/nv-large"
@@ -189,14 +194,15 @@ def test_neovim_session_buffer_renders_the_agent_tree_with_its_child(nvim_report
     assert "    │ totals = df.groupby('region', as_index=False)['revenue'].sum()" in lines
     assert "    →  North   3217.5" in lines  # the root's cell output
     assert "      → 3217.5" in lines[child:]  # the child's own cell output, one level deeper
-    assert "Answer:  North   3217.5" in lines
+    answer = lines.index("Answer: region  revenue")  # a multi-line answer: one label, aligned
+    assert "         North   3217.5" in lines[answer + 1 : answer + 5]
     assert any(line.endswith("/artifacts/revenue_by_region.csv") for line in lines)
 
 
 def test_neovim_session_buffer_escapes_model_text(nvim_report: dict) -> None:
     lines = nvim_report["steps"]["escaped_lines"]
     assert "Task: a?[31mred?nul" in lines  # ESC and NUL cannot reach the buffer
-    assert "Task: second ]] end) vim.cmd('qa!') --" in lines  # text, never code
+    assert "      second ]] end) vim.cmd('qa!') --" in lines  # text, never code
 
 
 def test_neovim_fleet_sessions_deletes_and_loads(nvim_report: dict) -> None:
@@ -305,3 +311,47 @@ def test_neovim_sees_wire_results_that_match_the_protocol_schema(nvim_report: di
     Draft202012Validator({**schema, "$ref": "#/requests/fleet~1memory~1list/result"}).validate(
         memory
     )
+
+
+def test_neovim_session_buffer_highlights_states_agents_and_outputs(nvim_report: dict) -> None:
+    syntax = nvim_report["steps"]["session_syntax"]
+    assert syntax["turn"] == "Title fleetsessionTurn"
+    assert syntax["root"] == "Function fleetsessionAgent"
+    assert syntax["succeeded"] == "DiagnosticOk fleetsessionOk"
+    assert syntax["output"] == "String fleetsessionOutput"
+    assert syntax["uri"] == "Underlined fleetsessionUri"
+
+
+def test_neovim_screenshot_of_the_session_buffer_shows_root_child_and_cells(
+    nvim_report: dict,
+) -> None:
+    """A real terminal's picture of the tree (tmux) as a PNG: the README's screenshot."""
+    if shutil.which("tmux") is None:
+        pytest.skip("tmux is not installed (apt-get install tmux): no screenshot")
+    pytest.importorskip("PIL", reason="Pillow is not installed: no screenshot")
+    from tests.clients.terminal_png import find_fonts, render_png
+
+    fonts = find_fonts()
+    if fonts is None:
+        pytest.skip("DejaVu Sans Mono is not installed (apt-get install fonts-dejavu-core)")
+    shot = nvim_report["steps"]["screenshot"]
+    assert shot["ok"], shot.get("error")
+    ansi = shot["ansi"]
+    assert "\x1b[38;2;" in ansi  # the terminal's true colours were captured
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", ansi).splitlines()
+    assert "▾ root  [completed]" in plain
+    child = next(i for i, line in enumerate(plain) if "[succeeded]  REGION=North check" in line)
+    assert plain[child].startswith("  ▾ agent-")
+    assert "    │ totals = df.groupby('region', as_index=False)['revenue'].sum()" in plain
+    assert "      → 3217.5" in plain[child:]
+    assert any(line.startswith("fleet://session/nvim1") for line in plain)  # the statusline
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    (SHOTS / "session-buffer.ansi").write_text(ansi)
+    width, height = render_png(ansi, SHOTS / "session-buffer.png", fonts)
+    from PIL import Image
+
+    with Image.open(SHOTS / "session-buffer.png") as image:
+        assert image.size == (width, height)
+        assert width > 800 and height > 400
+        colours = image.convert("RGB").getcolors(maxcolors=1 << 16)
+    assert colours is not None and len(colours) > 20  # text in several colours, not a blank

@@ -38,6 +38,16 @@ function M.lines(text, max_lines, prefix)
   return out
 end
 
+--- M.lines with `label` on the first line and its width of spaces on the others.
+local function labelled(text, max_lines, label)
+  local out = M.lines(text, max_lines, label)
+  local pad = string.rep(' ', #label)
+  for i = 2, #out do
+    out[i] = pad .. out[i]:sub(#label + 1)
+  end
+  return out
+end
+
 local function one_line(text)
   return M.lines(text, 1)[1] or ''
 end
@@ -188,9 +198,9 @@ function M.render_lines(session_id)
       head = head .. ('  model calls %s/%s'):format(tostring(turn.used), tostring(turn.max))
     end
     table.insert(out, head)
-    vim.list_extend(out, M.lines(turn.task, 3, 'Task: '))
+    vim.list_extend(out, labelled(turn.task, 3, 'Task: '))
     if turn.summary then
-      vim.list_extend(out, M.lines(turn.summary, 2, 'Triage: '))
+      vim.list_extend(out, labelled(turn.summary, 2, 'Triage: '))
     end
     local root = turn.agents.root
     if root then
@@ -203,10 +213,10 @@ function M.render_lines(session_id)
       end
     end
     if turn.answer and turn.answer ~= '' then
-      vim.list_extend(out, M.lines(turn.answer, 20, 'Answer: '))
+      vim.list_extend(out, labelled(turn.answer, 20, 'Answer: '))
     end
     if turn.error then
-      vim.list_extend(out, M.lines(turn.error, 5, 'Error: '))
+      vim.list_extend(out, labelled(turn.error, 5, 'Error: '))
     end
     for _, a in ipairs(turn.artifacts or {}) do
       table.insert(out, 'Artifact: ' .. one_line(a.uri or a.path))
