@@ -3,12 +3,15 @@
 // extension installed, a workspace without .fleet/, driven by Debian's headless chromium through
 // puppeteer-core. The companion runs the scenario inside VS Code and writes its checks; this
 // driver clicks the Fleet view, checks what the browser shows (the progress notification, the
-// tree), keeps screenshots, checks the label and the cancelled Turn through the CLI, stops
-// code-server and checks that no fleet-lsp process is left. Ends with "N passed, N failed".
+// tree, the models quick pick, which it answers), keeps screenshots, serves a stub
+// OpenAI-compatible GET /v1/models, checks the label, the Session's models and the cancelled Turn
+// through the CLI, stops code-server and checks that no fleet-lsp process is left. Ends with
+// "N passed, N failed".
 //
 // usage: node run.mjs <fleet.vsix> <companion.vsix>
 // env: FLEET_E2E_CODE_SERVER, FLEET_E2E_DRIVER_MODULES (puppeteer-core), FLEET_E2E_RUN_DIR
 import { spawn, spawnSync } from 'node:child_process';
+import http from 'node:http';
 import { createRequire } from 'node:module';
 import fs from 'node:fs';
 import net from 'node:net';
@@ -24,6 +27,10 @@ const puppeteer = require('puppeteer-core');
 const RUN = process.env.FLEET_E2E_RUN_DIR ?? path.join(REPO, '.cache', 'vscode-e2e', 'run');
 const RUN_ID = `fleet-e2e-${process.pid}-${Date.now()}`;
 const SUBTASK = 'REGION=North check';
+// The stub OpenAI-compatible endpoint's models (GET /v1/models) and the test key it expects.
+const ROOT_MODEL = 'e2e-root-large';
+const SUB_MODEL = 'e2e-sub-small';
+const LM_KEY = 'sk-e2e-models-0123456789abcdef';
 const FLEET_LSP = path.join(REPO, '.venv', 'bin', 'fleet-lsp');
 const started = Date.now();
 
@@ -87,6 +94,25 @@ const SCRIPT = {
   sub: { rules: { 'REGION=North': CHILD, 'revenue by region': { route: 'rlm' }, SLOWTASK: { route: 'rlm' } } },
 };
 
+/** A tiny OpenAI-compatible endpoint on 127.0.0.1: GET /v1/models lists two models; it records
+ * whether each request carried the configured key. */
+async function modelsEndpoint() {
+  const requests = [];
+  const server = http.createServer((req, res) => {
+    requests.push({ path: req.url, authorized: req.headers.authorization === `Bearer ${LM_KEY}` });
+    if (req.method === 'GET' && req.url === '/v1/models') {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ object: 'list', data: [{ id: SUB_MODEL, object: 'model', owned_by: 'e2e' }, { id: ROOT_MODEL, object: 'model', owned_by: 'e2e' }] }));
+    } else {
+      res.writeHead(404, { 'content-type': 'application/json' });
+      res.end('{"error":"not found"}');
+    }
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  server.unref(); // never what keeps the driver alive
+  return { server, requests, base: `http://127.0.0.1:${server.address().port}/v1` };
+}
+
 function fleetLspProcesses() {
   const found = [];
   for (const entry of fs.readdirSync('/proc')) {
@@ -117,6 +143,7 @@ async function main() {
   );
   const scriptPath = path.join(RUN, 'script.json');
   fs.writeFileSync(scriptPath, JSON.stringify(SCRIPT));
+  const endpoint = await modelsEndpoint();
   const userData = path.join(RUN, 'user-data');
   const extensions = path.join(RUN, 'extensions');
   const env = {
@@ -125,6 +152,9 @@ async function main() {
     FLEET_TEST_SCRIPT: scriptPath,
     FLEET_E2E_OUT: out,
     FLEET_E2E_RUN: RUN_ID,
+    // Models come from the stub endpoint; the Turns stay scripted (FLEET_TEST_SCRIPT).
+    FLEET_LM_API_BASE: endpoint.base,
+    FLEET_LM_API_KEY: LM_KEY,
     // Loopback only: the gallery points at a dead port.
     // code-server's own config and logs stay in the run folder, not in $HOME.
     XDG_CONFIG_HOME: path.join(RUN, 'xdg-config'),
@@ -180,7 +210,7 @@ async function main() {
     record('the activity bar has a Fleet view', clicked, 'no activity bar item labelled Fleet');
     fs.writeFileSync(path.join(out, 'ack-ready'), '');
 
-    const phases = { progress: false, tree: false, artifact: false };
+    const phases = { progress: false, tree: false, artifact: false, models: false };
     const seen = await waitFor(async () => {
       if (!phases.progress && fs.existsSync(path.join(out, 'phase-progress'))) {
         phases.progress = true;
@@ -224,6 +254,26 @@ async function main() {
         record('typing into the artifact editor is refused in the browser', lines && /read-?only/i.test(refused), `editor found: ${Boolean(lines)}; message: ${refused}`);
         fs.writeFileSync(path.join(out, 'ack-artifact'), '');
       }
+      if (!phases.models && fs.existsSync(path.join(out, 'phase-models'))) {
+        phases.models = true;
+        // The sub model's quick pick lists what the endpoint lists; pick one like a user would.
+        const text = await waitFor(
+          () => page.evaluate((a, b) => {
+            const t = document.querySelector('.quick-input-widget')?.innerText ?? '';
+            return t.includes(a) && t.includes(b) ? t : '';
+          }, ROOT_MODEL, SUB_MODEL),
+          20000,
+          200,
+        );
+        await page.screenshot({ path: path.join(shots, 'models.png') });
+        record("the browser shows a quick pick of the endpoint's models", text, 'no quick pick listing both models');
+        if (text) {
+          await page.keyboard.type(SUB_MODEL);
+          await sleep(300);
+          await page.keyboard.press('Enter');
+        }
+        fs.writeFileSync(path.join(out, 'ack-models'), '');
+      }
       const lines = fs.existsSync(path.join(out, 'checks.jsonl')) ? fs.readFileSync(path.join(out, 'checks.jsonl'), 'utf8') : '';
       return lines.includes('"done":true');
     }, 6 * 60000, 300);
@@ -260,6 +310,26 @@ async function main() {
     record('the label is stored (fleet-lsp trace show lists it)', r.status === 0 && r.stdout.includes('e2e gold answer') && /approved/.test(r.stdout), `exit ${r.status}\n${r.stderr.slice(-800)}\n${r.stdout.slice(-800)}`);
   } else {
     record('the label is stored (fleet-lsp trace show lists it)', false, 'no trace id reported');
+  }
+  record('the models list came from the stub endpoint, with the key as a bearer token', endpoint.requests.some((r) => r.path === '/v1/models' && r.authorized), JSON.stringify(endpoint.requests));
+  endpoint.server.close();
+  if (facts.sessionId) {
+    const r = cli('config', 'show', '--session', facts.sessionId, '--json');
+    let settings = {};
+    try {
+      settings = JSON.parse(r.stdout).settings ?? {};
+    } catch {
+      // reported below
+    }
+    const root = settings['llm.root.model'];
+    const sub = settings['llm.sub.model'];
+    record(
+      "the Session's models are stored (fleet-lsp config show --session)",
+      r.status === 0 && root?.value === ROOT_MODEL && root?.source === 'session' && sub?.value === SUB_MODEL && sub?.source === 'session',
+      `exit ${r.status}\n${r.stderr.slice(-800)}\nllm.root.model ${JSON.stringify(root)}; llm.sub.model ${JSON.stringify(sub)}`,
+    );
+  } else {
+    record("the Session's models are stored (fleet-lsp config show --session)", false, 'no Session id reported');
   }
   if (facts.cancelledTurnId) {
     const r = cli('trace', 'show', facts.cancelledTurnId, '--raw');

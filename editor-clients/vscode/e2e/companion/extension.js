@@ -13,6 +13,9 @@ const SUBTASK = 'REGION=North check';
 const TASK = 'Calculate revenue by region and save artifacts/revenue_by_region.csv.';
 const SLOW = 'SLOWTASK: count slowly';
 const EXPECTED_CSV = 'region,revenue\nNorth,150.5\nSouth,250.0\n';
+// the models the driver's stub endpoint (GET /v1/models) lists
+const ROOT_MODEL = 'e2e-root-large';
+const SUB_MODEL = 'e2e-sub-small';
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -124,6 +127,13 @@ async function run(check, phase, log) {
     route: 'rlm',
   });
   check('labelling the trace answers with the stored labels', label && label.labels && label.labels.answer === 'e2e gold answer: North=150.5', JSON.stringify(label));
+
+  // 6b. Models: the root model through the command's object argument, the sub model from the
+  // quick pick of the models the endpoint lists (the driver sees the list and picks one).
+  const models = vscode.commands.executeCommand('fleet.ui.pickModels', { sessionId, root: ROOT_MODEL });
+  await phase('models', 60000).catch((e) => check('the driver saw the models phase', false, e.message));
+  const chosen = await Promise.race([models, sleep(30000).then(() => 'timeout')]);
+  check('picking models stores the root from the argument and the sub from the quick pick', chosen && chosen.sessionId === sessionId && chosen.root === ROOT_MODEL && chosen.sub === SUB_MODEL, JSON.stringify(chosen));
 
   // 7. A second Turn, cancelled while it runs.
   const before = new Set(api.progressShown().map((p) => p.turnId));
