@@ -158,6 +158,9 @@ class OptimizationService:
             on_best=best,
             seed=options.seed,
         )
+        if outcome.best_dev is not None:  # the stop hook may not have run after the last one
+            best(outcome.best_dev)
+        report(Progress("search", search_rollouts.count, budget, state.best_score))
         total = 2 * PASSES * (len(splits.dev) + len(splits.holdout))
 
         def validated() -> None:

@@ -1,0 +1,261 @@
+"""``fleet-lsp optimize``: the command-line side of ``FleetRuntime.optimize``,
+``optimization_status`` and ``approve_candidate`` (docs/optimization.md).
+
+- a run: a rich progress bar per phase (dataset, search, validation passes) with rollouts done
+  and the best score so far on stderr, then the candidate's gate verdict and what to do next;
+  Ctrl-C stops the run between rollouts (no candidate, the active program unchanged).
+- ``--approve VERSION``: the same checks as ``fleet/optimize/approve``.
+- ``--status``: the Session's candidates, their gate verdicts and the active version.
+
+``--json`` prints one JSON object on stdout (the protocol's result shapes). Errors are one line
+on stderr; exit codes as in :mod:`fleet_lsp.commands` (2: something to fix first, e.g. too few
+examples or stale evidence; 1: a failure; 130: interrupted).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from typing import TYPE_CHECKING, Any
+
+import typer
+from rich.markup import escape
+
+if TYPE_CHECKING:
+    from fleet_core.runtime import CandidateInfo, FleetRuntime, OptimizationProgress
+
+PHASES = {"dataset": "dataset", "search": "search", "validation": "validation passes"}
+COST_NOTE = (
+    "The budget bounds the search only: final validation alone runs 6 × (dev + holdout) Turn "
+    "replays. Passing the gate is not proof of general improvement."
+)
+
+
+def gate_wire(gate: list[tuple[str, bool, str]]) -> list[dict[str, Any]]:
+    return [{"name": name, "passed": passed, "detail": detail} for name, passed, detail in gate]
+
+
+def candidate_wire(c: CandidateInfo) -> dict[str, Any]:
+    return {
+        "version": c.version,
+        "createdAt": c.created_at,
+        "gatePassed": c.gate_passed,
+        "gate": gate_wire(c.gate),
+        "candidateDigest": c.candidate_digest,
+        "changedComponents": list(c.changed_components),
+        "active": c.active,
+    }
+
+
+class PhaseBars:
+    """One bar per phase, fed by the facade's ``OptimizationProgress`` records (event loop)."""
+
+    def __init__(self, console: Any) -> None:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
+        self.progress = Progress(
+            TextColumn("{task.description:<17}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[unit]}"),
+            TextColumn("{task.fields[best]}"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=False,
+        )
+        self.tasks: dict[str, Any] = {}
+        self.current: str | None = None
+
+    def __enter__(self) -> PhaseBars:
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.__exit__(None, None, None)
+
+    def on_progress(self, record: OptimizationProgress) -> None:
+        phase = record.phase
+        if phase not in PHASES:
+            if phase == "saving" and self.current is not None:
+                self.progress.console.print("saving the candidate and its report")
+            return
+        best = f"best {record.best_score:.3f}" if record.best_score is not None else ""
+        unit = {"search": "rollouts", "validation": "replays"}.get(phase, "")
+        if phase not in self.tasks:
+            self.tasks[phase] = self.progress.add_task(
+                PHASES[phase], total=max(record.total, 1), unit=unit, best=best
+            )
+        self.current = phase
+        self.progress.update(
+            self.tasks[phase],
+            completed=record.done,
+            total=max(record.total, 1),
+            best=best,
+        )
+        if phase == "dataset" and record.message and record.done:
+            self.progress.console.print(f"dataset: {escape(record.message)}")
+
+
+def run_command(
+    session: str,
+    *,
+    budget: str | None,
+    max_metric_calls: int | None,
+    seed: int,
+    as_json: bool,
+) -> int:
+    from rich.console import Console
+
+    from fleet_lsp.commands import _run
+
+    err = Console(stderr=True)
+    if not as_json:
+        err.print(escape(COST_NOTE))
+    # the bars below are the display: GEPA's own tqdm bar and INFO log would interleave
+    os.environ.setdefault("TQDM_DISABLE", "1")
+    logging.getLogger("dspy").setLevel(logging.WARNING)
+
+    async def go(runtime: FleetRuntime) -> dict[str, Any]:
+        with PhaseBars(err) as bars:
+            run = await runtime.optimize(
+                session,
+                budget=budget if max_metric_calls is None else None,
+                max_metric_calls=max_metric_calls,
+                seed=seed,
+                on_progress=bars.on_progress,
+            )
+        return {
+            "sessionId": session,
+            "version": run.version,
+            "gatePassed": run.gate_passed,
+            "gate": gate_wire(run.gate),
+            "changedComponents": list(run.changed_components),
+            "candidateDigest": run.candidate_digest,
+            "reportPath": str(run.report_path),
+            "rollouts": run.rollouts,
+            "hostSeconds": round(run.host_seconds, 3),
+            "datasetSizes": dict(run.dataset_sizes),
+            "mlflowRunId": run.mlflow_run_id,
+            "notes": list(run.notes),
+        }
+
+    try:
+        result = _run(go)
+    except KeyboardInterrupt:
+        err.print("cancelled: no candidate was saved and the active program is unchanged")
+        return 130
+    if as_json:
+        typer.echo(json.dumps(result, indent=2))
+        return 0
+    _print_run(result)
+    return 0
+
+
+def _gate_table(gate: list[dict[str, Any]]) -> Any:
+    from rich.table import Table
+
+    table = Table("check", "passed", "detail")
+    for check in gate:
+        mark = "[green]yes[/green]" if check["passed"] else "[red]no[/red]"
+        table.add_row(escape(check["name"]), mark, escape(check["detail"]))
+    return table
+
+
+def _print_run(result: dict[str, Any]) -> None:
+    from rich.console import Console
+
+    console = Console()
+    sizes = ", ".join(f"{k} {v}" for k, v in result["datasetSizes"].items())
+    per = result["hostSeconds"] / result["rollouts"] if result["rollouts"] else 0.0
+    console.print(f"candidate {escape(result['version'])} (saved inactive)")
+    console.print(f"digest {escape(result['candidateDigest'])}", markup=False)
+    changed = ", ".join(result["changedComponents"]) or "none"
+    console.print(f"changed components: {changed}", markup=False)
+    console.print(f"dataset: {sizes}", markup=False)
+    console.print(
+        f"rollouts: {result['rollouts']} ({result['hostSeconds']:.1f} s, {per:.2f} s each)",
+        markup=False,
+    )
+    console.print(_gate_table(result["gate"]))
+    for note in result["notes"]:
+        console.print(f"note: {note}", markup=False)
+    console.print(f"report: {result['reportPath']}", markup=False)
+    if result["gatePassed"]:
+        console.print(
+            "The gate passed. Review the report, then approve: fleet-lsp optimize "
+            f"--session {result['sessionId']} --approve {result['version']}",
+            markup=False,
+        )
+    else:
+        console.print("The gate did not pass: this candidate cannot be approved.", style="yellow")
+
+
+def approve_command(session: str, version: str, *, as_json: bool) -> int:
+    from rich.console import Console
+
+    from fleet_lsp.commands import _run
+
+    async def go(runtime: FleetRuntime) -> dict[str, Any]:
+        return candidate_wire(await runtime.approve_candidate(session, version))
+
+    result = _run(go)
+    if as_json:
+        typer.echo(json.dumps(result, indent=2))
+        return 0
+    Console().print(
+        f"approved {result['version']} (digest {result['candidateDigest']}); the next Turn "
+        f"of {session} serves it",
+        markup=False,
+    )
+    return 0
+
+
+def status_command(session: str, *, as_json: bool) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from fleet_lsp.commands import _run
+
+    async def go(runtime: FleetRuntime) -> dict[str, Any]:
+        found = await runtime.optimization_status(session)
+        return {
+            "sessionId": found.session_id,
+            "activeDigest": found.active_digest,
+            "activeVersion": found.active_version,
+            "candidates": [candidate_wire(c) for c in found.candidates],
+        }
+
+    result = _run(go)
+    if as_json:
+        typer.echo(json.dumps(result, indent=2))
+        return 0
+    console = Console()
+    active = result["activeVersion"] or "the built-in default program"
+    console.print(f"active: {active} (digest {result['activeDigest']})", markup=False)
+    if not result["candidates"]:
+        console.print(
+            f"No candidates yet. Run: fleet-lsp optimize --session {session}", markup=False
+        )
+        return 0
+    table = Table("version", "created", "gate", "changed", "active")
+    for c in result["candidates"]:
+        failed = [g["name"] for g in c["gate"] if not g["passed"]]
+        gate = "[green]passed[/green]"
+        if not c["gatePassed"]:
+            gate = f"[red]failed[/red] {escape(', '.join(failed))}"
+        table.add_row(
+            escape(c["version"]),
+            escape(c["createdAt"]),
+            gate,
+            escape(", ".join(c["changedComponents"]) or "none"),
+            "yes" if c["active"] else "",
+        )
+    console.print(table)
+    return 0
