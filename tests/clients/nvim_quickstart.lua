@@ -29,6 +29,7 @@ local ok, err = pcall(function()
         message = v.message,
         agentId = v.agentId,
         status = fleet.status(),
+        lsp_status = vim.lsp.status(), -- Neovim's own progress text, what fidget-style plugins read
       })
     end,
   })
@@ -132,7 +133,9 @@ local ok, err = pcall(function()
         local cap = vim.system(vim.list_extend(vim.deepcopy(tmux), { 'capture-pane', '-p', '-e' }),
           { text = true }):wait(5000)
         text = cap.stdout or ''
-        return text:find('REGION=North check', 1, true) ~= nil and text:find('Artifact:', 1, true) ~= nil
+        local plain = text:gsub('\27%[[%d;]*m', '')
+        return plain:find('REGION=North check', 1, true) ~= nil and plain:find('Artifact:', 1, true) ~= nil
+          and plain:find('\nfleet://session/nvim1 ', 1, true) ~= nil -- the statusline is drawn too
       end, 200), 'the pane never showed the tree: ' .. text)
       shot.ansi, shot.ok = text, true
     end)

@@ -147,6 +147,22 @@ def test_neovim_runs_the_quickstart_turn_and_sees_progress(nvim_report: dict) ->
     assert steps["status_after"] == ""  # every token ended
 
 
+def test_neovim_child_agent_has_its_own_progress_for_fidget_style_plugins(
+    nvim_report: dict,
+) -> None:
+    progress = nvim_report["progress"]
+    child = [p for p in progress if p.get("agentId") not in (None, "root")]
+    begins = [p for p in child if p["kind"] == "begin"]
+    assert begins and begins[0]["title"] == "↳ REGION=North check"
+    token = begins[0]["token"]
+    assert token.endswith("/agent/" + begins[0]["agentId"])  # a token of its own, server-created
+    assert any(p["kind"] == "end" and p["token"] == token for p in progress)
+    # Neovim's built-in progress (vim.lsp.status(), the LspProgress data fidget.nvim consumes)
+    assert any("↳ REGION=North check" in p.get("lsp_status", "") for p in child)
+    # and the plugin's own statusline text, require('fleet').status()
+    assert any("REGION=North check" in p.get("status", "") for p in child)
+
+
 def test_neovim_opens_the_artifact_read_only_from_the_server(nvim_report: dict) -> None:
     steps = nvim_report["steps"]
     expected: dict[str, float] = {}
