@@ -11,7 +11,10 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import time
 import uuid
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -68,9 +71,96 @@ def run_demo() -> int:
         )
         return 2
     try:
-        return asyncio.run(_demo(console))
+        with embedded_model(console):
+            return asyncio.run(_demo(console))
     except KeyboardInterrupt:
         return 130
+    except EmbeddedModelFailed:
+        return 2
+
+
+class EmbeddedModelFailed(Exception):
+    """The embedded model could not be prepared or started (already printed)."""
+
+
+@contextmanager
+def embedded_model(console: Any) -> Iterator[None]:
+    """With no endpoint configured: assemble the embedded model's weights (a progress bar, once
+    per machine), start the embedded server or reuse a running one, keep it while the demo runs
+    and let go of it at exit (it stops unless another process uses it or it is pinned; after a
+    kill -9 the guard reaps it). Nothing happens with a configured endpoint or scripted models."""
+    if os.environ.get("FLEET_TEST_SCRIPT"):
+        yield
+        return
+    from fleet_core.config import load_config
+    from fleet_core.runtime import FleetRuntime
+
+    config = load_config()
+    with ExitStack() as stack:
+        endpoint = _start_embedded(console, config, stack)
+        yield
+    if endpoint is not None and not FleetRuntime.local_model_status(config).running:
+        console.print("stopped the embedded model", highlight=False)
+
+
+def _start_embedded(console: Any, config: Any, stack: ExitStack) -> Any:
+    """The embedded endpoint held by ``stack`` (``None`` with a configured endpoint); prints
+    each step; ``EmbeddedModelFailed`` (printed) when it cannot be prepared or started."""
+    from rich.markup import escape
+
+    from fleet_core.errors import FleetError
+    from fleet_core.runtime import FleetRuntime
+    from fleet_lsp.local_model import weights_progress
+
+    marks = {"assembling": 0.0, "starting": 0.0}
+
+    def on_start(model_id: str) -> None:
+        marks["starting"] = time.monotonic()
+        console.print(
+            f"starting the embedded model {escape(model_id)} (about 5-10 s to load)…",
+            highlight=False,
+        )
+
+    try:
+        with weights_progress() as bar:
+
+            def progress(done: int, total: int) -> None:
+                if not marks["assembling"]:
+                    marks["assembling"] = time.monotonic()
+                    console.print(
+                        f"assembling the embedded model's weights ({total / 1e9:.1f} GB, "
+                        "once per machine)…",
+                        highlight=False,
+                    )
+                if bar is not None:
+                    bar(done, total)
+
+            embedded = FleetRuntime.prepare_local_model(config, progress=progress)
+        if not embedded:
+            return None  # a configured endpoint: the embedded model is never started
+        if marks["assembling"]:
+            took = time.monotonic() - marks["assembling"]
+            console.print(f"weights assembled and verified ({took:.0f} s)", highlight=False)
+        endpoint = stack.enter_context(FleetRuntime.hold_local_model(config, on_start=on_start))
+    except FleetError as exc:
+        console.print("[bold red]The embedded model is not available:[/bold red]")
+        console.print(exc.message, markup=False, highlight=False)
+        raise EmbeddedModelFailed from None
+    if endpoint is None:  # the configuration changed in between: an endpoint now
+        return None
+    where = escape(str(endpoint.api_base))
+    if marks["starting"]:
+        took = time.monotonic() - marks["starting"]
+        console.print(
+            f"embedded model {escape(endpoint.model_id)} ready at {where} ({took:.1f} s)",
+            highlight=False,
+        )
+    else:
+        console.print(
+            f"using the embedded model {escape(endpoint.model_id)} already running at {where}",
+            highlight=False,
+        )
+    return endpoint
 
 
 async def _demo(console: Any) -> int:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import shutil
 import threading
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -1063,6 +1064,31 @@ class FleetRuntime:
             return False
         assemble(model.weights, model.home, progress=progress)
         return True
+
+    @staticmethod
+    @contextmanager
+    def hold_local_model(
+        config: EffectiveConfig,
+        *,
+        progress: Callable[[int, int], None] | None = None,
+        on_start: Callable[[str], None] | None = None,
+    ) -> Iterator[LocalEndpoint | None]:
+        """For a face that runs Turns in another process (``fleet-lsp demo``): when the root role
+        uses the embedded model, start it (or reuse a running one) and keep it running while the
+        block runs; on leaving, this process lets go and the server stops unless another process
+        uses it or it is pinned (a kill -9 of this process is reaped by the guard). Yields
+        ``None`` and starts nothing when an endpoint is configured. Blocking on entry."""
+        from fleet_core.engine.lm import ConfiguredLmProvider
+        from fleet_core.localmodel.supervisor import LocalModel
+
+        model = LocalModel.from_config(config)
+        if not ConfiguredLmProvider.from_config(config, embedded=model).uses_embedded("root"):
+            yield None
+            return
+        try:
+            yield model.ensure(progress=progress, on_start=on_start)
+        finally:
+            model.release()
 
     @staticmethod
     def stop_local_model(config: EffectiveConfig) -> bool:
