@@ -194,6 +194,17 @@ class LocalModelSettings(_Section):
     directory: str | None = None  # weights, state and log; default <state dir>/localmodel
 
 
+class EngineSettings(_Section):
+    """How the Turn program talks to its model (docs/engine.md#the-small-model-profile)."""
+
+    # auto: "small" when the root role runs on the embedded model, else "default"; "small":
+    # compact stable prompts, no triage with a dataset, code-first Flex, host-recognized
+    # completion, capped and loop-breaking sampling (fleet_core.engine.profile).
+    profile: Literal["auto", "default", "small"] = "auto"
+    small_max_tokens: int = Field(300, ge=64, le=4_000)  # one code step's output, small profile
+    small_repairs: int = Field(2, ge=0, le=5)  # code-first Flex: repairs after a failed program
+
+
 class MemorySettings(_Section):
     """What reaches the model of memories beyond the Session's own reviewed ones."""
 
@@ -220,6 +231,7 @@ class FleetSettings(_Section):
     server: ServerSettings = ServerSettings()
     memory: MemorySettings = MemorySettings()
     local_model: LocalModelSettings = LocalModelSettings()
+    engine: EngineSettings = EngineSettings()
     jev: JevSettings = JevSettings()
 
 
@@ -264,6 +276,7 @@ _ENV_ALIASES: dict[str, str] = {
     "FLEET_MLFLOW_TRACKING_URI": "mlflow.tracking_uri",
     "FLEET_ALLOW_NON_LOOPBACK_BIND": "server.allow_non_loopback_bind",
     "FLEET_SHARED_NOTES": "memory.shared_notes",
+    "FLEET_ENGINE_PROFILE": "engine.profile",
     "FLEET_JEV_BASE_URL": "jev.base_url",
     "FLEET_JEV_MODEL": "jev.model",
 }

@@ -464,6 +464,7 @@ class TurnService:
     ) -> EngineResult:
         """The worker thread: build the program and run it (its events feed the trace)."""
         from fleet_core.engine.jev import jev_client
+        from fleet_core.engine.profile import resolve_profile
         from fleet_core.engine.program import TurnProgram
         from fleet_core.engine.spaces import SandboxAgentSpace, SandboxRuntime
 
@@ -490,7 +491,10 @@ class TurnService:
             memories_per_session=MEMORIES_PER_SESSION,
             memory_chars=MEMORY_CONTENT_CHARS,
         )
+        uses_embedded = getattr(running.lms, "uses_embedded", None)  # ConfiguredLmProvider's
+        embedded_root = bool(uses_embedded is not None and uses_embedded("root"))
         program = TurnProgram(
+            profile=resolve_profile(settings.engine, embedded_root=embedded_root),
             lms=running.lms,
             control=control,
             root_space=root,

@@ -12,6 +12,8 @@ from fleet_core.engine.metering import charged_as
 
 _FENCE = re.compile(r"```(?:python|py|python3|py3)?[ \t]*\n(.*?)```", re.DOTALL)
 _THINK_END = "</think>"
+#: Output fields a reply may leave out: they default to "" instead of failing the parse.
+OPTIONAL_OUTPUTS = ("learned_skill_note",)
 REASK_NOTE = (
     "\n\nFORMAT CORRECTION: your previous reply could not be parsed. Reply with every output "
     "field, each introduced by its exact `[[ ## field ## ]]` header, and end with "
@@ -37,9 +39,16 @@ class FleetChatAdapter(dspy.ChatAdapter):  # type: ignore[misc]
             return dict(super().parse(signature, completion))
         except AdapterParseError:
             bare = self._bare_code(signature, completion)
-            if bare is None:
+            if bare is not None:
+                return bare
+            optional = [n for n in OPTIONAL_OUTPUTS if n in signature.output_fields]
+            if not optional or len(optional) == len(signature.output_fields):
                 raise
-            return bare
+            required = signature
+            for name in optional:
+                required = required.delete(name)
+            parsed = dict(super().parse(required, completion))  # raises if a required one lacks
+            return parsed | {name: "" for name in optional}
 
     @staticmethod
     def _bare_code(signature: Any, completion: str) -> dict[str, Any] | None:

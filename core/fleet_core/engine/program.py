@@ -32,6 +32,7 @@ from fleet_core.engine.learning import TurnLearning
 from fleet_core.engine.lm import LmProvider
 from fleet_core.engine.metering import MeteredLM
 from fleet_core.engine.preload import preload
+from fleet_core.engine.profile import DEFAULT, EngineProfile
 from fleet_core.engine.signatures import ROUTES, ChildTask, DirectAnswer, FleetTask, TurnTriage
 from fleet_core.errors import FleetError, InvalidInput
 from fleet_core.models import ProvenanceRecord
@@ -152,7 +153,9 @@ class TurnProgram:
         jev: JevClient | None = None,
         learning: TurnLearning | None = None,
         overrides: Mapping[str, str] | None = None,
+        profile: EngineProfile = DEFAULT,
     ) -> None:
+        self.profile = profile  # default or small (engine/profile.py, engine/small.py)
         self.lms = lms
         self.jev = jev  # the optional Jev decision API (engine/jev.py); None when off
         self.learning = learning  # workspace.remember and save_skill (engine/learning.py)
@@ -204,6 +207,9 @@ class TurnProgram:
         mode = inputs.mode
         if mode in ("rlm", "flex"):
             decision = RouteDecision(route=mode, override_reason="session_mode")
+        elif self.profile.small and inputs.dataset is not None:
+            # a dataset leaves only rlm and flex: a small model's triage call is skipped
+            decision = RouteDecision(route="flex", override_reason="selected_context")
         else:
             decision = self._triage_jev(inputs) if self.jev is not None else self._triage(inputs)
         if decision.route == "direct" and inputs.dataset is not None:
@@ -275,8 +281,8 @@ class TurnProgram:
             with dspy.context(lm=triage_lm):
                 prediction = dspy.Predict(self._signature(TurnTriage, "triage"))(
                     task=inputs.task,
-                    workspace_manifest=inputs.workspace_manifest,
-                    skills_catalog=inputs.skills_catalog,
+                    workspace_manifest=self._for_profile(inputs).workspace_manifest,
+                    skills_catalog=self._for_profile(inputs).skills_catalog,
                 )
         except TurnStopped:
             raise
@@ -302,6 +308,14 @@ class TurnProgram:
             error=f"unknown route label {raw[:100]!r}",
             model=model,
         )
+
+    def _for_profile(self, inputs: TurnInputs) -> TurnInputs:
+        """The inputs as the profile shows them (the small profile's are compact)."""
+        if not self.profile.small:
+            return inputs
+        from fleet_core.engine.small import compact_inputs
+
+        return compact_inputs(inputs)
 
     # --- routes ------------------------------------------------------------------------------
 
@@ -346,6 +360,10 @@ class TurnProgram:
         return make
 
     def _code_route(self, inputs: TurnInputs, route: str) -> tuple[str, str]:
+        if self.profile.small:
+            from fleet_core.engine.small import small_code_route
+
+            return small_code_route(self, inputs, route)
         space = self.root_space
         sub_lm = MeteredLM(self.lms.lm("sub"), self.control, category="sub_query")
         kwargs = {

@@ -1,0 +1,229 @@
+"""Code-first Flex: the small-model profile's code route (docs/engine.md#code-first-flex).
+
+A small model does not drive an iterative REPL well (it re-sends the same cell and never calls
+SUBMIT: docs/benchmarks.md), but it writes a short complete program well. So the host asks for
+one program that reads the inputs, writes the artifact the task names and prints the answer;
+runs it; and on an error sends back only the error, for at most ``profile.repairs`` repairs.
+The host recognizes completion itself: the program ran and every artifact the task names
+exists. The answer is what the program printed (or, if it printed nothing, the head of those
+artifacts), never text the model retyped.
+
+The conversation is a plain chat whose start never changes: the system message is a constant
+and the first user message holds the inputs, so each repair is the previous prompt plus the
+model's program and the error, and llama.cpp reuses its cached prefix. Replies that are only
+code (fenced or not) are accepted. On the embedded llama.cpp server the reply is also held to
+a fenced Python block by a GBNF grammar, with ``repeat_penalty``; a reply that repeats an
+earlier failed program is not run again, the model is asked again with a little temperature.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from dspy.lm15 import Config, Message, Request, TextPart
+from dspy.primitives.code_interpreter import CodeExecutionError
+
+from fleet_core.engine.context import TurnInputs
+from fleet_core.engine.control import TurnControl, TurnStopped
+from fleet_core.engine.interpreter import TurnInterpreter
+from fleet_core.engine.profile import (
+    REPEAT_TEMPERATURE,
+    EngineProfile,
+    compact_manifest,
+    dataset_preview,
+    named_artifacts,
+)
+
+SYSTEM = """You write one complete Python 3 program for the user's task. It runs in a sandbox \
+whose working directory is the workspace: input files are under files/, and output files go \
+under artifacts/ (create it with os.makedirs("artifacts", exist_ok=True)). pandas is installed.
+The program must:
+1. read the input file(s) named in the request;
+2. compute the result;
+3. write every file the task names, under artifacts/;
+4. print the answer: a few short lines with the computed figures.
+Reply with only the program, in one ```python block, with no explanation."""
+"""The code-first system prompt: a constant, the cached start of every call."""
+
+REPAIR = "The program failed:\n{error}\nReply with the whole corrected program only."
+MISSING = "The program ran but did not write {paths}.\nReply with the whole corrected program only."
+ERROR_CHARS = 1_200  # the error fed back: its last lines
+OUTPUT_CHARS = 2_000  # the answer built from printed output
+ARTIFACT_LINES = 12  # the answer's artifact head when nothing was printed
+MEMORY_CHARS = 600
+
+#: A reply that is one fenced Python block (llama.cpp GBNF): no prose, a closing fence.
+CODE_GRAMMAR = r"""root ::= "```python\n" line+ "```"
+line ::= [^`\n]* "\n"
+"""
+REPEAT_PENALTY = 1.1  # llama_cpp.server's own default, sent explicitly
+
+_FENCE = re.compile(r"```[ \t]*(?:python|py|python3)?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL)
+_FIELD = re.compile(r"\[\[ ## \w+ ## \]\]")
+
+
+class CodeFirstFailed(RuntimeError):
+    """The program still failed after every repair (the Turn fails with this message)."""
+
+
+def extract_code(reply: str) -> str:
+    """The program in a reply: the first fenced block, else the whole reply (code only)."""
+    text = reply.split("</think>", 1)[-1]
+    match = _FENCE.search(text)
+    code = match.group(1) if match is not None else _FIELD.sub("", text)
+    return code.strip()
+
+
+def normalized(code: str) -> str:
+    """``code`` with blank lines, comments-only lines and trailing spaces dropped."""
+    lines = [line.rstrip() for line in code.splitlines()]
+    return "\n".join(line for line in lines if line.strip() and not line.lstrip().startswith("#"))
+
+
+def _tail(text: str, limit: int) -> str:
+    return text if len(text) <= limit else "..." + text[-(limit - 3) :]
+
+
+def first_prompt(inputs: TurnInputs) -> str:
+    """The first user message: the workspace (names, sizes), the dataset's first lines, the
+    sandbox environment and the task, last."""
+    dataset = inputs.dataset
+    path = dataset.path if dataset is not None else None
+    parts = ["Workspace files:\n" + compact_manifest(inputs.workspace_manifest, dataset_path=path)]
+    if dataset is not None:
+        head = dataset_preview(inputs.workspace_manifest, dataset.path)
+        block = f"Selected dataset: {dataset.path} ({dataset.size_bytes} bytes)"
+        if head:
+            block += f". Its first lines:\n{head}"
+        parts.append(block)
+    memory = inputs.memory_summary.strip()
+    if memory:
+        parts.append(_tail(memory, MEMORY_CHARS))
+    parts.append(f"Task: {inputs.task}")
+    return "\n\n".join(parts)
+
+
+@dataclass(slots=True)
+class Attempt:
+    code: str
+    error: str | None = None
+    output: str = ""
+
+
+@dataclass(slots=True)
+class CodeFirstResult:
+    answer: str
+    attempts: list[Attempt] = field(default_factory=list)
+
+
+class CodeFirst:
+    """One code-first run on one interpreter (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        lm: Any,
+        control: TurnControl,
+        interpreter: Callable[[], TurnInterpreter],
+        profile: EngineProfile,
+    ) -> None:
+        self.lm = lm  # a MeteredLM: each call is charged and reported
+        self.control = control
+        self.make_interpreter = interpreter
+        self.profile = profile
+
+    def _ask(self, messages: list[Any], temperature: float | None) -> str:
+        extensions = (
+            {"grammar": CODE_GRAMMAR, "repeat_penalty": REPEAT_PENALTY}
+            if self.profile.constrained
+            else None
+        )
+        config = Config(
+            max_tokens=self.profile.max_tokens, temperature=temperature, extensions=extensions
+        )
+        model = str(getattr(self.lm, "model", "") or "")
+        request = Request(model=model, system=SYSTEM, messages=tuple(messages), config=config)
+        response = self.lm(request)
+        text = getattr(response, "text", None)
+        if text is None and isinstance(response, list) and response:
+            first = response[0]
+            text = first.get("text") if isinstance(first, dict) else first
+        return str(text or "")
+
+    def run(self, inputs: TurnInputs) -> CodeFirstResult:
+        targets = named_artifacts(inputs.task)
+        messages: list[Any] = [Message.user(first_prompt(inputs))]
+        attempts: list[Attempt] = []
+        failed: set[str] = set()
+        last_error = ""
+        temperature: float | None = None
+        interpreter = self.make_interpreter()
+        try:
+            for _ in range(1 + self.profile.repairs):
+                self.control.check()
+                reply = self._ask(messages, temperature)
+                code = extract_code(reply)
+                messages.append(Message.assistant([TextPart(f"```python\n{code}\n```")]))
+                if normalized(code) in failed:  # the same failed program: ask again, warmer
+                    attempts.append(Attempt(code=code, error="repeated a failed program"))
+                    temperature = REPEAT_TEMPERATURE
+                    messages.append(Message.user(last_error))
+                    continue
+                attempt = self._run(interpreter, code, targets)
+                attempts.append(attempt)
+                if attempt.error is None:
+                    return CodeFirstResult(self._answer(interpreter, attempt, targets), attempts)
+                failed.add(normalized(code))
+                last_error = attempt.error
+                messages.append(Message.user(attempt.error))
+        finally:
+            interpreter.shutdown()
+        last = _tail((attempts[-1].error if attempts else None) or "no program", 500)
+        raise CodeFirstFailed(f"code-first: the program failed {len(attempts)} time(s); {last}")
+
+    def _run(self, interpreter: TurnInterpreter, code: str, targets: list[str]) -> Attempt:
+        if not code:
+            return Attempt(code=code, error=REPAIR.format(error="(the reply held no code)"))
+        try:
+            result = interpreter.execute(code, None)
+        except TurnStopped:
+            raise
+        except (CodeExecutionError, SyntaxError) as exc:
+            self.control.check()
+            return Attempt(code=code, error=REPAIR.format(error=_tail(str(exc), ERROR_CHARS)))
+        output = "" if result is None else str(result)
+        missing = [p for p in targets if not self._exists(interpreter, p)]
+        if missing:
+            return Attempt(code=code, output=output, error=MISSING.format(paths=", ".join(missing)))
+        return Attempt(code=code, output=output)
+
+    @staticmethod
+    def _host_cell(interpreter: TurnInterpreter, code: str, shown: str) -> str:
+        result = interpreter.run_cell(code, None, bootstrap=True, shown=shown)
+        return "" if result is None else str(result)
+
+    def _exists(self, interpreter: TurnInterpreter, path: str) -> bool:
+        code = f"import os\nprint(os.path.isfile({path!r}))"
+        return self._host_cell(interpreter, code, "(host: artifact check)").strip() == "True"
+
+    def _answer(self, interpreter: TurnInterpreter, attempt: Attempt, targets: list[str]) -> str:
+        """What the program printed; if it printed nothing, the head of the named artifacts."""
+        printed = attempt.output.strip()
+        saved = "\n".join(f"Saved {p}." for p in targets)
+        if printed:
+            body = _tail(printed, OUTPUT_CHARS)
+        elif targets:
+            heads = []
+            for path in targets:
+                code = (
+                    f"with open({path!r}, encoding='utf-8', errors='replace') as _f:\n"
+                    f"    print(''.join(_f.readlines()[:{ARTIFACT_LINES}]).rstrip())"
+                )
+                heads.append(f"{path}:\n" + self._host_cell(interpreter, code, "(host: answer)"))
+            body = _tail("\n\n".join(heads), OUTPUT_CHARS)
+        else:
+            body = "The program ran and printed nothing."
+        return f"{body}\n\n{saved}" if saved else body

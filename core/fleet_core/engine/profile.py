@@ -1,0 +1,150 @@
+"""The engine profile: how much prompt and output a Turn's model is given (no dspy here).
+
+``default`` is the program as it always was. ``small`` is for a model of a few billion
+parameters or less on a CPU (the embedded Qwen2.5-Coder-1.5B; docs/engine.md#the-small-model-
+profile): compact prompts whose start never changes (so llama.cpp's prefix cache is reused), no
+triage when a dataset is selected, code-first Flex (engine/codefirst.py), host-recognized
+completion in RLM (engine/completion.py), the action output capped and a little temperature
+after a repeated cell. ``[engine] profile = "auto"`` (the default) picks ``small`` exactly when
+the root role runs on the embedded model.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from fleet_core.config import EngineSettings
+
+ProfileName = Literal["default", "small"]
+
+MANIFEST_CHARS = 1_500  # the small profile's workspace listing, at most
+PREVIEW_LINES = 6  # lines of the dataset shown to the model
+PREVIEW_LINE_CHARS = 160
+CATALOG_CHARS = 600  # the small profile's Skills catalog: names and short descriptions
+HISTORY_CHARS = 1_500
+REPEAT_TEMPERATURE = 0.4  # the next step's temperature after a repeated cell
+
+_ENTRY = re.compile(r"^(?P<path>\S.*?)  \((?P<size>\d+) bytes, sha256 [0-9a-f]+\)(?P<rest>.*)$")
+_SKILL_ROW = re.compile(r'<skill name="(?P<name>[^"]*)">(?P<desc>.*?)</skill>', re.DOTALL)
+
+
+@dataclass(frozen=True, slots=True)
+class EngineProfile:
+    """The resolved profile of one Turn."""
+
+    name: ProfileName = "default"
+    max_tokens: int | None = None  # one code step's output cap (small only)
+    repairs: int = 2  # code-first Flex's repairs after a failed program
+    # the embedded llama.cpp server: the code step held to a GBNF grammar, repeat_penalty sent
+    constrained: bool = False
+
+    @property
+    def small(self) -> bool:
+        return self.name == "small"
+
+
+DEFAULT = EngineProfile()
+
+
+def resolve_profile(settings: EngineSettings, *, embedded_root: bool) -> EngineProfile:
+    """``settings.profile``, with ``auto`` meaning ``small`` on the embedded model."""
+    name: ProfileName
+    if settings.profile == "auto":
+        name = "small" if embedded_root else "default"
+    else:
+        name = settings.profile
+    if name == "default":
+        return DEFAULT
+    return EngineProfile(
+        name="small",
+        max_tokens=settings.small_max_tokens,
+        repairs=settings.small_repairs,
+        constrained=embedded_root,
+    )
+
+
+def _clip_line(line: str, limit: int = PREVIEW_LINE_CHARS) -> str:
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def compact_manifest(manifest: str, *, dataset_path: str | None = None) -> str:
+    """The workspace as names and sizes only (no sha256, no previews), bounded; the bundled
+    Skills' files are left out (the catalog names them), and the dataset keeps a short preview.
+    Inputs (``files/``) come first, so a Turn's new artifacts never move the prompt's start."""
+    blocks: list[list[str]] = []
+    current: str | None = None
+    shown = 0
+    for line in manifest.splitlines():
+        match = _ENTRY.match(line)
+        if match is None:
+            if line.startswith("    "):
+                if current is not None and current == dataset_path and shown < PREVIEW_LINES:
+                    blocks[-1].append("    " + _clip_line(line[4:]))
+                    shown += 1
+                continue
+            current = None
+            if not line.startswith("skills/"):
+                blocks.append([_clip_line(line)])  # a path-only entry or "... more files"
+            continue
+        current = match.group("path")
+        if current.startswith("skills/"):
+            current = None
+            continue
+        shown = 0
+        rest = " [binary]" if "[binary]" in match.group("rest") else ""
+        blocks.append([f"{current} ({match.group('size')} bytes){rest}"])
+    blocks.sort(key=lambda block: not block[0].startswith("files/"))  # stable: order kept
+    text = "\n".join(line for block in blocks for line in block) or "(the workspace is empty)"
+    if len(text) > MANIFEST_CHARS:
+        text = text[: MANIFEST_CHARS - 4].rsplit("\n", 1)[0] + "\n..."
+    return text
+
+
+def dataset_preview(manifest: str, dataset_path: str) -> str:
+    """The first lines of the dataset as the manifest previewed them ("" when it did not)."""
+    lines: list[str] = []
+    inside = False
+    for line in manifest.splitlines():
+        match = _ENTRY.match(line)
+        if match is not None:
+            inside = match.group("path") == dataset_path
+            continue
+        if inside and line.startswith("    "):
+            lines.append(_clip_line(line[4:]))
+            if len(lines) >= PREVIEW_LINES:
+                break
+    return "\n".join(lines)
+
+
+def compact_catalog(catalog: str) -> str:
+    """The Skills catalog as ``name: description`` lines, bounded."""
+    rows = [
+        f"{m.group('name')}: {_clip_line(' '.join(m.group('desc').split()), 100)}"
+        for m in _SKILL_ROW.finditer(catalog)
+    ]
+    if not rows:
+        return catalog[:CATALOG_CHARS]
+    text = "\n".join(rows)
+    if len(text) > CATALOG_CHARS:
+        text = text[: CATALOG_CHARS - 4].rsplit("\n", 1)[0] + "\n..."
+    return text
+
+
+def compact_history(history: str) -> str:
+    """The newest ``HISTORY_CHARS`` of the Session history."""
+    return history if len(history) <= HISTORY_CHARS else "..." + history[-HISTORY_CHARS:]
+
+
+_ARTIFACT = re.compile(r"artifacts/[A-Za-z0-9_.\-/]*[A-Za-z0-9_]\.[A-Za-z0-9]{1,8}")
+
+
+def named_artifacts(task: str) -> list[str]:
+    """The ``artifacts/...`` files a task names, in order, without duplicates (at most 5)."""
+    found: list[str] = []
+    for match in _ARTIFACT.finditer(task):
+        path = match.group(0)
+        if ".." not in path.split("/") and path not in found:
+            found.append(path)
+    return found[:5]

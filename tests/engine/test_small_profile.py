@@ -1,0 +1,403 @@
+"""The small-model profile's levers (engine/profile.py, codefirst.py, completion.py, small.py),
+each with the scripted model and the real local sandbox; docs/engine.md#the-small-model-profile.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+from typing import Any
+
+import dspy
+import pytest
+from dspy.lm15 import Message, Response
+
+from fleet_core.config import EngineSettings
+from fleet_core.engine.adapter import FleetChatAdapter
+from fleet_core.engine.codefirst import CODE_GRAMMAR, SYSTEM, CodeFirst, extract_code
+from fleet_core.engine.profile import (
+    EngineProfile,
+    compact_manifest,
+    named_artifacts,
+    resolve_profile,
+)
+from fleet_core.engine.signatures import FleetTask
+from fleet_core.engine.testing import ScriptedEngine, action, fields, route, scripted_lm
+from fleet_core.models import TurnRequest
+
+SALES = "region,revenue\nnorth,100\nsouth,250\nnorth,50.5\neast,10\nsouth,0.5\n"
+TASK = "Calculate revenue by region and save artifacts/revenue_by_region.csv."
+EXPECTED = {"east": 10.0, "north": 150.5, "south": 250.5}
+PROGRAM = (
+    "import os\nimport pandas as pd\n"
+    "df = pd.read_csv('files/sales.csv')\n"
+    "totals = df.groupby('region', as_index=False)['revenue'].sum()\n"
+    "os.makedirs('artifacts', exist_ok=True)\n"
+    "totals.to_csv('artifacts/revenue_by_region.csv', index=False)\n"
+    "print(totals.to_string(index=False))"
+)
+BROKEN = PROGRAM.replace("'revenue'].sum()", "'amount'].sum()")  # KeyError: no such column
+
+
+def fenced(code: str) -> str:
+    return f"```python\n{code}\n```"
+
+
+class RecordingEngine(ScriptedEngine):
+    """A scripted engine that also keeps each request's sampling settings."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.configs: list[Any] = []
+
+    def complete(self, request: Any) -> Response:
+        self.configs.append(request.config)
+        return super().complete(request)
+
+
+def recording_lm(replies: list[str]) -> Any:
+    engine = RecordingEngine(replies)
+    lm = dspy.LM("openai/scripted", engine=engine, cache=False)
+    lm.engine_script = engine
+    return lm
+
+
+async def _quick_session(runtime: Any, tmp_path: Path, *, select: bool = True) -> None:
+    await runtime.new_session("s")
+    source = tmp_path / "sales.csv"
+    source.write_text(SALES)
+    await runtime.attach("s", source)
+    if select:
+        await runtime.set_dataset("s", "files/sales.csv", "sales")
+
+
+async def _artifact_rows(runtime: Any) -> dict[str, float]:
+    data = await runtime.read_file("s", "artifacts/revenue_by_region.csv")
+    return {r["region"]: float(r["revenue"]) for r in csv.DictReader(io.StringIO(data.decode()))}
+
+
+def _task_cells(events: list[Any]) -> list[str]:
+    return [
+        e.payload["code"]
+        for e in events
+        if e.kind == "code_cell" and e.payload.get("phase") == "task"
+    ]
+
+
+# --- profile resolution ---------------------------------------------------------------------
+
+
+def test_auto_profile_is_small_only_on_the_embedded_model() -> None:
+    auto = EngineSettings()
+    assert resolve_profile(auto, embedded_root=True).small
+    assert resolve_profile(auto, embedded_root=True).constrained  # llama.cpp: grammar on
+    assert not resolve_profile(auto, embedded_root=False).small
+    chosen = resolve_profile(EngineSettings(profile="small"), embedded_root=False)
+    assert chosen.small and not chosen.constrained  # any endpoint: no llama.cpp-only knobs
+    assert chosen.max_tokens == 300
+    assert not resolve_profile(EngineSettings(profile="default"), embedded_root=True).small
+
+
+def test_profile_setting_from_the_environment(tmp_path: Path) -> None:
+    from fleet_core.config import load_config
+
+    config = load_config(environ={"FLEET_ENGINE_PROFILE": "small"}, cwd=tmp_path)
+    assert config.settings.engine.profile == "small"
+    assert config.sources["engine.profile"] == "env"
+
+
+# --- tolerant parsing (every profile) ---------------------------------------------------------
+
+
+def test_a_reply_without_learned_skill_note_parses_to_an_empty_note() -> None:
+    extract = dspy.RLM(FleetTask).extract.signature
+    parsed = FleetChatAdapter().parse(extract, fields(answer="north: 150.5"))
+    assert parsed == {"answer": "north: 150.5", "learned_skill_note": ""}
+
+
+async def test_extract_without_the_note_completes_the_turn(open_runtime, lms, tmp_path) -> None:
+    runtime = await open_runtime(FLEET_RUNTIME__MAX_RLM_ITERATIONS="1")
+    await _quick_session(runtime, tmp_path, select=False)
+    lms.root = scripted_lm([action("print(150.5)"), fields(answer="150.5")])
+    result = await runtime.run_turn(TurnRequest(session_id="s", task="sum", mode="rlm"))
+    assert result.status == "completed", result.error
+    assert result.answer == "150.5"
+    assert result.usage.calls_by_category == {"generation": 2}  # no re-ask
+
+
+# --- cheap routing ----------------------------------------------------------------------------
+
+
+async def test_small_profile_with_a_dataset_skips_triage(open_runtime, lms, tmp_path) -> None:
+    runtime = await open_runtime(FLEET_ENGINE_PROFILE="small")
+    await _quick_session(runtime, tmp_path)
+    lms.root = scripted_lm([fenced(PROGRAM)])
+    events: list[Any] = []
+    result = await runtime.run_turn(TurnRequest(session_id="s", task=TASK), on_event=events.append)
+    assert result.status == "completed", result.error
+    assert result.route == "flex"
+    assert result.usage.calls_by_category == {"generation": 1}  # no routing call
+    decision = next(e for e in events if e.kind == "triage_decision").payload
+    assert decision["override_reason"] == "selected_context"
+    assert await _artifact_rows(runtime) == EXPECTED
+    assert "150.5" in result.answer and "250.5" in result.answer
+
+
+async def test_default_profile_with_a_dataset_still_triages(open_runtime, lms, tmp_path) -> None:
+    runtime = await open_runtime()
+    await _quick_session(runtime, tmp_path)
+    lms.root = scripted_lm([route("rlm"), action(PROGRAM), action("SUBMIT(answer='x')")])
+    result = await runtime.run_turn(TurnRequest(session_id="s", task=TASK))
+    assert result.usage.calls_by_category.get("routing") == 1
+
+
+async def test_small_triage_sees_names_and_sizes_only(open_runtime, lms, tmp_path) -> None:
+    runtime = await open_runtime(FLEET_ENGINE_PROFILE="small")
+    await _quick_session(runtime, tmp_path, select=False)
+    lms.root = scripted_lm([route("direct"), fields(reasoning="r", answer="hello")])
+    result = await runtime.run_turn(TurnRequest(session_id="s", task="Say hello."))
+    assert result.status == "completed", result.error
+    triage = lms.root.engine_script.requests[0]
+    assert "files/sales.csv (" in triage and "bytes)" in triage
+    assert "sha256" not in triage and "north,100" not in triage  # no digests, no previews
+    assert "SKILL.md" not in triage  # Skills: the catalog's names only
+    assert len(triage) < 3_000
+
+
+def test_compact_manifest_keeps_the_datasets_first_lines_only() -> None:
+    manifest = (
+        "files/sales.csv  (60 bytes, sha256 "
+        + "a" * 64
+        + ")\n"
+        + "\n".join(f"    row{i}" for i in range(20))
+        + "\nskills/csv/SKILL.md  (900 bytes, sha256 "
+        + "b" * 64
+        + ")\n    # CSV skill\n"
+        + "files/other.txt  (5 bytes, sha256 "
+        + "c" * 64
+        + ")\n    hello"
+    )
+    text = compact_manifest(manifest, dataset_path="files/sales.csv")
+    assert text.splitlines() == [
+        "files/sales.csv (60 bytes)",
+        *[f"    row{i}" for i in range(6)],
+        "files/other.txt (5 bytes)",
+    ]
+
+
+def test_named_artifacts() -> None:
+    assert named_artifacts(TASK) == ["artifacts/revenue_by_region.csv"]
+    assert named_artifacts("write artifacts/a.json and artifacts/../x.txt") == ["artifacts/a.json"]
+
+
+# --- code-first Flex --------------------------------------------------------------------------
+
+
+async def test_code_first_repairs_with_only_the_error_on_a_stable_prefix(
+    open_runtime, lms, tmp_path
+) -> None:
+    runtime = await open_runtime(FLEET_ENGINE_PROFILE="small")
+    await _quick_session(runtime, tmp_path)
+    lms.root = scripted_lm([fenced(BROKEN), fenced(PROGRAM)])
+    events: list[Any] = []
+    result = await runtime.run_turn(TurnRequest(session_id="s", task=TASK), on_event=events.append)
+    assert result.status == "completed", result.error
+    assert await _artifact_rows(runtime) == EXPECTED
+    first, second = lms.root.engine_script.requests
+    assert first.startswith(SYSTEM)
+    assert second.startswith(first)  # the cached prefix is the whole first prompt
+    added = second[len(first) :]
+    assert "KeyError" in added and "amount" in added
+    assert len(added) < len(fenced(BROKEN)) + 1_500  # the program and its error, nothing else
+    assert len(_task_cells(events)) == 2
+    assert result.usage.calls_by_category == {"generation": 2}
+
+
+async def test_code_first_start_is_the_same_in_every_turn(open_runtime, lms, tmp_path) -> None:
+    runtime = await open_runtime(FLEET_ENGINE_PROFILE="small")
+    await _quick_session(runtime, tmp_path)
+    lms.root = scripted_lm([fenced(PROGRAM), fenced("print('again')")])
+    await runtime.run_turn(TurnRequest(session_id="s", task=TASK))
+    await runtime.run_turn(TurnRequest(session_id="s", task="Print again."))
+    one, two = lms.root.engine_script.requests
+    shared = len(SYSTEM + "\nWorkspace files:\nfiles/sales.csv (")
+    assert one[:shared] == two[:shared]
+
+
+async def test_code_first_first_prompt_is_short(open_runtime, lms, tmp_path) -> None:
+    runtime = await open_runtime(FLEET_ENGINE_PROFILE="small")
+    await _quick_session(runtime, tmp_path)
+    lms.root = scripted_lm([fenced(PROGRAM)])
+    await runtime.run_turn(TurnRequest(session_id="s", task=TASK))
+    prompt = lms.root.engine_script.requests[0]
+    assert len(prompt) < 2_500  # about 700 tokens; the default action prompt is 4x that
+    assert "north,100" in prompt  # the dataset's first lines
+
+
+async def test_code_first_accepts_a_reply_that_is_only_code(open_runtime, lms, tmp_path) -> None:
+    runtime = await open_runtime(FLEET_ENGINE_PROFILE="small")
+    await _quick_session(runtime, tmp_path)
+    lms.root = scripted_lm([PROGRAM])  # no fence, no field headers
+    result = await runtime.run_turn(TurnRequest(session_id="s", task=TASK))
+    assert result.status == "completed", result.error
+    assert await _artifact_rows(runtime) == EXPECTED
+
+
+async def test_code_first_answer_from_the_artifact_when_nothing_printed(
+    open_runtime, lms, tmp_path
+) -> None:
+    runtime = await open_runtime(FLEET_ENGINE_PROFILE="small")
+    await _quick_session(runtime, tmp_path)
+    quiet = PROGRAM.replace("print(totals.to_string(index=False))", "totals")
+    quiet = quiet.rsplit("\n", 1)[0] + "\nNone"
+    lms.root = scripted_lm([fenced(quiet)])
+    result = await runtime.run_turn(TurnRequest(session_id="s", task=TASK))
+    assert result.status == "completed", result.error
+    assert "artifacts/revenue_by_region.csv:" in result.answer
+    assert "north,150.5" in result.answer and "south,250.5" in result.answer
+
+
+async def test_code_first_missing_artifact_is_repaired(open_runtime, lms, tmp_path) -> None:
+    runtime = await open_runtime(FLEET_ENGINE_PROFILE="small")
+    await _quick_session(runtime, tmp_path)
+    lms.root = scripted_lm([fenced("print('done')"), fenced(PROGRAM)])
+    result = await runtime.run_turn(TurnRequest(session_id="s", task=TASK))
+    assert result.status == "completed", result.error
+    assert "did not write artifacts/revenue_by_region.csv" in lms.root.engine_script.requests[1]
+
+
+async def test_code_first_repeated_failure_is_not_rerun_and_asked_warmer(
+    open_runtime, lms, tmp_path
+) -> None:
+    runtime = await open_runtime(FLEET_ENGINE_PROFILE="small")
+    await _quick_session(runtime, tmp_path)
+    lms.root = recording_lm([fenced(BROKEN), fenced(BROKEN), fenced(PROGRAM)])
+    events: list[Any] = []
+    result = await runtime.run_turn(TurnRequest(session_id="s", task=TASK), on_event=events.append)
+    assert result.status == "completed", result.error
+    assert len(_task_cells(events)) == 2  # the repeated program never ran again
+    temperatures = [c.temperature for c in lms.root.engine_script.configs]
+    assert temperatures[2] == pytest.approx(0.4)
+    assert temperatures[0] != pytest.approx(0.4)
+    assert all(c.max_tokens == 300 for c in lms.root.engine_script.configs)  # output capped
+
+
+async def test_code_first_gives_up_after_bounded_repairs(open_runtime, lms, tmp_path) -> None:
+    runtime = await open_runtime(FLEET_ENGINE_PROFILE="small", FLEET_ENGINE__SMALL_REPAIRS="1")
+    await _quick_session(runtime, tmp_path)
+    lms.root = scripted_lm([fenced("1/0"), fenced("[][1]"), fenced(PROGRAM)])
+    result = await runtime.run_turn(TurnRequest(session_id="s", task=TASK))
+    assert result.status == "failed"
+    assert "code-first" in (result.error.message if result.error else "")
+    assert lms.root.engine_script.remaining == 1  # 1 program + 1 repair
+
+
+def test_code_first_on_llama_cpp_sends_the_grammar_and_repeat_penalty() -> None:
+    engine = RecordingEngine([fenced("print(1)")])
+    lm = dspy.LM("openai/scripted", engine=engine, cache=False)
+    profile = EngineProfile(name="small", max_tokens=300, constrained=True)
+    step = CodeFirst(lm=lm, control=None, interpreter=None, profile=profile)  # type: ignore[arg-type]
+    assert step._ask([Message.user("task")], None) == fenced("print(1)")
+    extensions = engine.configs[0].extensions
+    assert extensions["grammar"] == CODE_GRAMMAR and extensions["repeat_penalty"] == 1.1
+    plain = RecordingEngine([fenced("print(1)")])
+    step.lm = dspy.LM("openai/scripted", engine=plain, cache=False)
+    step.profile = EngineProfile(name="small", max_tokens=300, constrained=False)
+    step._ask([Message.user("task")], None)
+    assert not plain.configs[0].extensions  # a hosted endpoint never gets llama.cpp knobs
+
+
+def test_extract_code_accepts_fenced_bare_and_field_replies() -> None:
+    assert extract_code("Here:\n```python\nprint(1)\n```\nDone") == "print(1)"
+    assert extract_code("print(2)") == "print(2)"
+    assert extract_code("[[ ## code ## ]]\nprint(3)\n[[ ## completed ## ]]") == "print(3)"
+    assert extract_code("```python\nprint(4)\n") == "print(4)"  # cut off at the token cap
+
+
+# --- RLM with host-recognized completion ------------------------------------------------------
+
+
+async def test_small_rlm_finalizes_when_a_successful_cell_repeats(
+    open_runtime, lms, tmp_path
+) -> None:
+    runtime = await open_runtime(FLEET_ENGINE_PROFILE="small")
+    await _quick_session(runtime, tmp_path)
+    lms.root = scripted_lm([action(PROGRAM), action(PROGRAM), action(PROGRAM)])
+    events: list[Any] = []
+    request = TurnRequest(session_id="s", task="Calculate revenue by region.", mode="rlm")
+    result = await runtime.run_turn(request, on_event=events.append)
+    assert result.status == "completed", result.error
+    assert "150.5" in result.answer and "250.5" in result.answer
+    assert len(_task_cells(events)) == 1  # the repeat was recognized, never run
+    assert result.usage.calls_by_category == {"generation": 2}
+
+
+async def test_small_rlm_submit_without_the_note_completes(open_runtime, lms, tmp_path) -> None:
+    runtime = await open_runtime(FLEET_ENGINE_PROFILE="small")
+    await _quick_session(runtime, tmp_path)
+    lms.root = scripted_lm([action("n = 5\nprint(n)"), action("SUBMIT(answer=str(n))")])
+    request = TurnRequest(session_id="s", task="Count the rows.", mode="rlm")
+    result = await runtime.run_turn(request)
+    assert result.status == "completed", result.error
+    assert result.answer == "5"
+    assert result.usage.calls_by_category == {"generation": 2}
+    lms.root = scripted_lm([action("SUBMIT('six')")])  # one positional value: the answer
+    result = await runtime.run_turn(request)
+    assert result.status == "completed", result.error
+    assert result.answer == "six"
+
+
+async def test_default_rlm_runs_a_repeated_cell_again(open_runtime, lms, tmp_path) -> None:
+    runtime = await open_runtime(FLEET_RUNTIME__MAX_RLM_ITERATIONS="2")
+    await _quick_session(runtime, tmp_path)
+    lms.root = scripted_lm([action(PROGRAM), action(PROGRAM), fields(answer="x")])
+    events: list[Any] = []
+    request = TurnRequest(session_id="s", task="Calculate revenue by region.", mode="rlm")
+    await runtime.run_turn(request, on_event=events.append)
+    assert len(_task_cells(events)) == 2
+
+
+async def test_small_rlm_finalizes_when_the_named_artifact_is_unchanged(
+    open_runtime, lms, tmp_path
+) -> None:
+    runtime = await open_runtime(FLEET_ENGINE_PROFILE="small")
+    await _quick_session(runtime, tmp_path)
+    lms.root = scripted_lm(
+        [action(PROGRAM), action("print('checked')"), action("print('never run')")]
+    )
+    events: list[Any] = []
+    result = await runtime.run_turn(
+        TurnRequest(session_id="s", task=TASK, mode="rlm"), on_event=events.append
+    )
+    assert result.status == "completed", result.error
+    assert _task_cells(events) == [PROGRAM, "print('checked')"]
+    assert "north,150.5" in result.answer  # the artifact's head
+    assert "Saved artifacts/revenue_by_region.csv:" in result.answer
+    assert await _artifact_rows(runtime) == EXPECTED
+
+
+async def test_small_rlm_action_prompt_is_bounded_and_prefix_stable(
+    open_runtime, lms, tmp_path
+) -> None:
+    runtime = await open_runtime(FLEET_ENGINE_PROFILE="small")
+    await _quick_session(runtime, tmp_path)
+    lms.root = recording_lm([action("x = 1\nprint(x)"), action("print(x + 1)"), action("x")])
+    request = TurnRequest(session_id="s", task="Count the rows.", mode="rlm")
+    await runtime.run_turn(request)
+    first, second = lms.root.engine_script.requests[:2]
+    assert len(first) / 3.5 < 1_500  # ~1.5k tokens at 3.5 characters a token
+    cut = first.index("[[ ## repl_history ## ]]")
+    assert second[:cut] == first[:cut]  # only the new step follows the cached prefix
+    assert all(c.max_tokens == 300 for c in lms.root.engine_script.configs)
+
+
+async def test_default_rlm_action_prompt_is_larger(open_runtime, lms, tmp_path) -> None:
+    """The bound above can fail: the default profile's first prompt carries the previews."""
+    runtime = await open_runtime()
+    await _quick_session(runtime, tmp_path)
+    lms.root = scripted_lm([action("x = 1\nprint(x)"), action("SUBMIT(answer='1')")])
+    request = TurnRequest(session_id="s", task="Count the rows.", mode="rlm")
+    await runtime.run_turn(request)
+    small_bound = 1_500 * 3.5
+    assert len(lms.root.engine_script.requests[0]) > small_bound
