@@ -91,8 +91,7 @@ def first_prompt(inputs: TurnInputs) -> str:
     """The first user message: the workspace (names, sizes), the dataset's first lines, the
     sandbox environment and the task, last."""
     dataset = inputs.dataset
-    path = dataset.path if dataset is not None else None
-    parts = ["Workspace files:\n" + compact_manifest(inputs.workspace_manifest, dataset_path=path)]
+    parts = ["Workspace files:\n" + compact_manifest(inputs.workspace_manifest)]  # no previews
     if dataset is not None:
         head = dataset_preview(inputs.workspace_manifest, dataset.path)
         block = f"Selected dataset: {dataset.path} ({dataset.size_bytes} bytes)"
