@@ -348,6 +348,41 @@ async def test_small_rlm_submit_without_the_note_completes(open_runtime, lms, tm
     assert result.answer == "six"
 
 
+async def test_a_cells_last_expression_is_shown_like_a_notebook(
+    open_runtime, lms, tmp_path
+) -> None:
+    runtime = await open_runtime(FLEET_ENGINE_PROFILE="small")
+    await _quick_session(runtime, tmp_path)
+    lms.root = scripted_lm([action("x = 41\nx + 1"), action("SUBMIT(answer=str(x + 1))")])
+    request = TurnRequest(session_id="s", task="Compute.", mode="rlm")
+    result = await runtime.run_turn(request)
+    assert result.answer == "42"
+    seen = lms.root.engine_script.requests[1].split("[[ ## repl_history ## ]]", 1)[1]
+    assert "42" in seen and "no output" not in seen
+
+
+async def test_small_rlm_asks_for_code_only_and_accepts_bare_code(
+    open_runtime, lms, tmp_path
+) -> None:
+    runtime = await open_runtime(FLEET_ENGINE_PROFILE="small")
+    await _quick_session(runtime, tmp_path)
+    lms.root = scripted_lm([fenced("n = 6\nprint(n)"), "SUBMIT(answer=str(n + 1))"])
+    request = TurnRequest(session_id="s", task="Count.", mode="rlm")
+    result = await runtime.run_turn(request)
+    assert result.status == "completed", result.error
+    assert result.answer == "7"
+    assert result.usage.calls_by_category == {"generation": 2}  # no re-ask
+    assert "[[ ## reasoning ## ]]" not in lms.root.engine_script.requests[0]
+
+
+def test_adapter_accepts_unfenced_python_only_when_it_parses() -> None:
+    step = dspy.RLM(FleetTask).generate_action.signature
+    adapter = FleetChatAdapter()
+    assert adapter.parse(step, "x = 1\nprint(x)")["code"] == "x = 1\nprint(x)"
+    with pytest.raises(Exception, match="parse"):
+        adapter.parse(step, "I will now print the totals of each region.")
+
+
 async def test_default_rlm_runs_a_repeated_cell_again(open_runtime, lms, tmp_path) -> None:
     runtime = await open_runtime(FLEET_RUNTIME__MAX_RLM_ITERATIONS="2")
     await _quick_session(runtime, tmp_path)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 from typing import Any
 
@@ -52,13 +53,21 @@ class FleetChatAdapter(dspy.ChatAdapter):  # type: ignore[misc]
 
     @staticmethod
     def _bare_code(signature: Any, completion: str) -> dict[str, Any] | None:
-        if set(signature.output_fields) != {"reasoning", "code"}:
+        """A reply that is only code: a fenced python block, or (no fence, no field headers)
+        text that parses as Python, for a ``(reasoning, code)`` or ``(code)`` step."""
+        fields = set(signature.output_fields)
+        if fields not in ({"reasoning", "code"}, {"code"}):
             return None
         match = _FENCE.search(completion)
-        if match is None:
+        if match is not None:
+            code, before = match.group(1).strip(), completion[: match.start()].strip()
+        elif "[[ ##" not in completion and _is_python(completion):
+            code, before = completion.strip(), ""
+        else:
             return None
-        reasoning = completion[: match.start()].strip() or "(no reasoning given)"
-        return {"reasoning": reasoning, "code": match.group(1).strip()}
+        if fields == {"code"}:
+            return {"code": code}
+        return {"reasoning": before or "(no reasoning given)", "code": code}
 
     def __call__(
         self,
@@ -76,3 +85,14 @@ class FleetChatAdapter(dspy.ChatAdapter):  # type: ignore[misc]
         signature = signature.with_instructions(signature.instructions + REASK_NOTE)
         with charged_as("reask"):
             return list(super().__call__(lm, lm_kwargs, signature, demos, inputs))
+
+
+def _is_python(text: str) -> bool:
+    stripped = text.strip()
+    if not stripped or len(stripped) > 100_000:
+        return False
+    try:
+        ast.parse(stripped)
+    except (SyntaxError, ValueError):
+        return False
+    return True

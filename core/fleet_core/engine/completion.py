@@ -44,8 +44,8 @@ SMALL_ACTION_INSTRUCTIONS = """Complete the user's `task` by writing Python that
 sandbox REPL. Variables and imports persist between steps. The working directory is the \
 workspace: inputs are under files/ (read-only); write output files under artifacts/. When a \
 dataset is selected, `context.path` is its file. pandas is installed.
-Each step, write one short ```python block; you then see what it printed and the value of its \
-last expression. Print the figures you compute.
+Each step, reply with only one short ```python block, no explanation; you then see what it \
+printed and the value of its last expression. Print the figures you compute.
 As soon as the printed output answers the task, finish with SUBMIT(answer=...), building the \
 answer from variables, never retyping figures. Never repeat a step that already worked.
 Also available: llm_query(prompt) asks a sub-model; use_skill(name) reads a Skill of \
@@ -126,6 +126,8 @@ class CompletingRLM(dspy.RLM):  # type: ignore[misc]
             iteration=f"{iteration + 1}/{self.max_iters}",
             config=config,
         )
+        if getattr(action, "reasoning", None) is None:  # the small profile asks for code only
+            action.reasoning = ""
         try:
             code = _strip_code_fences(action.code)
         except SyntaxError as exc:

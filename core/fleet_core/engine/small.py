@@ -72,6 +72,8 @@ def small_code_route(program: Any, inputs: TurnInputs, route: str) -> tuple[str,
         if text:
             predictor = getattr(rlm, name)
             predictor.signature = predictor.signature.with_instructions(text)
+    # code only: no reasoning field (a small model's reasoning cost 150-330 tokens a step)
+    rlm.generate_action.signature = rlm.generate_action.signature.delete("reasoning")
     prediction = rlm(
         workspace_manifest=compact.workspace_manifest,
         skills_catalog=compact.skills_catalog,
