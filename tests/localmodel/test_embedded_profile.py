@@ -1,0 +1,93 @@
+"""The small-model profile is selected automatically for the embedded model, and its
+llama.cpp-only request fields reach the embedded server (the stand-in records each request);
+with a configured endpoint the default profile runs. docs/engine.md#the-small-model-profile."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from fleet_core.config import load_config
+from fleet_core.engine.codefirst import CODE_GRAMMAR
+from fleet_core.localmodel.supervisor import LocalModel
+from fleet_core.models import TurnRequest
+from fleet_core.runtime import FleetRuntime
+
+SALES = "region,revenue\nnorth,100\nsouth,250\nnorth,50.5\n"
+TASK = "Calculate revenue by region and save artifacts/revenue_by_region.csv."
+PROGRAM = (
+    "import os\nimport pandas as pd\n"
+    "t = pd.read_csv('files/sales.csv').groupby('region', as_index=False)['revenue'].sum()\n"
+    "os.makedirs('artifacts', exist_ok=True)\n"
+    "t.to_csv('artifacts/revenue_by_region.csv', index=False)\n"
+    "print(t.to_string(index=False))"
+)
+
+
+def _posts(record: Path) -> list[dict]:
+    lines = (
+        [json.loads(line) for line in record.read_text().splitlines()] if record.exists() else []
+    )
+    return [e["body"] for e in lines if e["event"] == "request" and e["method"] == "POST"]
+
+
+async def test_the_embedded_model_runs_the_quickstart_with_the_small_profile(
+    tmp_path: Path, local_model: LocalModel, record: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_LLAMA_REPLY", f"```python\n{PROGRAM}\n```")
+    environ = {"FLEET_STATE_DIR": str(tmp_path / "state"), "FLEET_MLFLOW_DESTINATION": "off"}
+    config = load_config(environ=environ, cwd=tmp_path)
+    assert config.settings.engine.profile == "auto"
+    runtime = await FleetRuntime.open(config, local_model=local_model)
+    try:
+        await runtime.new_session("q")
+        source = tmp_path / "sales.csv"
+        source.write_text(SALES)
+        await runtime.attach("q", source)
+        await runtime.set_dataset("q", "files/sales.csv")
+        result = await runtime.run_turn(TurnRequest(session_id="q", task=TASK))
+        assert result.status == "completed", result.error
+        assert result.route == "flex"
+        assert result.usage.calls_by_category == {"generation": 1}  # no triage: small profile
+        data = await runtime.read_file("q", "artifacts/revenue_by_region.csv")
+        rows = {
+            r["region"]: float(r["revenue"]) for r in csv.DictReader(io.StringIO(data.decode()))
+        }
+        assert rows == {"north": 150.5, "south": 250.0}
+        assert "150.5" in result.answer
+    finally:
+        await runtime.close()
+    (body,) = _posts(record)
+    assert body["grammar"] == CODE_GRAMMAR and body["repeat_penalty"] == 1.1
+    assert body["max_tokens"] == 300
+
+
+async def test_a_configured_endpoint_keeps_the_default_profile(
+    tmp_path: Path, local_model: LocalModel, record: Path
+) -> None:
+    environ = {
+        "FLEET_STATE_DIR": str(tmp_path / "state"),
+        "FLEET_MLFLOW_DESTINATION": "off",
+        "FLEET_LM_API_BASE": "http://127.0.0.1:9/v1",  # nothing listens: calls fail fast
+        "FLEET_LM_MODEL": "hosted-model",
+        "FLEET_LM_API_KEY": "sk-test-key",
+        "FLEET_LLM__NUM_RETRIES": "0",
+    }
+    config = load_config(environ=environ, cwd=tmp_path)
+    runtime = await FleetRuntime.open(config, local_model=local_model)
+    try:
+        await runtime.new_session("h")
+        source = tmp_path / "sales.csv"
+        source.write_text(SALES)
+        await runtime.attach("h", source)
+        await runtime.set_dataset("h", "files/sales.csv")
+        result = await runtime.run_turn(TurnRequest(session_id="h", task=TASK))
+        # the default profile triages even with a dataset (the small one would not)
+        assert result.usage.calls_by_category.get("routing") == 1
+    finally:
+        await runtime.close()
+    assert not _posts(record)  # the embedded server never started
