@@ -11,7 +11,7 @@ import pytest
 
 from tests.cli.test_cli import run
 from tests.lsp.conftest import write_script
-from tests.lsp.test_grounding import SCRIPT
+from tests.lsp.test_grounding_lsp import SCRIPT
 
 TASK = "UNPRINTED-SUM of the integers below 1000"
 
