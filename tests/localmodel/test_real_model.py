@@ -30,9 +30,7 @@ def test_the_embedded_model_answers_through_the_lm_path(tmp_path: Path) -> None:
     assert provider.uses_embedded("root")
     try:
         lm = provider.lm("root")  # assembles and verifies the weights, starts the server
-        out = lm(
-            messages=[{"role": "user", "content": "What is 6 times 7? Reply with the number only."}]
-        )
+        out = lm("What is 6 times 7? Reply with the number only.")
         text = str(out[0]).strip()
         status = model.status()
         assert status.running and status.server_pid
