@@ -3,7 +3,8 @@ same ``/v1/models`` and ``/v1/chat/completions`` shapes, no model. The superviso
 through its real code path (``[local_model] server_module = "tests.localmodel.fake_llama_server"``).
 
 Environment: ``FAKE_LLAMA_RECORD`` (a file: one JSON line for the start and per request),
-``FAKE_LLAMA_START_DELAY`` (seconds before it listens), ``FAKE_LLAMA_REPLY`` (the chat answer).
+``FAKE_LLAMA_START_DELAY`` (seconds before it listens), ``FAKE_LLAMA_REPLY`` (the chat answer),
+``FAKE_LLAMA_REPLY_DELAY`` (seconds each chat answer takes).
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ def main() -> int:
             if self.path != "/v1/chat/completions":
                 self._json({"error": "not found"}, 404)
                 return
+            time.sleep(float(os.environ.get("FAKE_LLAMA_REPLY_DELAY", "0")))
             reply = os.environ.get(
                 "FAKE_LLAMA_REPLY", "[[ ## answer ## ]]\n42\n\n[[ ## completed ## ]]"
             )

@@ -85,3 +85,42 @@ def test_demo_says_why_when_the_embedded_model_cannot_start(
     assert "session demo-" not in out.stderr  # no Turn was tried
     assert "Traceback" not in out.stderr
     assert not [p for p in os.listdir(tmp_path / "state" / "localmodel") if p == "server.json"]
+
+
+def test_kill_9_of_the_demo_mid_turn_leaves_no_model_process(
+    tmp_path: Path, embedded_env: dict[str, str]
+) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    env = {  # a user's shell, as tests.cli.test_cli.run builds it
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("FLEET_", "DATABRICKS", "LITELLM_"))
+        and k != "MLFLOW_DISABLE_TELEMETRY"
+    }
+    env.update(embedded_env, FLEET_STATE_DIR=str(tmp_path / "state"), FAKE_LLAMA_REPLY_DELAY="30")
+    demo = subprocess.Popen(
+        [sys.executable, "-m", "fleet_lsp", "demo"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    record = tmp_path / "fake-server.jsonl"
+    try:
+        deadline = time.monotonic() + 120
+        while not any(r.get("path") == "/v1/chat/completions" for r in _records(record)):
+            assert demo.poll() is None, "the demo ended before its Turn reached the model"
+            assert time.monotonic() < deadline, "the Turn never reached the embedded model"
+            time.sleep(0.2)
+        demo.send_signal(signal.SIGKILL)  # mid-Turn: a model call is in flight
+        demo.wait(10)
+        (start,) = [r for r in _records(record) if r["event"] == "start"]
+        assert wait_gone([start["pid"]], timeout=60), "the embedded server outlived the demo"
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+            demo.wait()
