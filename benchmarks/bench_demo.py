@@ -227,6 +227,7 @@ class Run:
     task: str
     run: int
     profile: str
+    grammar: str
     status: str
     correct: bool
     why: str
@@ -255,6 +256,7 @@ async def one_run(
             "FLEET_ENGINE_PROFILE": args.profile,
             "FLEET_TURN_TIMEOUT_SECONDS": str(args.timeout),
             "FLEET_LOCAL_MODEL__DIRECTORY": str(model_dir),
+            "FLEET_ENGINE__SMALL_GRAMMAR": "true" if args.grammar == "on" else "false",
         }
         started = time.perf_counter()
         provider = oracle_provider(kind) if args.dry_run else None
@@ -281,6 +283,7 @@ async def one_run(
         task=kind,
         run=index,
         profile=args.profile,
+        grammar=args.grammar,
         status=result.status,
         correct=correct,
         why=why,
@@ -346,6 +349,7 @@ if __name__ == "__main__":
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", default="")
     parser.add_argument("--dry-run", action="store_true", help="scripted correct programs")
+    parser.add_argument("--grammar", choices=["on", "off"], default="on", help="small profile")
     parser.add_argument(
         "--model-dir",
         default=str(Path.cwd() / ".fleet" / "localmodel"),

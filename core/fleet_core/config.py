@@ -203,6 +203,8 @@ class EngineSettings(_Section):
     profile: Literal["auto", "default", "small"] = "auto"
     small_max_tokens: int = Field(300, ge=64, le=4_000)  # one code step's output, small profile
     small_repairs: int = Field(2, ge=0, le=5)  # code-first Flex: repairs after a failed program
+    # the embedded llama.cpp server: hold code-first replies to a fenced block (GBNF grammar)
+    small_grammar: bool = True
 
 
 class MemorySettings(_Section):

@@ -96,6 +96,9 @@ def test_auto_profile_is_small_only_on_the_embedded_model() -> None:
     chosen = resolve_profile(EngineSettings(profile="small"), embedded_root=False)
     assert chosen.small and not chosen.constrained  # any endpoint: no llama.cpp-only knobs
     assert chosen.max_tokens == 300
+    assert resolve_profile(auto, embedded_root=True).grammar
+    no_grammar = EngineSettings(small_grammar=False)
+    assert not resolve_profile(no_grammar, embedded_root=True).grammar
     assert not resolve_profile(EngineSettings(profile="default"), embedded_root=True).small
 
 
@@ -254,7 +257,7 @@ async def test_code_first_answer_from_the_artifact_when_nothing_printed(
     lms.root = scripted_lm([fenced(quiet)])
     result = await runtime.run_turn(TurnRequest(session_id="s", task=TASK))
     assert result.status == "completed", result.error
-    assert "artifacts/revenue_by_region.csv:" in result.answer
+    assert "Saved artifacts/revenue_by_region.csv:" in result.answer
     assert "north,150.5" in result.answer and "south,250.5" in result.answer
 
 
@@ -296,7 +299,7 @@ async def test_code_first_gives_up_after_bounded_repairs(open_runtime, lms, tmp_
 def test_code_first_on_llama_cpp_sends_the_grammar_and_repeat_penalty() -> None:
     engine = RecordingEngine([fenced("print(1)")])
     lm = dspy.LM("openai/scripted", engine=engine, cache=False)
-    profile = EngineProfile(name="small", max_tokens=300, constrained=True)
+    profile = EngineProfile(name="small", max_tokens=300, constrained=True, grammar=True)
     step = CodeFirst(lm=lm, control=None, interpreter=None, profile=profile)  # type: ignore[arg-type]
     assert step._ask([Message.user("task")], None) == fenced("print(1)")
     extensions = engine.configs[0].extensions

@@ -135,11 +135,11 @@ class CodeFirst:
         self.profile = profile
 
     def _ask(self, messages: list[Any], temperature: float | None) -> str:
-        extensions = (
-            {"grammar": CODE_GRAMMAR, "repeat_penalty": REPEAT_PENALTY}
-            if self.profile.constrained
-            else None
-        )
+        extensions: dict[str, Any] | None = None
+        if self.profile.constrained:
+            extensions = {"repeat_penalty": REPEAT_PENALTY}
+            if self.profile.grammar:
+                extensions["grammar"] = CODE_GRAMMAR
         config = Config(
             max_tokens=self.profile.max_tokens, temperature=temperature, extensions=extensions
         )
@@ -209,20 +209,14 @@ class CodeFirst:
         return self._host_cell(interpreter, code, "(host: artifact check)").strip() == "True"
 
     def _answer(self, interpreter: TurnInterpreter, attempt: Attempt, targets: list[str]) -> str:
-        """What the program printed; if it printed nothing, the head of the named artifacts."""
-        printed = attempt.output.strip()
-        saved = "\n".join(f"Saved {p}." for p in targets)
-        if printed:
-            body = _tail(printed, OUTPUT_CHARS)
-        elif targets:
-            heads = []
-            for path in targets:
-                code = (
-                    f"with open({path!r}, encoding='utf-8', errors='replace') as _f:\n"
-                    f"    print(''.join(_f.readlines()[:{ARTIFACT_LINES}]).rstrip())"
-                )
-                heads.append(f"{path}:\n" + self._host_cell(interpreter, code, "(host: answer)"))
-            body = _tail("\n\n".join(heads), OUTPUT_CHARS)
-        else:
-            body = "The program ran and printed nothing."
-        return f"{body}\n\n{saved}" if saved else body
+        """What the program printed, then the head of each named artifact (its figures, even
+        when the program printed only a sentence)."""
+        parts = [_tail(attempt.output.strip(), OUTPUT_CHARS)]
+        for path in targets:
+            code = (
+                f"with open({path!r}, encoding='utf-8', errors='replace') as _f:\n"
+                f"    print(''.join(_f.readlines()[:{ARTIFACT_LINES}]).rstrip())"
+            )
+            head = self._host_cell(interpreter, code, "(host: answer)").strip()
+            parts.append(f"Saved {path}:\n{head}" if head else f"Saved {path} (empty).")
+        return "\n\n".join(p for p in parts if p) or "The program ran and printed nothing."

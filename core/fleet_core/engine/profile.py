@@ -37,8 +37,9 @@ class EngineProfile:
     name: ProfileName = "default"
     max_tokens: int | None = None  # one code step's output cap (small only)
     repairs: int = 2  # code-first Flex's repairs after a failed program
-    # the embedded llama.cpp server: the code step held to a GBNF grammar, repeat_penalty sent
+    # the embedded llama.cpp server: llama.cpp's own sampling fields (repeat_penalty) are sent
     constrained: bool = False
+    grammar: bool = False  # and the code-first reply is held to a GBNF grammar
 
     @property
     def small(self) -> bool:
@@ -62,6 +63,7 @@ def resolve_profile(settings: EngineSettings, *, embedded_root: bool) -> EngineP
         max_tokens=settings.small_max_tokens,
         repairs=settings.small_repairs,
         constrained=embedded_root,
+        grammar=embedded_root and settings.small_grammar,
     )
 
 
