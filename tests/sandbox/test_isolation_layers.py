@@ -336,6 +336,15 @@ def _rmdir_retrying(directory: Path) -> None:
             time.sleep(0.01)
 
 
+def test_one_file_may_never_outgrow_the_workspace_quota() -> None:
+    """RLIMIT_FSIZE is the smaller of the file cap and the quota, so a writer the polling quota
+    watchdog reaches late (a loaded host) still stops at the quota per file."""
+    small_quota = SandboxLimits(max_file_bytes=256 << 20, workspace_quota_bytes=32 << 20)
+    assert isolation.rlimit_values(small_quota)["RLIMIT_FSIZE"] == (32 << 20, 32 << 20)
+    big_quota = SandboxLimits(max_file_bytes=256 << 20, workspace_quota_bytes=1 << 30)
+    assert isolation.rlimit_values(big_quota)["RLIMIT_FSIZE"] == (256 << 20, 256 << 20)
+
+
 def test_limits_with_nproc_only_under_a_dedicated_uid() -> None:
     limits = SandboxLimits(max_processes=32)
     assert "RLIMIT_NPROC" not in isolation.rlimit_values(limits)

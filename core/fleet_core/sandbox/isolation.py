@@ -184,10 +184,13 @@ def rlimit_values(limits: SandboxLimits, *, nproc: bool = False) -> dict[str, tu
     worker's lifetime CPU. ``RLIMIT_NPROC`` only under a dedicated uid (it counts per uid, and
     the kernel ignores it for uid 0)."""
     cpu_hard = max(limits.cpu_seconds_per_cell * CPU_LIFETIME_FACTOR, 3_600)
+    # No one file may outgrow the workspace quota: this bounds a writer the quota watchdog (a
+    # polling task) reaches late when the host is loaded, whatever the scheduler does.
+    file_cap = min(limits.max_file_bytes, limits.workspace_quota_bytes)
     values = {
         "RLIMIT_AS": (limits.memory_bytes, limits.memory_bytes),
         "RLIMIT_CPU": (cpu_hard, cpu_hard),
-        "RLIMIT_FSIZE": (limits.max_file_bytes, limits.max_file_bytes),
+        "RLIMIT_FSIZE": (file_cap, file_cap),
         "RLIMIT_NOFILE": (limits.max_open_files, limits.max_open_files),
         "RLIMIT_CORE": (0, 0),
     }
