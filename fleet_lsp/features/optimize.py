@@ -8,8 +8,9 @@ wait for it to stop between rollouts (no candidate is saved, the active program 
 - ``window/workDoneProgress/cancel`` on the run's token: the request answers -32800 too
   (``data.kind`` ``RequestCancelled``), with the route in the message.
 
-One run per Session at a time on this server. Reports open as read-only documents
-(``fleet:/sessions/<id>/optimization/<version>.md``, see ``fleet_lsp.documents``).
+One run per Session, and at most ``MAX_RUNS`` runs, at a time on this server. Reports open as
+read-only documents (``fleet:/sessions/<id>/optimization/<version>.md``, see
+``fleet_lsp.documents``).
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ from fleet_lsp.protocol import (
 if TYPE_CHECKING:
     from fleet_core.runtime import CandidateInfo
     from fleet_lsp.server import FleetServer
+
+#: Optimization runs at once on one server (each replays many Turns).
+MAX_RUNS = 2
 
 
 def register(server: FleetServer) -> None:
@@ -91,6 +95,11 @@ async def _run(ls: FleetServer, p: OptimizeRunParams) -> dict[str, Any]:
         raise InvalidInput(
             f"An optimization of Session '{p.session_id}' is already running on this server; "
             "cancel it or wait for it"
+        )
+    if len(ls.optimizations) >= MAX_RUNS:
+        raise InvalidInput(
+            f"{len(ls.optimizations)} optimizations are already running on this server (at most "
+            f"{MAX_RUNS}: each runs many Turns); cancel one or wait for it"
         )
     cancel = threading.Event()
     routes: list[str] = []
