@@ -238,6 +238,22 @@ class Run:
     route: str | None
     calls: dict[str, int]
     answer: str
+    cells: list[dict[str, Any]]
+
+
+def cell_trail(events: list[Any]) -> list[dict[str, Any]]:
+    """The model's cells: code and outcome (bounded), for reading a run afterwards."""
+    trail: list[dict[str, Any]] = []
+    for event in events:
+        payload = event.payload
+        if payload.get("phase") != "task":
+            continue
+        if event.kind == "code_cell":
+            trail.append({"code": str(payload.get("code", ""))[:1500]})
+        elif event.kind == "cell_output" and trail:
+            trail[-1]["ok"] = payload.get("ok")
+            trail[-1]["out"] = str(payload.get("error") or payload.get("output") or "")[-600:]
+    return trail[-8:]
 
 
 async def one_run(
@@ -266,7 +282,10 @@ async def one_run(
             await runtime.new_session("bench")
             info = await runtime.attach("bench", source)
             await runtime.set_dataset("bench", info.path, kind)
-            result = await runtime.run_turn(TurnRequest(session_id="bench", task=case.task))
+            events: list[Any] = []
+            result = await runtime.run_turn(
+                TurnRequest(session_id="bench", task=case.task), on_event=events.append
+            )
             seconds = time.perf_counter() - started
             files: dict[str, bytes] = {}
             for path in case.artifacts:
@@ -294,6 +313,7 @@ async def one_run(
         route=result.route,
         calls=dict(usage.calls_by_category),
         answer=answer[:400],
+        cells=cell_trail(events),
     )
 
 

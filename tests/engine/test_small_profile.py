@@ -15,7 +15,13 @@ from dspy.lm15 import Message, Response
 
 from fleet_core.config import EngineSettings
 from fleet_core.engine.adapter import FleetChatAdapter
-from fleet_core.engine.codefirst import CODE_GRAMMAR, SYSTEM, CodeFirst, extract_code
+from fleet_core.engine.codefirst import (
+    CODE_GRAMMAR,
+    SYSTEM,
+    CodeFirst,
+    error_digest,
+    extract_code,
+)
 from fleet_core.engine.profile import (
     EngineProfile,
     compact_manifest,
@@ -309,6 +315,22 @@ def test_code_first_on_llama_cpp_sends_the_grammar_and_repeat_penalty() -> None:
     step.profile = EngineProfile(name="small", max_tokens=300, constrained=False)
     step._ask([Message.user("task")], None)
     assert not plain.configs[0].extensions  # a hosted endpoint never gets llama.cpp knobs
+
+
+def test_the_error_fed_back_is_the_programs_own_frames() -> None:
+    text = (
+        "ParserError: Expected 5 fields in line 2, saw 6\n\nTraceback (most recent call last):\n"
+        '  File "<cell-3>", line 4, in <module>\n    df = pd.read_csv("files/app.log", sep=" ")\n'
+        + "".join(f'  File "/lib/pandas/x{i}.py", line {i}, in f\n    y()\n' for i in range(40))
+        + "pandas.errors.ParserError: Expected 5 fields in line 2, saw 6"
+    )
+    digest = error_digest(text)
+    assert digest.splitlines() == [
+        "ParserError: Expected 5 fields in line 2, saw 6",
+        'File "<cell-3>", line 4, in <module>',
+        '    df = pd.read_csv("files/app.log", sep=" ")',
+        "pandas.errors.ParserError: Expected 5 fields in line 2, saw 6",
+    ]
 
 
 def test_extract_code_accepts_fenced_bare_and_field_replies() -> None:

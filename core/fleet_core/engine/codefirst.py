@@ -39,7 +39,8 @@ from fleet_core.engine.profile import (
 
 SYSTEM = """You write one complete Python 3 program for the user's task. It runs in a sandbox \
 whose working directory is the workspace: input files are under files/, and output files go \
-under artifacts/ (create it with os.makedirs("artifacts", exist_ok=True)). pandas is installed.
+under artifacts/ (create it with os.makedirs("artifacts", exist_ok=True)). Use pandas for \
+tables (CSV); read text files such as logs line by line with open(); use json for JSON.
 The program must:
 1. read the input file(s) named in the request;
 2. compute the result;
@@ -85,6 +86,26 @@ def normalized(code: str) -> str:
 
 def _tail(text: str, limit: int) -> str:
     return text if len(text) <= limit else "..." + text[-(limit - 3) :]
+
+
+def error_digest(text: str) -> str:
+    """What a failed program is told: the exception line, the program's own frames (with their
+    source lines) and the last line, not a library's deep traceback."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines:
+        return "(no error text)"
+    keep = [lines[0]]
+    frames: list[str] = []
+    for index, line in enumerate(lines):
+        if '"<cell-' in line:
+            frames.append(line.strip())
+            following = lines[index + 1].strip() if index + 1 < len(lines) else ""
+            if following and not following.startswith(("File ", "^", "~")):
+                frames.append("    " + following)
+    keep += frames[-6:]
+    if lines[-1] != lines[0]:
+        keep.append(lines[-1])
+    return _tail("\n".join(keep), ERROR_CHARS)
 
 
 def first_prompt(inputs: TurnInputs) -> str:
@@ -161,8 +182,11 @@ class CodeFirst:
         temperature: float | None = None
         interpreter = self.make_interpreter()
         try:
-            for _ in range(1 + self.profile.repairs):
+            runs, asks = 0, 0
+            # a reply repeating a failed program is not run; one such re-ask is free
+            while runs < 1 + self.profile.repairs and asks < 2 + self.profile.repairs:
                 self.control.check()
+                asks += 1
                 reply = self._ask(messages, temperature)
                 code = extract_code(reply)
                 messages.append(Message.assistant([TextPart(f"```python\n{code}\n```")]))
@@ -171,6 +195,7 @@ class CodeFirst:
                     temperature = REPEAT_TEMPERATURE
                     messages.append(Message.user(last_error))
                     continue
+                runs += 1
                 attempt = self._run(interpreter, code, targets)
                 attempts.append(attempt)
                 if attempt.error is None:
@@ -192,7 +217,7 @@ class CodeFirst:
             raise
         except (CodeExecutionError, SyntaxError) as exc:
             self.control.check()
-            return Attempt(code=code, error=REPAIR.format(error=_tail(str(exc), ERROR_CHARS)))
+            return Attempt(code=code, error=REPAIR.format(error=error_digest(str(exc))))
         output = "" if result is None else str(result)
         missing = [p for p in targets if not self._exists(interpreter, p)]
         if missing:
