@@ -7,7 +7,6 @@ model's code really runs in the local sandbox."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -22,16 +21,6 @@ from fleet_core.runtime import FleetRuntime
 from tests.integration.test_runtime_memories import _memories_section
 
 SKILL_MD = "---\nname: csv-cleanup\ndescription: Clean CSV exports before analysis\n---\n\nStrip."
-
-
-@pytest.fixture
-async def scripted(
-    fleet_config: EffectiveConfig,
-) -> AsyncIterator[tuple[FleetRuntime, SwitchableLms]]:
-    lms = SwitchableLms()
-    opened = await FleetRuntime.open(fleet_config, lm_provider=lms, trace_export="deferred")
-    yield opened, lms
-    await opened.close()
 
 
 async def turn(
@@ -53,6 +42,18 @@ async def root_span(runtime: FleetRuntime, events: list[TurnEvent]) -> Any:
     assert trace is not None
     [root] = [s for s in trace.spans if s.parent_id is None]
     return root
+
+
+def try_each(attempts: list[tuple[str, Any]], call: str) -> str:
+    """Sandbox code that makes ``call`` once per ``(name, args)`` in ``attempts`` and prints
+    ``kept <name> <result>`` or ``refused <name> <error>`` for each."""
+    return (
+        f"import json\nfor name, args in json.loads({json.dumps(attempts)!r}):\n"
+        "    try:\n"
+        f"        print('kept', name, {call})\n"
+        "    except Exception as exc:\n"
+        "        print('refused', name, exc)"
+    )
 
 
 def outputs(events: list[TurnEvent]) -> str:
@@ -110,15 +111,14 @@ async def test_remember_refusals_are_clear_errors_the_code_sees(
     await runtime.new_session("rb", mode="rlm")
     await runtime.add_memory("rb", "one the user added")
     monkeypatch.setattr("fleet_core.turns.MEMORIES_PER_SESSION", 2)
-    code = (
-        "for name, text in [('bad name!', 'x'), ('long', 'y' * 4001), ('empty', '  '),\n"
-        "                   ('fits', 'kept'), ('over', 'one too many')]:\n"
-        "    try:\n"
-        "        workspace.remember(name, text)\n"
-        "        print('kept', name)\n"
-        "    except Exception as exc:\n"
-        "        print('refused', name, exc)"
-    )
+    attempts = [
+        ("bad name!", "x"),
+        ("long", "y" * 4001),
+        ("empty", "  "),
+        ("fits", "kept"),
+        ("over", "one too many"),
+    ]
+    code = try_each(attempts, "workspace.remember(name, args)")
     events, _ = await turn(runtime, lms, "rb", "remember things", action(code), submit("'ok'"))
     seen = outputs(events)
     assert "refused bad name! InvalidInput: workspace.remember: name must be 1-64" in seen
@@ -167,13 +167,7 @@ async def test_save_skill_refusals_and_replace(
         ("notes", {"content": "Again.", "description": "How to take notes"}),
         ("notes", {"content": "Replaced.", "description": "Notes v2", "replace": True}),
     ]
-    code = (
-        f"import json\nfor name, kw in json.loads({json.dumps(attempts)!r}):\n"
-        "    try:\n"
-        "        print('saved', name, save_skill(name, **kw)['replaced'])\n"
-        "    except Exception as exc:\n"
-        "        print('refused', name, exc)"
-    )
+    code = try_each(attempts, "save_skill(name, **args)['replaced']")
     events, _ = await turn(runtime, lms, "sr", "save skills", action(code), submit("'ok'"))
     seen = outputs(events)
     assert "refused Bad_Name InvalidInput: save_skill: Skill name 'Bad_Name' is invalid" in seen
@@ -182,10 +176,10 @@ async def test_save_skill_refusals_and_replace(
     assert "refused tabular-analysis InvalidInput: save_skill: 'tabular-analysis' is a bundled" in (
         seen
     )
-    assert "saved notes False" in seen
+    assert "kept notes False" in seen
     assert "refused notes InvalidInput: save_skill: Skill 'notes' already exists" in seen
     assert "pass replace=True" in seen
-    assert "saved notes True" in seen
+    assert "kept notes True" in seen
     saved = [e.payload for e in events if e.kind == "skill_saved"]
     assert [(s["name"], s["replaced"]) for s in saved] == [("notes", False), ("notes", True)]
     text = runtime.workspace("sr").read("skills/notes/SKILL.md").decode()

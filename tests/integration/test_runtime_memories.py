@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 
-from fleet_core.config import EffectiveConfig
 from fleet_core.engine.context import relevant_memories, render_memory_summary
 from fleet_core.engine.testing import SwitchableLms, scripted_lm, submit
 from fleet_core.errors import InvalidInput, MemoryNotFound
@@ -15,16 +12,6 @@ from fleet_core.runtime import FleetRuntime
 from fleet_core.store import MEMORY_CONTENT_CHARS
 
 SECTION = "Reviewed memories matching this task:\n"
-
-
-@pytest.fixture
-async def scripted(
-    fleet_config: EffectiveConfig,
-) -> AsyncIterator[tuple[FleetRuntime, SwitchableLms]]:
-    lms = SwitchableLms()
-    opened = await FleetRuntime.open(fleet_config, lm_provider=lms)
-    yield opened, lms
-    await opened.close()
 
 
 def _memories_section(prompt: str) -> list[str]:
