@@ -42,6 +42,19 @@ def run(
     )
 
 
+def ok(tmp_path: Path, env: dict[str, str], *args: str) -> str:
+    """Run a command that must succeed; its stdout."""
+    out = run(tmp_path, *args, env=env)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def rlm_answer(tmp_path: Path, env: dict[str, str], session: str, task: str) -> Any:
+    """The answer of one ``fleet-lsp turn --mode rlm --json`` in ``session``."""
+    args = ["turn", task, "-s", session, "--mode", "rlm", "--json"]
+    return json.loads(ok(tmp_path, env, *args))["answer"]
+
+
 def test_help_lists_commands(tmp_path: Path) -> None:
     out = run(tmp_path, "--help")
     assert out.returncode == 0

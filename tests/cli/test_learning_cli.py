@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from fleet_core.engine.testing import action, submit
-from tests.cli.test_cli import run
+from tests.cli.test_cli import ok, rlm_answer
 from tests.lsp.conftest import write_script
 from tests.lsp.test_learning import FACT, REMEMBER, SAVE
 
@@ -37,17 +37,6 @@ def env(fleet_environ: dict[str, str], tmp_path: Path) -> dict[str, str]:
     return {**fleet_environ, "FLEET_TEST_SCRIPT": str(script)}
 
 
-def ok(tmp_path: Path, env: dict[str, str], *args: str) -> str:
-    out = run(tmp_path, *args, env=env)
-    assert out.returncode == 0, out.stderr
-    return out.stdout
-
-
-def answer(tmp_path: Path, env: dict[str, str], session: str, task: str) -> Any:
-    args = ["turn", task, "-s", session, "--mode", "rlm", "--json"]
-    return json.loads(ok(tmp_path, env, *args))["answer"]
-
-
 def test_a_remembered_memory_is_reviewed_then_shown(tmp_path: Path, env: dict[str, str]) -> None:
     shown = ok(tmp_path, env, "turn", "REMEMBER-TURN: note the units", "-s", "m", "--mode", "rlm")
     [memory] = json.loads(ok(tmp_path, env, "memory", "list", "-s", "m", "--json"))
@@ -56,13 +45,13 @@ def test_a_remembered_memory_is_reviewed_then_shown(tmp_path: Path, env: dict[st
     assert f"memory proposed: {mid} (units, unreviewed)" in shown
     assert f"fleet-lsp memory review {mid} -s m" in shown
 
-    assert answer(tmp_path, env, "m", "How are gadget prices shown?") == "hidden"
+    assert rlm_answer(tmp_path, env, "m", "How are gadget prices shown?") == "hidden"
     ok(tmp_path, env, "memory", "review", mid, "-s", "m")
-    assert answer(tmp_path, env, "m", "How are gadget prices shown?") == "shown"
+    assert rlm_answer(tmp_path, env, "m", "How are gadget prices shown?") == "shown"
 
 
 def test_a_saved_skill_is_in_the_next_turns_catalog(tmp_path: Path, env: dict[str, str]) -> None:
     shown = ok(tmp_path, env, "turn", "SKILL-TURN: save one", "-s", "k", "--mode", "rlm")
     assert "skill saved: skills/gadget-pricing/SKILL.md" in shown
-    assert answer(tmp_path, env, "k", "Which Skills do you see?") == "listed"
-    assert answer(tmp_path, env, "other", "Which Skills do you see?") == "missing"
+    assert rlm_answer(tmp_path, env, "k", "Which Skills do you see?") == "listed"
+    assert rlm_answer(tmp_path, env, "other", "Which Skills do you see?") == "missing"

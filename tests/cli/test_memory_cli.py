@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.cli.test_cli import run
+from tests.cli.test_cli import ok, rlm_answer, run
 from tests.lsp.conftest import write_script
 from tests.lsp.test_memory import NOTE, SCRIPT
 
@@ -21,19 +20,8 @@ def env(fleet_environ: dict[str, str], tmp_path: Path) -> dict[str, str]:
     return {**fleet_environ, "FLEET_TEST_SCRIPT": str(script)}
 
 
-def ok(tmp_path: Path, env: dict[str, str], *args: str) -> str:
-    out = run(tmp_path, *args, env=env)
-    assert out.returncode == 0, out.stderr
-    return out.stdout
-
-
-def answer(tmp_path: Path, env: dict[str, str], task: str) -> Any:
-    result = json.loads(ok(tmp_path, env, "turn", task, "-s", "c", "--mode", "rlm", "--json"))
-    return result["answer"]
-
-
 def test_memory_commands_add_list_review_reject(tmp_path: Path, env: dict[str, str]) -> None:
-    assert answer(tmp_path, env, "NOTE-TURN: look at the stock") == "noted"
+    assert rlm_answer(tmp_path, env, "c", "NOTE-TURN: look at the stock") == "noted"
     [proposed] = json.loads(ok(tmp_path, env, "memory", "list", "-s", "c", "--json"))
     assert (proposed["kind"], proposed["content"], proposed["reviewed"]) == (
         "learned_note",
@@ -46,9 +34,9 @@ def test_memory_commands_add_list_review_reject(tmp_path: Path, env: dict[str, s
     table = ok(tmp_path, env, "memory", "list", "-s", "c")
     assert "[bold]widgets ZZTOP[/bold]" in table and NOTE in table  # printed literally
 
-    assert answer(tmp_path, env, "How do widgets ship?") == "hidden"
+    assert rlm_answer(tmp_path, env, "c", "How do widgets ship?") == "hidden"
     ok(tmp_path, env, "memory", "review", proposed["memoryId"], "-s", "c")
-    assert answer(tmp_path, env, "How do widgets ship?") == "shown"
+    assert rlm_answer(tmp_path, env, "c", "How do widgets ship?") == "shown"
     reviewed = json.loads(ok(tmp_path, env, "memory", "list", "-s", "c", "--reviewed", "--json"))
     assert [m["memoryId"] for m in reviewed] == [proposed["memoryId"]]
 
