@@ -14,9 +14,11 @@ import json
 import os
 import sys
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+from tests.fake_http import JsonHandler
 
 
 def record(entry: dict[str, Any]) -> None:
@@ -43,43 +45,32 @@ def main() -> int:
     time.sleep(float(os.environ.get("FAKE_LLAMA_START_DELAY", "0")))
     alias = args.model_alias
 
-    class Handler(BaseHTTPRequestHandler):
-        def _json(self, body: Any, status: int = 200) -> None:
-            data = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
+    class Handler(JsonHandler):
         def do_GET(self) -> None:
             record({"event": "request", "method": "GET", "path": self.path})
             if self.path == "/v1/models":
-                self._json({"object": "list", "data": [{"id": alias, "object": "model"}]})
+                self.send_json({"object": "list", "data": [{"id": alias, "object": "model"}]})
             else:
-                self._json({"error": "not found"}, 404)
+                self.send_json({"error": "not found"}, 404)
 
         def do_POST(self) -> None:
             length = int(self.headers.get("content-length") or 0)
             body = json.loads(self.rfile.read(length) or b"{}")
             record({"event": "request", "method": "POST", "path": self.path, "body": body})
             if self.path != "/v1/chat/completions":
-                self._json({"error": "not found"}, 404)
+                self.send_json({"error": "not found"}, 404)
                 return
             time.sleep(float(os.environ.get("FAKE_LLAMA_REPLY_DELAY", "0")))
             reply = os.environ.get(
                 "FAKE_LLAMA_REPLY", "[[ ## answer ## ]]\n42\n\n[[ ## completed ## ]]"
             )
-            self._json({
+            self.send_json({
                 "id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()),
                 "model": alias,
                 "choices": [{"index": 0, "finish_reason": "stop",
                              "message": {"role": "assistant", "content": reply}}],
                 "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
             })  # fmt: skip
-
-        def log_message(self, *args: Any) -> None:
-            return None
 
     server = ThreadingHTTPServer((args.host, args.port), Handler)
     try:
