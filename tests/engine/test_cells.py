@@ -12,18 +12,12 @@ from fleet_core.engine.interpreter import (
 )
 from fleet_core.engine.signatures import ChildTask, FleetTask
 from fleet_core.engine.testing import action, scripted_lm, submit
-from fleet_core.models import TurnRequest
 from fleet_core.sandbox.interpreter import EXECUTION_INSTRUCTIONS
+from tests.engine.support import run_turn
+
+TASK = "Compute it."
 
 TRICKY = "a 'quoted' \"answer\"\nsecond line \\ ünïcødé 🚀"
-
-
-async def _run(runtime, session, task="Compute it."):
-    events = []
-    result = await runtime.run_turn(
-        TurnRequest(session_id=session, task=task), on_event=events.append
-    )
-    return result, events
 
 
 def _cells(events):
@@ -43,7 +37,7 @@ async def test_bootstrap_is_known_by_submission_not_by_code_text(engine_runtime,
         "raise ValueError('model error')"
     )
     lms.root = scripted_lm([action(lookalike), submit("'done'")])
-    result, events = await _run(engine_runtime, "s")
+    result, events = await run_turn(engine_runtime, "s", TASK)
     assert result.status == "completed", result.error
     cells, outputs = _cells(events)
     assert cells[:2] == [("bootstrap", FACADE_SHOWN), ("bootstrap", SKILL_HELPERS_SHOWN)]
@@ -60,7 +54,7 @@ async def test_dataset_setup_is_a_bootstrap_cell(engine_runtime, lms, tmp_path: 
     await engine_runtime.attach("s", source)
     await engine_runtime.set_dataset("s", "files/log.txt", "a log")
     lms.root = scripted_lm([submit("str(len(list(context.lines())))")])
-    result, events = await _run(engine_runtime, "s")
+    result, events = await run_turn(engine_runtime, "s", TASK)
     assert result.status == "completed" and result.answer == "2", result.error
     cells, _ = _cells(events)
     phases = [phase for phase, _ in cells]
@@ -71,7 +65,7 @@ async def test_dataset_setup_is_a_bootstrap_cell(engine_runtime, lms, tmp_path: 
 async def test_flex_string_result_comes_back_raw_without_a_rewrite(engine_runtime, lms) -> None:
     await engine_runtime.new_session("s", mode="flex")
     lms.root = scripted_lm([action(f"x = {TRICKY!r}\nprint(len(x))"), submit("x")])
-    result, events = await _run(engine_runtime, "s")
+    result, events = await run_turn(engine_runtime, "s", TASK)
     assert result.status == "completed", result.error
     assert result.route == "flex" and result.answer == TRICKY
     cells, _ = _cells(events)

@@ -10,24 +10,14 @@ from pathlib import Path
 import pytest
 
 from fleet_core.engine.testing import action, fields, route, scripted_lm, submit
-from fleet_core.models import TurnRequest
+from tests.engine.support import payloads, run_turn
 from tests.fake_jev import KEY, fake_jev
+
+TASK = "What is 6*7?"
 
 
 def _jev_env(fake, **more: str) -> dict[str, str]:
     return {"FLEET_JEV_API_KEY": KEY, "FLEET_JEV_BASE_URL": fake.url, **more}
-
-
-async def _run(runtime, session: str, task: str = "What is 6*7?"):
-    events = []
-    result = await runtime.run_turn(
-        TurnRequest(session_id=session, task=task), on_event=events.append
-    )
-    return result, events
-
-
-def _kinds(events, kind: str) -> list[dict]:
-    return [e.payload for e in events if e.kind == kind]
 
 
 def _assert_no_key(result, events) -> None:
@@ -41,10 +31,10 @@ async def test_jev_decides_triage_and_charges_routing(open_runtime, lms) -> None
         await runtime.new_session("s")
         # the root model has no triage reply: only Jev can have chosen the direct route
         lms.root = scripted_lm([fields(reasoning="Arithmetic.", answer="42")])
-        result, events = await _run(runtime, "s")
+        result, events = await run_turn(runtime, "s", TASK)
     assert result.status == "completed", result.error
     assert result.route == "direct" and result.answer == "42"
-    evidence = _kinds(events, "triage_decision")[0]["evidence"]
+    evidence = payloads(events, "triage_decision")[0]["evidence"]
     assert evidence["backend"] == "jev" and evidence["model"] == "jev-fake-1"
     assert evidence["probabilities"]["direct"] == 0.9 and evidence["confidence"] == 0.9
     assert result.usage.calls_by_category == {"routing": 1, "generation": 1}
@@ -53,7 +43,7 @@ async def test_jev_decides_triage_and_charges_routing(open_runtime, lms) -> None
     assert call["state"]["items"] == ["What is 6*7?"]
     assert set(call["questions"]["item-0"]["criteria"]) == {"direct", "flex", "rlm"}
     assert fake.requests[0]["headers"]["authorization"] == f"Bearer {KEY}"
-    [decision] = _kinds(events, "jev_decision")
+    [decision] = payloads(events, "jev_decision")
     assert decision["category"] == "routing" and decision["backend"] == "jev" and decision["ok"]
     _assert_no_key(result, events)
 
@@ -77,7 +67,7 @@ async def test_preloading_classifies_20_skills_in_one_call_and_appends_3(
         runtime = await open_runtime(**_jev_env(fake))
         await runtime.new_session("s")
         lms.root = scripted_lm([action("x = 6 * 7\nprint(x)"), submit("str(x)")])
-        result, events = await _run(runtime, "s")
+        result, events = await run_turn(runtime, "s", TASK)
     assert result.status == "completed", result.error
     assert result.route == "rlm" and result.answer == "42"
     calls = fake.systemone_calls()
@@ -85,7 +75,7 @@ async def test_preloading_classifies_20_skills_in_one_call_and_appends_3(
     batch = calls[1]
     assert len(batch["state"]["items"]) == 20 and len(batch["questions"]) == 20
     assert batch["state"]["task"] == "What is 6*7?"
-    [selection] = _kinds(events, "skill_selection")
+    [selection] = payloads(events, "skill_selection")
     assert len(selection["decisions"]) == 20
     relevant = [d["skill"] for d in selection["decisions"] if d["decision"] == "relevant"]
     assert relevant == ["aa-skill-01", "aa-skill-04", "aa-skill-06", "aa-skill-09"]
@@ -103,10 +93,10 @@ async def test_preloading_classifies_20_skills_in_one_call_and_appends_3(
 async def test_without_a_key_there_is_no_preloading_and_no_jev(engine_runtime, lms) -> None:
     await engine_runtime.new_session("s")
     lms.root = scripted_lm([route("rlm"), submit("'ok'")])
-    result, events = await _run(engine_runtime, "s")
+    result, events = await run_turn(engine_runtime, "s", TASK)
     assert result.status == "completed" and result.answer == "ok"
-    assert _kinds(events, "triage_decision")[0]["evidence"]["backend"] == "generative"
-    assert not _kinds(events, "skill_selection") and not _kinds(events, "jev_decision")
+    assert payloads(events, "triage_decision")[0]["evidence"]["backend"] == "generative"
+    assert not payloads(events, "skill_selection") and not payloads(events, "jev_decision")
     assert "<preloaded_skill" not in lms.root.engine_script.requests[1]
     assert result.usage.jev_decisions_by_category == {}
 
@@ -134,7 +124,7 @@ async def test_sandbox_jev_decide_batched_uses_jev(open_runtime, lms) -> None:
         runtime = await open_runtime(**_jev_env(fake))
         await runtime.new_session("s", mode="rlm")
         lms.root = scripted_lm([action(DECIDE), SUBMIT_DECISIONS])
-        result, events = await _run(runtime, "s")
+        result, events = await run_turn(runtime, "s", TASK)
     assert result.status == "completed", result.error
     expected = [("yes", "jev", SHAPE), ("no", "jev", SHAPE), ("yes", "jev", SHAPE)]
     assert result.answer == repr(expected)
@@ -156,15 +146,15 @@ async def test_jev_failure_falls_back_to_the_sub_lm_with_the_same_shape(
         lms.sub = _sub_decides()
         lms.sub.engine_script._rules.append(("least expensive route", route("rlm")))
         lms.root = scripted_lm([action(DECIDE), SUBMIT_DECISIONS])
-        result, events = await _run(runtime, "s")
+        result, events = await run_turn(runtime, "s", TASK)
     assert result.status == "completed", result.error
     expected = [("yes", "generative", SHAPE), ("no", "generative", SHAPE)]
     assert result.answer == repr([expected[0], expected[1], expected[0]])
-    triage = _kinds(events, "triage_decision")[0]["evidence"]
+    triage = payloads(events, "triage_decision")[0]["evidence"]
     assert triage["backend"] == "generative" and result.route == "rlm"
     reason = "did not answer within 0.5 seconds" if failure == "slow" else "answered HTTP 500"
     assert reason in triage["jev_error"]
-    decisions = _kinds(events, "jev_decision")
+    decisions = payloads(events, "jev_decision")
     failed = [d for d in decisions if d["backend"] == "jev"]
     assert failed and all(not d["ok"] and reason in d["error"] for d in failed)
     [fallback] = [d for d in decisions if d["category"] == "other_decisions" and d["ok"]]
@@ -173,7 +163,7 @@ async def test_jev_failure_falls_back_to_the_sub_lm_with_the_same_shape(
     assert result.usage.calls_by_category["other_decisions"] == 3
     assert result.usage.calls_by_category["routing"] == 1
     assert result.usage.jev_decisions_by_category == {}
-    assert not _kinds(events, "skill_selection")  # preloading fell back to the plain catalog
+    assert not payloads(events, "skill_selection")  # preloading fell back to the plain catalog
     _assert_no_key(result, events)
 
 
@@ -184,6 +174,6 @@ async def test_jev_decide_batched_refuses_bad_arguments(engine_runtime, lms) -> 
         "except Exception as e:\n    err = str(e)\nprint(err)"
     )
     lms.root = scripted_lm([action(code), submit("err")])
-    result, _ = await _run(engine_runtime, "s")
+    result, _ = await run_turn(engine_runtime, "s", TASK)
     assert result.status == "completed" and "choices must be unique" in result.answer
     assert "other_decisions" not in result.usage.calls_by_category

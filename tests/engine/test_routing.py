@@ -7,25 +7,19 @@ from pathlib import Path
 import pytest
 
 from fleet_core.engine.testing import action, fields, route, scripted_lm, submit
-from fleet_core.models import TurnRequest
+from tests.engine.support import run_turn
+
+TASK = "What is 6*7?"
 
 
 def _decision(events):
     return next(e.payload for e in events if e.kind == "triage_decision")
 
 
-async def _run(runtime, session, task="What is 6*7?", mode=None):
-    events = []
-    result = await runtime.run_turn(
-        TurnRequest(session_id=session, task=task, mode=mode), on_event=events.append
-    )
-    return result, events
-
-
 async def test_hybrid_triage_direct_answers_without_code(engine_runtime, lms) -> None:
     await engine_runtime.new_session("s")
     lms.root = scripted_lm([route("direct"), fields(reasoning="Arithmetic.", answer="42")])
-    result, events = await _run(engine_runtime, "s")
+    result, events = await run_turn(engine_runtime, "s", TASK)
     assert result.status == "completed" and result.answer == "42" and result.route == "direct"
     assert _decision(events)["override_reason"] is None
     assert not [e for e in events if e.kind == "code_cell"]
@@ -35,7 +29,7 @@ async def test_hybrid_triage_direct_answers_without_code(engine_runtime, lms) ->
 async def test_session_mode_rlm_skips_triage(engine_runtime, lms) -> None:
     await engine_runtime.new_session("s", mode="rlm")
     lms.root = scripted_lm([action("x = 6 * 7\nprint(x)"), submit("str(x)")])
-    result, events = await _run(engine_runtime, "s")
+    result, events = await run_turn(engine_runtime, "s", TASK)
     assert result.status == "completed" and result.answer == "42" and result.route == "rlm"
     decision = _decision(events)
     assert decision["override_reason"] == "session_mode"
@@ -47,7 +41,7 @@ async def test_session_mode_flex_runs_code_in_sandbox(engine_runtime, lms) -> No
     lms.root = scripted_lm(
         [action("import os\nx = len(os.listdir('skills'))\nprint(x)"), submit("str(x)")]
     )
-    result, events = await _run(engine_runtime, "s")
+    result, events = await run_turn(engine_runtime, "s", TASK)
     assert result.status == "completed", result.error
     assert result.route == "flex" and result.answer == "3"  # the three bundled Skills
     assert _decision(events)["override_reason"] == "session_mode"
@@ -56,7 +50,7 @@ async def test_session_mode_flex_runs_code_in_sandbox(engine_runtime, lms) -> No
 async def test_request_mode_overrides_session_mode(engine_runtime, lms) -> None:
     await engine_runtime.new_session("s", mode="hybrid")
     lms.root = scripted_lm([submit("'7'")])
-    result, _ = await _run(engine_runtime, "s", mode="rlm")
+    result, _ = await run_turn(engine_runtime, "s", TASK, mode="rlm")
     assert result.route == "rlm" and result.answer == "7"
 
 
@@ -65,7 +59,7 @@ async def test_unknown_label_or_routing_error_falls_back_to_rlm(engine_runtime, 
     await engine_runtime.new_session("s")
     replies = [reply] if "banana" in reply else [reply, reply]  # unparseable: one re-ask
     lms.root = scripted_lm([*replies, submit("'ok'")])
-    result, events = await _run(engine_runtime, "s")
+    result, events = await run_turn(engine_runtime, "s", TASK)
     assert result.status == "completed" and result.route == "rlm" and result.answer == "ok"
     decision = _decision(events)
     assert decision["override_reason"] == "routing_error"
@@ -85,7 +79,7 @@ async def test_selected_dataset_turns_direct_into_rlm(engine_runtime, lms, tmp_p
             submit("f'line {hits[0][0]}: {hits[0][1]}'"),
         ]
     )
-    result, events = await _run(engine_runtime, "s", task="Which line has the error?")
+    result, events = await run_turn(engine_runtime, "s", "Which line has the error?")
     assert result.status == "completed", result.error
     assert result.route == "rlm" and result.answer == "line 501: ERROR disk full"
     assert _decision(events)["override_reason"] == "selected_context"
@@ -98,6 +92,6 @@ async def test_bare_fenced_code_reply_is_accepted(engine_runtime, lms) -> None:
     lms.root = scripted_lm(
         ["Let me compute.\n```python\ny = 2 ** 10\nprint(y)\n```", submit("str(y)")]
     )
-    result, _ = await _run(engine_runtime, "s")
+    result, _ = await run_turn(engine_runtime, "s", TASK)
     assert result.status == "completed" and result.answer == "1024"
     assert result.usage.model_calls == 2  # no re-ask, no JSON fallback
