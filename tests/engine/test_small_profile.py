@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from fleet_core.engine.codefirst import (
 from fleet_core.engine.profile import (
     EngineProfile,
     compact_manifest,
+    dataset_preview,
     named_artifacts,
     resolve_profile,
 )
@@ -193,6 +195,18 @@ def test_compact_manifest_keeps_the_datasets_first_lines_only() -> None:
         *[f"    row{i}" for i in range(6)],
         "files/other.txt (5 bytes)",
     ]
+
+
+def test_a_json_datasets_preview_shows_the_keys_of_its_first_records() -> None:
+    body = json.dumps([{"order_id": 1, "lines": [{"item": "gizmo", "qty": 3}]}] * 3, indent=1)
+    manifest = (
+        "files/o.json  (99 bytes, sha256 "
+        + "a" * 64
+        + ")\n"
+        + "\n".join("    " + line for line in body.splitlines()[:20])
+    )
+    preview = dataset_preview(manifest, "files/o.json")
+    assert '"item": "gizmo", "qty": 3' in preview and "\n" not in preview
 
 
 def test_named_artifacts() -> None:

@@ -104,8 +104,13 @@ def compact_manifest(manifest: str, *, dataset_path: str | None = None) -> str:
     return text
 
 
+JSON_PREVIEW_CHARS = 600
+
+
 def dataset_preview(manifest: str, dataset_path: str) -> str:
-    """The first lines of the dataset as the manifest previewed them ("" when it did not)."""
+    """The first lines of the dataset as the manifest previewed them ("" when it did not). A
+    JSON file's preview is its start with the whitespace collapsed, so the keys of its first
+    records show (six pretty-printed lines hold hardly any)."""
     lines: list[str] = []
     inside = False
     for line in manifest.splitlines():
@@ -114,10 +119,11 @@ def dataset_preview(manifest: str, dataset_path: str) -> str:
             inside = match.group("path") == dataset_path
             continue
         if inside and line.startswith("    "):
-            lines.append(_clip_line(line[4:]))
-            if len(lines) >= PREVIEW_LINES:
-                break
-    return "\n".join(lines)
+            lines.append(line[4:])
+    if dataset_path.lower().endswith((".json", ".geojson")):
+        flat = " ".join(" ".join(lines).split())
+        return flat if len(flat) <= JSON_PREVIEW_CHARS else flat[: JSON_PREVIEW_CHARS - 3] + "..."
+    return "\n".join(_clip_line(line) for line in lines[:PREVIEW_LINES])
 
 
 def compact_catalog(catalog: str) -> str:
