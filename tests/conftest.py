@@ -27,6 +27,22 @@ ADMIN_URL = os.environ.get(
 )
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--live", action="store_true", help="run the tests marked live (real external services)"
+    )
+
+
+def live_secret(config: pytest.Config, variable: str, service: str) -> str:
+    """The secret a live test of ``service`` needs from ``variable``; skips the test unless live
+    tests are opted into (``--live`` or ``FLEET_LIVE_TESTS=1``) and the variable is set."""
+    enabled = config.getoption("--live") or os.environ.get("FLEET_LIVE_TESTS") == "1"
+    secret = os.environ.get(variable)
+    if not (enabled and secret):
+        pytest.skip(f"live {service} test: set {variable} and FLEET_LIVE_TESTS=1")
+    return secret
+
+
 def _admin_connect() -> psycopg.Connection:
     return psycopg.connect(ADMIN_URL, autocommit=True, connect_timeout=5)
 

@@ -4,27 +4,16 @@ client the engine uses; the key appears in no answer or error."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from fleet_core.config import load_config
 from fleet_core.engine.jev import ChoiceQuestion, JevError, jev_client
-
-
-def _live_enabled(config: pytest.Config) -> bool:
-    try:
-        flag = bool(config.getoption("--live"))
-    except ValueError:
-        flag = False
-    return flag or os.environ.get("FLEET_LIVE_TESTS") == "1"
+from tests.conftest import live_secret
 
 
 @pytest.mark.live
 def test_live_jev_decides_and_lists_models(pytestconfig: pytest.Config) -> None:
-    key = os.environ.get("FLEET_JEV_API_KEY")
-    if not (_live_enabled(pytestconfig) and key):
-        pytest.skip("live Jev test: set FLEET_JEV_API_KEY and FLEET_LIVE_TESTS=1")
+    key = live_secret(pytestconfig, "FLEET_JEV_API_KEY", "Jev")
     client = jev_client(load_config())
     assert client is not None
     try:

@@ -30,6 +30,7 @@ from fleet_core.sandbox import (
 )
 from fleet_core.sandbox.daytona import DaytonaOptions, DaytonaSandbox, reconcile_orphans
 from fleet_core.sandbox.daytona_support import AllocationJournal
+from tests.conftest import live_secret
 
 LIMITS = SandboxLimits(cell_timeout_seconds=20, interrupt_grace_seconds=1.0)
 
@@ -375,19 +376,10 @@ async def test_unreachable_api_is_unavailable_without_leaking_the_key(
     await sandbox.destroy()
 
 
-def _live_enabled(config: pytest.Config) -> bool:
-    try:
-        flag = bool(config.getoption("--live"))
-    except ValueError:
-        flag = False
-    return flag or os.environ.get("FLEET_LIVE_TESTS") == "1"
-
-
 @pytest.mark.live
 async def test_live_daytona_roundtrip(tmp_path: Path, pytestconfig: pytest.Config) -> None:
     """Against the real service: opt in with FLEET_LIVE_TESTS=1 (or --live) and an API key."""
-    if not (_live_enabled(pytestconfig) and os.environ.get("FLEET_DAYTONA_API_KEY")):
-        pytest.skip("live Daytona test: set FLEET_DAYTONA_API_KEY and FLEET_LIVE_TESTS=1")
+    live_secret(pytestconfig, "FLEET_DAYTONA_API_KEY", "Daytona")
     from fleet_core.config import load_config
 
     settings = load_config().settings.sandbox.model_copy(update={"backend": "daytona"})
