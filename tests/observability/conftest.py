@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -11,6 +11,7 @@ import pytest
 from fleet_core.config import EffectiveConfig, load_config
 from fleet_core.engine.testing import SwitchableLms
 from fleet_core.observability.tracing import MlflowTracer, create_tracer
+from fleet_core.runtime import FleetRuntime
 
 os.environ.setdefault("MLFLOW_ENABLE_ASYNC_TRACE_LOGGING", "false")
 
@@ -45,3 +46,13 @@ def tracer(obs_config: EffectiveConfig) -> Iterator[MlflowTracer]:
 def lms() -> SwitchableLms:
     """Scripted models for the runtime Turns of a test (swap ``lms.root`` / ``lms.sub``)."""
     return SwitchableLms()
+
+
+@pytest.fixture
+async def traced_runtime(
+    obs_config: EffectiveConfig, lms: SwitchableLms
+) -> AsyncIterator[FleetRuntime]:
+    """A runtime on ``obs_config`` with its default tracer (the local MLflow store)."""
+    runtime = await FleetRuntime.open(obs_config, lm_provider=lms)
+    yield runtime
+    await runtime.close()

@@ -5,13 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from fleet_core.config import EffectiveConfig
 from fleet_core.engine.testing import SwitchableLms, action, route, scripted_lm, submit
 from fleet_core.models import TurnRequest
 from fleet_core.observability.replay import decode_replay
@@ -19,15 +15,6 @@ from fleet_core.observability.tracing import MlflowTracer, load_trace
 from fleet_core.runtime import FleetRuntime
 
 SALES = b"region,revenue\nnorth,100\nsouth,250\nnorth,50\n"
-
-
-@pytest.fixture
-async def traced_runtime(
-    obs_config: EffectiveConfig, lms: SwitchableLms
-) -> AsyncIterator[FleetRuntime]:
-    runtime = await FleetRuntime.open(obs_config, lm_provider=lms)  # default tracer: local
-    yield runtime
-    await runtime.close()
 
 
 def test_opening_a_runtime_imports_no_mlflow(tmp_path: Path) -> None:

@@ -3,26 +3,12 @@ whose cell spans carry the ungrounded figures and whose agent span counts the ve
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
-import pytest
-
-from fleet_core.config import EffectiveConfig
 from fleet_core.engine.testing import SwitchableLms, action, scripted_lm, submit
 from fleet_core.models import TurnRequest
 from fleet_core.observability.tracing import MlflowTracer
 from fleet_core.runtime import FleetRuntime
 
 TYPED = "'The total is 499500'"
-
-
-@pytest.fixture
-async def traced_runtime(
-    obs_config: EffectiveConfig, lms: SwitchableLms
-) -> AsyncIterator[FleetRuntime]:
-    runtime = await FleetRuntime.open(obs_config, lm_provider=lms)  # default tracer: local
-    yield runtime
-    await runtime.close()
 
 
 async def test_trace_flags_ungrounded_submits(
