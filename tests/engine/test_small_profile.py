@@ -274,9 +274,11 @@ async def test_code_first_answer_from_the_artifact_when_nothing_printed(
     await _quick_session(runtime, tmp_path)
     quiet = PROGRAM.replace("print(totals.to_string(index=False))", "totals")
     quiet = quiet.rsplit("\n", 1)[0] + "\nNone"
-    lms.root = scripted_lm([fenced(quiet)])
+    quiet2 = quiet.replace("import os", "import os  # again")  # not a repeat: it runs
+    lms.root = scripted_lm([fenced(quiet), fenced(quiet2), fenced(quiet2 + "\nNone")])
     result = await runtime.run_turn(TurnRequest(session_id="s", task=TASK))
     assert result.status == "completed", result.error
+    assert "printed nothing" in lms.root.engine_script.requests[1]  # asked to print the answer
     assert "Saved artifacts/revenue_by_region.csv:" in result.answer
     assert "north,150.5" in result.answer and "south,250.5" in result.answer
 

@@ -40,7 +40,8 @@ from fleet_core.engine.profile import (
 SYSTEM = """You write one complete Python 3 program for the user's task. It runs in a sandbox \
 whose working directory is the workspace: input files are under files/, and output files go \
 under artifacts/ (create it with os.makedirs("artifacts", exist_ok=True)). Use pandas for \
-tables (CSV); read text files such as logs line by line with open(); use json for JSON.
+tables (CSV). Read text files such as logs line by line with open(). Read JSON with \
+json.load and loop over its records in plain Python (not pandas).
 The program must:
 1. read the input file(s) named in the request;
 2. compute the result;
@@ -51,6 +52,10 @@ Reply with only the program, in one ```python block, with no explanation."""
 
 REPAIR = "The program failed:\n{error}\nReply with the whole corrected program only."
 MISSING = "The program ran but did not write {paths}.\nReply with the whole corrected program only."
+QUIET = (
+    "The program ran but printed nothing. It must print the answer with the computed figures.\n"
+    "Reply with the whole corrected program only."
+)
 ERROR_CHARS = 1_200  # the error fed back: its last lines
 OUTPUT_CHARS = 2_000  # the answer built from printed output
 ARTIFACT_LINES = 12  # the answer's artifact head when nothing was printed
@@ -131,6 +136,7 @@ class Attempt:
     code: str
     error: str | None = None
     output: str = ""
+    quiet: bool = False  # it ran and wrote the named artifacts but printed nothing
 
 
 @dataclass(slots=True)
@@ -203,6 +209,9 @@ class CodeFirst:
                 failed.add(normalized(code))
                 last_error = attempt.error
                 messages.append(Message.user(attempt.error))
+            quiet = next((a for a in reversed(attempts) if a.quiet), None)
+            if quiet is not None:  # no repair printed an answer: answer from the artifacts
+                return CodeFirstResult(self._answer(interpreter, quiet, targets), attempts)
         finally:
             interpreter.shutdown()
         last = _tail((attempts[-1].error if attempts else None) or "no program", 500)
@@ -222,6 +231,8 @@ class CodeFirst:
         missing = [p for p in targets if not self._exists(interpreter, p)]
         if missing:
             return Attempt(code=code, output=output, error=MISSING.format(paths=", ".join(missing)))
+        if not output.strip():  # ran, wrote what it should, printed no answer
+            return Attempt(code=code, output=output, error=QUIET, quiet=True)
         return Attempt(code=code, output=output)
 
     @staticmethod
