@@ -5,13 +5,20 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from fleet_core.config import load_config
-from fleet_core.engine.jev import ChoiceQuestion, JevClient, JevError, jev_client
+from fleet_core.engine.jev import (
+    MAX_RESPONSE_BYTES,
+    ChoiceQuestion,
+    JevClient,
+    JevError,
+    jev_client,
+)
 from tests.fake_http import JsonHandler, serving
 from tests.fake_jev import KEY, fake_jev
 
@@ -45,6 +52,7 @@ def test_a_decision_sends_the_questions_and_reads_the_answer() -> None:
 def _serving(body: Any, status: int = 200):
     class Handler(JsonHandler):
         def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("content-length") or 0))
             if isinstance(body, bytes):
                 self.send_response(status)
                 self.send_header("content-length", str(len(body)))
@@ -66,6 +74,7 @@ ANSWER = {"type": "choice", "choice": "a", "confidence": 0.8, "probabilities": {
         ({"answers": {}}, 200, "did not answer question 'item-0'"),
         ({"model": "m"}, 200, "without 'answers'"),
         (b"<html>not json</html>", 200, "not JSON"),
+        (b"[" * 200_000 + b"]" * 200_000, 200, "not JSON"),  # nested past the parser's depth
         ({"detail": f"bad key {KEY}"}, 500, "answered HTTP 500"),
         ({"detail": "no"}, 403, "refused the key (HTTP 403)"),
     ],
@@ -114,3 +123,31 @@ def test_no_key_means_no_client_and_the_key_is_a_secret(tmp_path: Path) -> None:
     assert config.secret_status()["FLEET_JEV_API_KEY"] is True
     assert KEY in config.secrets.values()  # so the redactor scrubs it everywhere
     assert KEY not in json.dumps(config.settings.model_dump(mode="json"))
+
+
+def test_probabilities_that_are_not_a_mapping_are_dropped_not_a_crash() -> None:
+    raw = {**ANSWER, "probabilities": [0.8, 0.2]}
+    with _serving({"model": "m", "answers": {"item-0": raw}}) as server:
+        answers = _client(f"http://127.0.0.1:{server.server_port}").decide({}, QUESTION)
+    answer = answers.answers["item-0"]
+    assert (answer.choice, answer.probabilities, answer.confidence) == ("a", {}, 0.8)
+
+
+def test_an_oversized_answer_is_refused_at_the_bound_without_reading_the_rest() -> None:
+    class Handler(JsonHandler):
+        def do_POST(self) -> None:
+            self.send_response(200)
+            self.send_header("content-length", str(50_000_000))  # promised, never all sent
+            self.end_headers()
+            try:
+                self.wfile.write(b" " * (MAX_RESPONSE_BYTES + 65_536))
+                time.sleep(10)  # a reader that wanted the whole body would wait here
+            except (BrokenPipeError, ConnectionResetError):
+                return
+
+    with serving(Handler) as server:
+        started = time.monotonic()
+        with pytest.raises(JevError) as caught:
+            _client(f"http://127.0.0.1:{server.server_port}", timeout=5).decide({}, QUESTION)
+    assert f"larger than {MAX_RESPONSE_BYTES:,} bytes" in caught.value.message
+    assert time.monotonic() - started < 4

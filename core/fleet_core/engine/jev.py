@@ -23,6 +23,7 @@ never the response body (which could echo the request).
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -102,26 +103,20 @@ class JevClient:
     ) -> Any:
         timeout = self._timeout(remaining)
         where = f"Jev at {self.host}"
+        url = self.base_url + path
         try:
-            with httpx.Client(timeout=timeout, follow_redirects=False, trust_env=False) as http:
-                response = http.request(
-                    method, self.base_url + path, json=body, headers=self._headers()
-                )
+            with (
+                httpx.Client(timeout=timeout, follow_redirects=False, trust_env=False) as http,
+                http.stream(method, url, json=body, headers=self._headers()) as response,
+            ):
+                content = _bounded_body(response, where)
         except httpx.TimeoutException:
             raise JevError(f"{where} did not answer within {timeout:g} seconds") from None
         except httpx.HTTPError as exc:
             raise JevError(f"{where} is unreachable ({type(exc).__name__})") from None
-        if response.status_code in (401, 403):
-            raise JevError(
-                f"{where} refused the key (HTTP {response.status_code}); check FLEET_JEV_API_KEY"
-            )
-        if response.status_code != 200:
-            raise JevError(f"{where} answered HTTP {response.status_code}")
-        if len(response.content) > MAX_RESPONSE_BYTES:
-            raise JevError(f"{where} sent an answer larger than {MAX_RESPONSE_BYTES:,} bytes")
         try:
-            return response.json()
-        except ValueError:
+            return json.loads(content)
+        except (ValueError, RecursionError):
             raise JevError(f"{where} sent an answer that is not JSON") from None
 
     def decide(
@@ -149,6 +144,24 @@ class JevClient:
         return [str(m.get("name")) for m in models if isinstance(m, dict) and m.get("name")][:200]
 
 
+def _bounded_body(response: httpx.Response, where: str) -> bytes:
+    """A 200 answer's body, read no further than ``MAX_RESPONSE_BYTES``; else ``JevError``."""
+    if response.status_code in (401, 403):
+        raise JevError(
+            f"{where} refused the key (HTTP {response.status_code}); check FLEET_JEV_API_KEY"
+        )
+    if response.status_code != 200:
+        raise JevError(f"{where} answered HTTP {response.status_code}")
+    chunks: list[bytes] = []
+    size = 0
+    for chunk in response.iter_bytes():
+        size += len(chunk)
+        if size > MAX_RESPONSE_BYTES:
+            raise JevError(f"{where} sent an answer larger than {MAX_RESPONSE_BYTES:,} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 def _parse_answers(data: Any, questions: Mapping[str, ChoiceQuestion], host: str) -> JevAnswers:
     where = f"Jev at {host}"
     if not isinstance(data, dict) or not isinstance(data.get("answers"), dict):
@@ -162,9 +175,10 @@ def _parse_answers(data: Any, questions: Mapping[str, ChoiceQuestion], host: str
         choice = raw.get("choice")
         if not isinstance(choice, str) or choice not in question.labels:
             raise JevError(f"{where} answered {name!r} with a label it was not offered")
+        offered = raw.get("probabilities")
         probabilities = {
             str(k): float(v)
-            for k, v in (raw.get("probabilities") or {}).items()
+            for k, v in (offered.items() if isinstance(offered, dict) else ())
             if str(k) in question.labels and _number(v)
         }
         confidence = raw.get("confidence")
