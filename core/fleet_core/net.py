@@ -66,7 +66,7 @@ def http_get_json(
         raise EndpointError(f"answered with more than {max_bytes:,} bytes")
     try:
         return json.loads(body or b"{}")
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested past the parser's depth
         raise EndpointError(
             "answered, but not with JSON (is this an OpenAI-compatible /v1 endpoint?)"
         ) from None

@@ -108,3 +108,17 @@ def test_unconfigured_and_plain_http_to_a_remote_host_are_refused(tmp_path: Path
         ModelDiscovery().list(bare)
     with pytest.raises(ModelUnavailable, match="must use https"):
         ModelDiscovery().list(_config(tmp_path, "http://models.example.com/v1"))
+
+
+def test_json_nested_past_the_parsers_depth_is_a_clear_error(tmp_path: Path) -> None:
+    class Nested(JsonHandler):
+        def do_GET(self) -> None:
+            data = b"[" * 200_000 + b"]" * 200_000  # under the byte bound, too deep to parse
+            self.send_response(200)
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    with serving(Nested) as server, pytest.raises(ModelUnavailable, match="not with JSON"):
+        base = f"http://127.0.0.1:{server.server_address[1]}/v1"
+        ModelDiscovery().list(_config(tmp_path, base))
