@@ -119,6 +119,7 @@ def test_json_nested_past_the_parsers_depth_is_a_clear_error(tmp_path: Path) -> 
             self.end_headers()
             self.wfile.write(data)
 
-    with serving(Nested) as server, pytest.raises(ModelUnavailable, match="not with JSON"):
-        base = f"http://127.0.0.1:{server.server_address[1]}/v1"
-        ModelDiscovery().list(_config(tmp_path, base))
+    with serving(Nested) as server:
+        config = _config(tmp_path, f"http://127.0.0.1:{server.server_address[1]}/v1")
+        with pytest.raises(ModelUnavailable, match="not with JSON"):
+            ModelDiscovery().list(config)
