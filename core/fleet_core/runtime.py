@@ -787,16 +787,7 @@ class FleetRuntime:
                 (m.version for m in manifests if m.candidate_digest == active), None
             ),
             candidates=[
-                CandidateInfo(
-                    version=m.version,
-                    created_at=m.created_at,
-                    gate_passed=m.gate.passed,
-                    gate=[(c.name, c.passed, c.detail) for c in m.gate.checks],
-                    candidate_digest=m.candidate_digest,
-                    changed_components=list(m.changed_components),
-                    active=m.candidate_digest == active,
-                )
-                for m in manifests
+                CandidateInfo.of(m, active=m.candidate_digest == active) for m in manifests
             ],
         )
 
@@ -812,15 +803,7 @@ class FleetRuntime:
         state_dir = self.config.state_dir
         current = await self._run(identity, state_dir, session_id, config)
         m = await self._run(cands.approve, state_dir, session_id, version, current)
-        return CandidateInfo(
-            version=m.version,
-            created_at=m.created_at,
-            gate_passed=m.gate.passed,
-            gate=[(c.name, c.passed, c.detail) for c in m.gate.checks],
-            candidate_digest=m.candidate_digest,
-            changed_components=list(m.changed_components),
-            active=True,
-        )
+        return CandidateInfo.of(m, active=True)
 
     async def optimization_report(self, session_id: str, version: str) -> str:
         """A candidate's markdown report."""
@@ -1183,6 +1166,19 @@ class CandidateInfo:
     candidate_digest: str
     changed_components: list[str]
     active: bool
+
+    @classmethod
+    def of(cls, manifest: Any, *, active: bool) -> CandidateInfo:
+        """A stored candidate (``optimization.candidates.Manifest``) as the faces show it."""
+        return cls(
+            version=manifest.version,
+            created_at=manifest.created_at,
+            gate_passed=manifest.gate.passed,
+            gate=[(c.name, c.passed, c.detail) for c in manifest.gate.checks],
+            candidate_digest=manifest.candidate_digest,
+            changed_components=list(manifest.changed_components),
+            active=active,
+        )
 
 
 @dataclass(frozen=True, slots=True)
