@@ -239,6 +239,7 @@ class Run:
     calls: dict[str, int]
     answer: str
     cells: list[dict[str, Any]]
+    load: float  # the 1-minute load average when the run started (2 cores here)
 
 
 def cell_trail(events: list[Any]) -> list[dict[str, Any]]:
@@ -274,6 +275,7 @@ async def one_run(
             "FLEET_LOCAL_MODEL__DIRECTORY": str(model_dir),
             "FLEET_ENGINE__SMALL_GRAMMAR": "true" if args.grammar == "on" else "false",
         }
+        load = os.getloadavg()[0]
         started = time.perf_counter()
         provider = oracle_provider(kind) if args.dry_run else None
         config = load_config(environ=environ, cwd=root)
@@ -314,6 +316,7 @@ async def one_run(
         calls=dict(usage.calls_by_category),
         answer=answer[:400],
         cells=cell_trail(events),
+        load=round(load, 2),
     )
 
 
@@ -351,7 +354,7 @@ async def main(args: argparse.Namespace, model_dir: Path, home: Path) -> None:
             print(
                 f"{run.task} #{run.run} [{run.profile}] {run.status} "
                 f"correct={run.correct} ({run.why}) {run.seconds}s calls={run.model_calls} "
-                f"prompt_tokens={run.prompt_tokens} route={run.route}",
+                f"prompt_tokens={run.prompt_tokens} route={run.route} load={run.load}",
                 flush=True,
             )
             append_line(args.out, json.dumps(asdict(run)))
