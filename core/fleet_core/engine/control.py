@@ -235,7 +235,7 @@ class TurnControl:
             self.by_category[category] = self.by_category.get(category, 0) - back
 
     def note_jev_decisions(self, category: str, count: int) -> None:
-        """``count`` decisions of ``category`` were answered by Jev (their units already charged)."""
+        """``count`` decisions of ``category`` answered by Jev (their units already charged)."""
         with self._lock:
             self.jev_by_category[category] = self.jev_by_category.get(category, 0) + count
 
