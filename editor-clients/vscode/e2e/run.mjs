@@ -17,6 +17,8 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+// compiled by the .vsix build (npm run compile) before this driver runs
+import { SALES, SUBTASK, scenarioScript } from '../out/test/scenario.js';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const REPO = path.resolve(HERE, '..', '..', '..');
@@ -26,7 +28,6 @@ const require = createRequire(path.join(process.env.FLEET_E2E_DRIVER_MODULES, 'n
 const puppeteer = require('puppeteer-core');
 const RUN = process.env.FLEET_E2E_RUN_DIR ?? path.join(REPO, '.cache', 'vscode-e2e', 'run');
 const RUN_ID = `fleet-e2e-${process.pid}-${Date.now()}`;
-const SUBTASK = 'REGION=North check';
 // The stub OpenAI-compatible endpoint's models (GET /v1/models) and the test key it expects.
 const ROOT_MODEL = 'e2e-root-large';
 const SUB_MODEL = 'e2e-sub-small';
@@ -61,38 +62,9 @@ function freePort() {
 }
 const elapsed = () => `${((Date.now() - started) / 1000).toFixed(1)} s`;
 
-// ---- the scripted model (FLEET_TEST_SCRIPT): the root spawns one child; its code really runs ----
-const ROOT_CODE = [
-  'import csv',
-  'totals = {}',
-  "for row in csv.DictReader(open('files/sales.csv')):",
-  "    totals[row['region']] = totals.get(row['region'], 0.0) + float(row['revenue'])",
-  "with open('artifacts/revenue_by_region.csv', 'w', newline='') as out:",
-  "    out.write('region,revenue\\n' + ''.join(f'{k},{v}\\n' for k, v in sorted(totals.items())))",
-  `checks = spawn_agents(subtasks=['${SUBTASK}'], input_paths=[['files/sales.csv']])`,
-  'print(totals)',
-  'print(checks)',
-].join('\n');
-const CHILD = [
-  {
-    action: [
-      'import csv, time',
-      'time.sleep(8)  # long enough for the driver to see and photograph the notification',
-      "total = sum(float(r['revenue']) for r in csv.DictReader(open('files/sales.csv')) if r['region'] == 'North')",
-      'print(total)',
-    ].join('\n'),
-  },
-  { action: "SUBMIT(findings='North=' + str(total))", reasoning: 'Submit.' },
-];
-const SCRIPT = {
-  root: {
-    rules: {
-      'revenue by region': [{ action: ROOT_CODE }, { submit: "'; '.join(f'{k}={v}' for k, v in sorted(totals.items()))", note: 'csv sum' }],
-      SLOWTASK: { action: 'import time\nfor _ in range(1200):\n    time.sleep(0.05)' },
-    },
-  },
-  sub: { rules: { 'REGION=North': CHILD, 'revenue by region': { route: 'rlm' }, SLOWTASK: { route: 'rlm' } } },
-};
+// ---- the scripted model (FLEET_TEST_SCRIPT): src/test/scenario.ts, the contract test's too; its
+// child sleeps 8 s, long enough for the driver to see and photograph the progress notification ----
+const SCRIPT = scenarioScript(8);
 
 /** A tiny OpenAI-compatible endpoint on 127.0.0.1: GET /v1/models lists two models; it records
  * whether each request carried the configured key. */
@@ -136,7 +108,7 @@ async function main() {
   const shots = path.join(RUN, 'screenshots');
   const workspace = path.join(RUN, 'workspace');
   for (const dir of [out, shots, path.join(workspace, '.vscode')]) fs.mkdirSync(dir, { recursive: true });
-  fs.writeFileSync(path.join(workspace, 'sales.csv'), 'region,revenue\nNorth,100\nSouth,250\nNorth,50.5\n');
+  fs.writeFileSync(path.join(workspace, 'sales.csv'), SALES);
   fs.writeFileSync(
     path.join(workspace, '.vscode', 'settings.json'),
     JSON.stringify({ 'fleet.serverCommand': [FLEET_LSP, 'serve'], 'fleet.trace.server': 'messages', 'fleet.turnEvents': true }, null, 2),

@@ -25,53 +25,10 @@ import { errorKind, formatError, isCancellation } from '../errors';
 import { progressMessage, splitValues } from '../progress';
 import { CONTRACT_COMMANDS, FleetServerCapability, PROTOCOL_VERSION, TurnEvent, TurnProgressValue, initializationOptions } from '../protocol';
 import { artifactUri, parseFleetUri } from '../uris';
+import { EXPECTED_CSV, SALES, SLOW, TASK, scenarioScript } from './scenario';
 
 const REPO = resolve(__dirname, '..', '..', '..', '..');
 const PACKAGE = JSON.parse(readFileSync(resolve(__dirname, '..', '..', 'package.json'), 'utf8'));
-const TASK = 'Calculate revenue by region and save artifacts/revenue_by_region.csv.';
-const SLOW = 'SLOWTASK: count slowly';
-const SALES = 'region,revenue\nNorth,100\nSouth,250\nNorth,50.5\n';
-const EXPECTED_CSV = 'region,revenue\nNorth,150.5\nSouth,250.0\n';
-
-const ROOT_CODE = [
-  'import csv',
-  'totals = {}',
-  "for row in csv.DictReader(open('files/sales.csv')):",
-  "    totals[row['region']] = totals.get(row['region'], 0.0) + float(row['revenue'])",
-  "with open('artifacts/revenue_by_region.csv', 'w', newline='') as out:",
-  "    out.write('region,revenue\\n' + ''.join(f'{k},{v}\\n' for k, v in sorted(totals.items())))",
-  "checks = spawn_agents(subtasks=['REGION=North check'], input_paths=[['files/sales.csv']])",
-  'print(totals)',
-  'print(checks)',
-].join('\n');
-
-const CHILD = [
-  {
-    action: [
-      'import csv',
-      "total = sum(float(r['revenue']) for r in csv.DictReader(open('files/sales.csv')) if r['region'] == 'North')",
-      'print(total)',
-    ].join('\n'),
-  },
-  { action: "SUBMIT(findings='North=' + str(total))", reasoning: 'Submit.' },
-];
-
-const SCRIPT = {
-  root: {
-    rules: {
-      'revenue by region': [{ action: ROOT_CODE }, { submit: "'; '.join(f'{k}={v}' for k, v in sorted(totals.items()))", note: 'csv sum' }],
-      SLOWTASK: { action: 'import time\nfor _ in range(1200):\n    time.sleep(0.05)' },
-    },
-  },
-  sub: {
-    rules: {
-      'REGION=North': CHILD,
-      'revenue by region': { route: 'rlm' },
-      SLOWTASK: { route: 'rlm' },
-    },
-  },
-};
-
 /** What VS Code 1.91+ with vscode-languageclient 11 declares, for the parts fleet-lsp looks at. */
 const CAPABILITIES: ClientCapabilities = {
   workspace: {
@@ -167,7 +124,7 @@ describe('contract with the real fleet-lsp server', { skip }, () => {
     }
     dir = mkdtempSync(join(tmpdir(), 'fleet-vscode-'));
     writeFileSync(join(dir, 'sales.csv'), SALES);
-    writeFileSync(join(dir, 'script.json'), JSON.stringify(SCRIPT));
+    writeFileSync(join(dir, 'script.json'), JSON.stringify(scenarioScript()));
     proc = spawn(command[0], command.slice(1), {
       cwd: dir,
       env: {
