@@ -281,7 +281,11 @@ class FleetServer(LanguageServer):
 
     def start_io(self, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None:
         """Serve over stdio with :mod:`fleet_lsp.transport` (bounded frames, every error
-        answered); sets :attr:`exit_code`."""
+        answered); sets :attr:`exit_code`. Without streams given, the process's stdin and
+        stdout become the protocol's alone (``transport.claim_stdio``: other writes to stdout
+        go to stderr)."""
+        if stdin is None and stdout is None:
+            stdin, stdout = transport.claim_stdio()
         self.exit_code = transport.serve_stdio(
             self.protocol,
             stdin or sys.stdin.buffer,

@@ -30,6 +30,7 @@ import json
 import logging
 import os
 import re
+import sys
 import threading
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
@@ -510,6 +511,29 @@ async def serve_connection(protocol: JsonRPCProtocol, reader: FrameReader) -> in
     except SystemExit as exc:  # the 'exit' notification (pygls calls sys.exit)
         return exc.code if isinstance(exc.code, int) else 1
     return 0
+
+
+def claim_stdio() -> tuple[BinaryIO, BinaryIO]:
+    """The process's stdin and stdout for the protocol alone: private duplicates of fd 0 and
+    fd 1 (not inherited by child processes), then fd 1 goes to stderr and fd 0 reads
+    ``/dev/null``.
+
+    Anything else that writes to stdout (``print``, a library's progress bar such as the tqdm
+    bars DSPy's evaluator writes to ``sys.stdout`` during an optimization, a C extension, a
+    child process) would otherwise put bytes between the protocol's frames: the client loses
+    the frame they land in (the answer to a request) or the connection. Now it reaches the log.
+    A child process that reads stdin cannot take the client's messages either."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        sys.stdout.flush()
+    protocol_in = os.dup(0)
+    protocol_out = os.dup(1)
+    os.dup2(2, 1)
+    null = os.open(os.devnull, os.O_RDONLY)
+    try:
+        os.dup2(null, 0)
+    finally:
+        os.close(null)
+    return open(protocol_in, "rb", buffering=0), open(protocol_out, "wb")
 
 
 def serve_stdio(

@@ -126,6 +126,61 @@ async def test_cancel_mid_search_leaves_no_candidate_and_no_active_change(
     assert info["progressTokens"] == 0
 
 
+def ended(lsp: LanguageClient, token: str) -> bool:
+    return any(v["kind"] == "end" for v in values(lsp, token))
+
+
+async def test_requests_are_answered_while_a_run_is_in_progress(lsp: LanguageClient) -> None:
+    """Requests sent during a run are answered at once, before the run ends (the search's
+    progress bars, written to stdout by a library, used to garble the protocol stream so the
+    answer to the next request was lost); a second run of the same Session and a third run on
+    the server are refused with a clear error, and the runs go on."""
+    first = f"opt-{uuid.uuid4().hex[:6]}"
+    running = start_optimize(
+        lsp, {"sessionId": "cancel-1", "maxMetricCalls": 400, "workDoneToken": first}
+    )
+    await wait_for(
+        lambda: any(v.get("phase") == "search" and v["done"] >= 1 for v in values(lsp, first))
+    )
+    before = await asyncio.wait_for(status(lsp, "cancel-1"), 15)
+    for _ in range(3):  # across rollouts: each writes its progress bars while it runs
+        assert await asyncio.wait_for(status(lsp, "cancel-1"), 15) == before
+        listed = await asyncio.wait_for(call(lsp, "fleet/session/list", {}), 15)
+        assert {"cancel-1", "research-1"} <= {s["sessionId"] for s in listed["sessions"]}
+        done = max(v.get("done", 0) for v in values(lsp, first))
+        await wait_for(lambda d=done: max(v.get("done", 0) for v in values(lsp, first)) > d)
+    assert not running.done() and not ended(lsp, first)  # answered before the run's end
+
+    again = await asyncio.wait_for(
+        call_error(lsp, "fleet/optimize/run", {"sessionId": "cancel-1", "maxMetricCalls": 3}), 15
+    )
+    assert again.code == INVALID_PARAMS and again.data["kind"] == "InvalidInput"
+    assert "An optimization of Session 'cancel-1' is already running" in again.message
+
+    second = f"opt-{uuid.uuid4().hex[:6]}"
+    other = start_optimize(
+        lsp, {"sessionId": "research-1", "maxMetricCalls": 400, "workDoneToken": second}
+    )
+    await wait_for(lambda: values(lsp, second))  # begun: the server holds two runs now
+    third = f"t-{uuid.uuid4().hex[:8]}"
+    await call(lsp, "fleet/session/new", {"sessionId": third})
+    limit = await asyncio.wait_for(
+        call_error(lsp, "fleet/optimize/run", {"sessionId": third, "maxMetricCalls": 3}), 15
+    )
+    assert limit.code == INVALID_PARAMS and limit.data["kind"] == "InvalidInput"
+    assert "2 optimizations are already running on this server (at most 2" in limit.message
+    assert not running.done() and not other.done()  # the refusals left both runs going
+
+    for token in (first, second):
+        lsp.window_work_done_progress_cancel(types.WorkDoneProgressCancelParams(token=token))
+    for future in (running, other):
+        with pytest.raises(JsonRpcException) as info:
+            await asyncio.wait_for(future, 60)
+        assert info.value.code == REQUEST_CANCELLED
+    assert (await status(lsp, "research-1"))["candidates"] == []
+    assert candidate_dirs(lsp, "cancel-1") == candidate_dirs(lsp, "research-1") == []
+
+
 async def test_run_reports_progress_then_approve_serves_the_candidate(
     lsp: LanguageClient,
 ) -> None:

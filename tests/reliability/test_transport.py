@@ -527,6 +527,48 @@ def test_no_traceback_in_error_data(tmp_path: Path) -> None:
         assert "planted fault" in server.stderr()  # the details are in the log
 
 
+NOISY_SERVER = """
+import asyncio, os, subprocess, sys
+from fleet_lsp.server import configure_logging, create_server
+
+def children():
+    # a child that writes to the stdout it inherits, then reads the stdin it inherits
+    return subprocess.run(
+        ["sh", "-c", "printf child-noise; head -c 1 > /dev/null"], timeout=5
+    ).returncode
+
+async def noisy(server, params):
+    print("print-noise", end="", flush=True)  # what a library's progress bar does
+    os.write(1, b"fd-noise")  # and a C extension
+    await asyncio.to_thread(children)
+    return {"sessions": []}
+
+configure_logging()
+server = create_server()
+server.handlers["fleet/session/list"] = noisy
+server.start_io()
+sys.exit(server.exit_code)
+"""
+
+
+def test_writes_to_stdout_do_not_reach_the_protocol_stream(tmp_path: Path) -> None:
+    """Over stdio, stdout is the protocol's alone: ``print``, a raw write to fd 1 and a child
+    process's output land in the log (stderr), not between frames (where the client lost the
+    frame they landed in: issue 11's unanswered requests during an optimization), and a child
+    reading stdin gets end of file instead of the client's next message."""
+    command = [sys.executable, "-c", NOISY_SERVER]
+    with raw_server(tmp_path, command=command) as server:
+        server.wire.initialize()
+        for _ in range(3):
+            assert server.wire.request("fleet/session/list", {})["result"] == {"sessions": []}
+            assert "result" in server.wire.request("fleet/debug/info", {})
+        assert server.wire.garbage == []
+        assert server.exit() == 0
+        log = server.stderr()
+        assert log.count("print-noise") == log.count("fd-noise") == 3
+        assert log.count("child-noise") == 3
+
+
 def test_lone_surrogates_are_refused(served: RawServer) -> None:
     """JSON may escape a lone surrogate, which no file name or database can hold."""
     body = (
