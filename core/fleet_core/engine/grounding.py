@@ -115,6 +115,7 @@ def figures_in_code(code: str) -> list[Figure]:
     except (SyntaxError, ValueError):
         return []
     found: list[Figure] = []
+    source = _Source(code)
     for node in ast.walk(tree):
         if not isinstance(node, ast.Constant):
             continue
@@ -122,11 +123,29 @@ def figures_in_code(code: str) -> list[Figure]:
         if isinstance(value, str):
             found.extend(figures_in_text(value))
         elif isinstance(value, int | float) and not isinstance(value, bool):
-            typed = ast.get_source_segment(code, node) or repr(value)
+            typed = source.segment(node) or repr(value)
             figure = _literal_figure(typed, value)
             if figure is not None:
                 found.append(figure)
     return found
+
+
+class _Source:
+    """A node's source text in constant time (``ast.get_source_segment`` splits the whole code
+    on every call: quadratic in a cell of many literals). Offsets are UTF-8 bytes, as ast's."""
+
+    def __init__(self, code: str) -> None:
+        self._data = code.encode("utf-8")
+        self._starts = [0]
+        for line in self._data.splitlines(keepends=True):
+            self._starts.append(self._starts[-1] + len(line))
+
+    def segment(self, node: ast.expr) -> str | None:
+        end_line, end_col = node.end_lineno, node.end_col_offset
+        if end_line is None or end_col is None or end_line != node.lineno:
+            return None  # a numeric literal is one token on one line
+        start = self._starts[node.lineno - 1]
+        return self._data[start + node.col_offset : start + end_col].decode("utf-8", "replace")
 
 
 def _literal_figure(typed: str, value: int | float) -> Figure | None:
