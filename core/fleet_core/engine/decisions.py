@@ -25,7 +25,7 @@ from typing import Any, Literal
 import dspy
 
 from fleet_core.engine.control import TurnControl, TurnStopped
-from fleet_core.engine.jev import ChoiceQuestion, JevClient, JevError
+from fleet_core.engine.jev import ChoiceAnswer, ChoiceQuestion, JevClient, JevError
 from fleet_core.engine.metering import MeteredLM
 from fleet_core.errors import InvalidInput
 
@@ -98,6 +98,18 @@ def match_choice(raw: str, choices: Sequence[str]) -> str | None:
     if words and words[0] in lowered:
         return lowered[words[0]]
     return None
+
+
+def _jev_decision(item: str, answer: ChoiceAnswer, model: str) -> Decision:
+    return Decision(
+        item=item,
+        decision=answer.choice,
+        raw_choice=answer.choice,
+        probabilities=answer.probabilities,
+        confidence=answer.confidence,
+        backend="jev",
+        model=model,
+    )
 
 
 class Decider:
@@ -173,21 +185,10 @@ class Decider:
                 "output_tokens": answers.output_tokens,
             }
         self._emit(event)
-        results = []
-        for i, item in enumerate(items):
-            answer = answers.answers[f"item-{i}"]
-            results.append(
-                Decision(
-                    item=item,
-                    decision=answer.choice,
-                    raw_choice=answer.choice,
-                    probabilities=answer.probabilities,
-                    confidence=answer.confidence,
-                    backend="jev",
-                    model=answers.model or jev.model,
-                )
-            )
-        return results
+        return [
+            _jev_decision(item, answers.answers[f"item-{i}"], event["model"])
+            for i, item in enumerate(items)
+        ]
 
     def with_sub_lm(
         self,
