@@ -318,6 +318,24 @@ async def test_code_first_gives_up_after_bounded_repairs(open_runtime, lms, tmp_
     assert lms.root.engine_script.remaining == 1  # 1 program + 1 repair
 
 
+async def test_code_first_answers_from_an_artifact_written_before_a_later_step_failed(
+    open_runtime, lms, tmp_path
+) -> None:
+    runtime = await open_runtime(FLEET_ENGINE_PROFILE="small", FLEET_ENGINE__SMALL_REPAIRS="1")
+    await _quick_session(runtime, tmp_path)
+    crashing = PROGRAM + "\nprint(f'{totals:.2f}')"  # TypeError after the artifact is written
+    lms.root = scripted_lm([fenced(crashing), fenced(crashing)])
+    result = await runtime.run_turn(TurnRequest(session_id="s", task=TASK))
+    assert result.status == "completed", result.error
+    assert "last step failed: " in result.answer and "Error" in result.answer
+    assert "north,150.5" in result.answer
+    assert "same program again" in lms.root.engine_script.requests[2]  # the repeat, called out
+    # the next Turn's failure is not covered by the earlier Turn's artifact
+    lms.root = scripted_lm([fenced("1/0"), fenced("1/0")])
+    result = await runtime.run_turn(TurnRequest(session_id="s", task=TASK))
+    assert result.status == "failed"
+
+
 def test_code_first_on_llama_cpp_sends_the_grammar_and_repeat_penalty() -> None:
     engine = RecordingEngine([fenced("print(1)")])
     lm = dspy.LM("openai/scripted", engine=engine, cache=False)

@@ -52,6 +52,10 @@ Reply with only the program, in one ```python block, with no explanation."""
 
 REPAIR = "The program failed:\n{error}\nReply with the whole corrected program only."
 MISSING = "The program ran but did not write {paths}.\nReply with the whole corrected program only."
+REPEATED = (
+    "You sent the same program again, and it fails the same way:\n{error}\n"
+    "Change the line that fails. Reply with the whole corrected program only."
+)
 QUIET = (
     "The program ran but printed nothing. It must print the answer with the computed figures.\n"
     "Reply with the whole corrected program only."
@@ -188,6 +192,7 @@ class CodeFirst:
         temperature: float | None = None
         interpreter = self.make_interpreter()
         try:
+            before = self._stamps(interpreter, targets)
             runs, asks = 0, 0
             # a reply repeating a failed program is not run; one such re-ask is free
             while runs < 1 + self.profile.repairs and asks < 2 + self.profile.repairs:
@@ -199,7 +204,7 @@ class CodeFirst:
                 if normalized(code) in failed:  # the same failed program: ask again, warmer
                     attempts.append(Attempt(code=code, error="repeated a failed program"))
                     temperature = REPEAT_TEMPERATURE
-                    messages.append(Message.user(last_error))
+                    messages.append(Message.user(REPEATED.format(error=last_error)))
                     continue
                 runs += 1
                 attempt = self._run(interpreter, code, targets)
@@ -212,6 +217,14 @@ class CodeFirst:
             quiet = next((a for a in reversed(attempts) if a.quiet), None)
             if quiet is not None:  # no repair printed an answer: answer from the artifacts
                 return CodeFirstResult(self._answer(interpreter, quiet, targets), attempts)
+            after = self._stamps(interpreter, targets)
+            if targets and all(after[p] is not None and after[p] != before[p] for p in targets):
+                # every named artifact was written this Turn before a later step failed
+                ran = next(a for a in reversed(attempts) if a.error != "repeated a failed program")
+                lines = (ran.error or "").splitlines()
+                note = lines[-2] if len(lines) >= 2 else (lines or ["?"])[0]  # the exception
+                partial = Attempt(code=ran.code, output=f"(The program's last step failed: {note})")
+                return CodeFirstResult(self._answer(interpreter, partial, targets), attempts)
         finally:
             interpreter.shutdown()
         last = _tail((attempts[-1].error if attempts else None) or "no program", 500)
@@ -239,6 +252,24 @@ class CodeFirst:
     def _host_cell(interpreter: TurnInterpreter, code: str, shown: str) -> str:
         result = interpreter.run_cell(code, None, bootstrap=True, shown=shown)
         return "" if result is None else str(result)
+
+    def _stamps(self, interpreter: TurnInterpreter, paths: list[str]) -> dict[str, str | None]:
+        """Each path's sha256, None when it is not a file (one host cell)."""
+        if not paths:
+            return {}
+        code = (
+            "import hashlib as _h, os as _o\n"
+            f"for _p in {paths!r}:\n"
+            "    if _o.path.isfile(_p):\n"
+            "        with open(_p, 'rb') as _f:\n"
+            "            print(_h.sha256(_f.read()).hexdigest())\n"
+            "    else:\n"
+            "        print('-')\n"
+        )
+        lines = self._host_cell(interpreter, code, "(host: artifact check)").split()
+        if len(lines) != len(paths):
+            return dict.fromkeys(paths)
+        return {p: (None if v == "-" else v) for p, v in zip(paths, lines, strict=True)}
 
     def _exists(self, interpreter: TurnInterpreter, path: str) -> bool:
         code = f"import os\nprint(os.path.isfile({path!r}))"
