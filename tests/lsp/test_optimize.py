@@ -1,7 +1,8 @@
 """``fleet/optimize/status|run|approve`` over stdio: a real server whose serving, judge and
 reflection models follow a script, on a curated replay dataset built beforehand (9 approved,
 replay-captured Turns in 3 groups, one critical). Progress values, both cancel routes (no
-candidate, no active change), approval's checks, the report as a read-only document, and the
+candidate, no active change), requests answered while a run is in progress, the run limits (one
+per Session, two per server), approval's checks, the report as a read-only document, and the
 next Turn serving the approved program."""
 
 from __future__ import annotations
