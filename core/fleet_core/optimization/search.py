@@ -13,13 +13,22 @@ model proposes (DSPy's ``InstructionProposer`` on the chat adapter, and its Flex
 Budget: ``light|medium|heavy`` (GEPA's auto budget for 5 components and the dev set) or
 ``max_metric_calls``; it bounds the search's rollouts only (reflection, judging and validation
 are extra). Cancellation stops GEPA between iterations and fails every further rollout at once.
+
+Quiet: DSPy 3.4.1 hard-codes both tqdm bars a search draws (``GEPA.compile`` passes
+``display_progress_bar=True`` to GEPA's engine, ``bootstrap_trace_data`` builds its ``Evaluate``
+with ``display_progress=True``: "Average Metric" on stdout); neither is an option.
+``quiet_progress`` gives those two modules a tqdm that is disabled in the search's context (a
+``ContextVar``: other threads and callers see plain tqdm); the faces show ``on_progress``.
 """
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import threading
-from collections.abc import Callable, Mapping, Sequence
+import types
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +44,38 @@ from fleet_core.optimization.rollout import OptimizationCancelled, Rollouts
 log = logging.getLogger(__name__)
 MAX_TRACE_TEXT = 8_000
 SEARCH_THREADS = 1
+_QUIET: contextvars.ContextVar[bool] = contextvars.ContextVar("fleet_quiet_search", default=False)
+_INSTALL = threading.Lock()
+
+
+@contextmanager
+def quiet_progress() -> Iterator[None]:
+    """No tqdm bar from DSPy's evaluator or GEPA's engine while the body runs (in this context)."""
+    _install_scoped_tqdm()
+    token = _QUIET.set(True)
+    try:
+        yield
+    finally:
+        _QUIET.reset(token)
+
+
+def _install_scoped_tqdm() -> None:
+    from dspy.utils import parallelizer
+    from gepa.core import engine
+
+    with _INSTALL:
+        if getattr(parallelizer.tqdm, "fleet_scoped", False):
+            return
+        base: Any = parallelizer.tqdm.tqdm
+
+        class ScopedTqdm(base):  # type: ignore[misc]
+            def __init__(self, *args: Any, **kwargs: Any) -> None:
+                if _QUIET.get():
+                    kwargs["disable"] = True
+                super().__init__(*args, **kwargs)
+
+        parallelizer.tqdm = types.SimpleNamespace(tqdm=ScopedTqdm, fleet_scoped=True)
+        setattr(engine, "tqdm", ScopedTqdm)  # noqa: B010 (not re-exported by gepa)
 
 
 def component_texts(student: Any) -> dict[str, str]:
@@ -219,7 +260,7 @@ def run_search(
         warn_on_score_mismatch=False,
         gepa_kwargs={"stop_callbacks": [stopper]},
     )
-    with dspy.context(disable_history=True):
+    with dspy.context(disable_history=True), quiet_progress():
         best = optimizer.compile(
             student, trainset=[example(e) for e in train], valset=[example(e) for e in dev]
         )
