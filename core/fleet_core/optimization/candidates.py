@@ -133,14 +133,19 @@ def sweep_staging(state_dir: Path, session_id: str) -> None:
                 shutil.rmtree(entry, ignore_errors=True)
 
 
-def load_manifest(state_dir: Path, session_id: str, version: str) -> Manifest:
-    path = candidate_dir(state_dir, session_id, version) / "manifest.json"
+def _read_candidate_file(state_dir: Path, session_id: str, version: str, name: str) -> bytes:
+    path = candidate_dir(state_dir, session_id, version) / name
     try:
         data = read_regular(path, MAX_MANIFEST_BYTES)
     except OSError as exc:
         raise OptimizationRefused(f"Candidate {version}: {exc}") from None
     if data is None:
         raise OptimizationRefused(f"Session '{session_id}' has no candidate {version}")
+    return data
+
+
+def load_manifest(state_dir: Path, session_id: str, version: str) -> Manifest:
+    data = _read_candidate_file(state_dir, session_id, version, "manifest.json")
     try:
         return Manifest.model_validate_json(data)
     except ValueError:
@@ -171,13 +176,7 @@ def active_digest(state_dir: Path, session_id: str) -> str:
 
 
 def read_report(state_dir: Path, session_id: str, version: str) -> str:
-    path = candidate_dir(state_dir, session_id, version) / "report.md"
-    try:
-        data = read_regular(path, MAX_MANIFEST_BYTES)
-    except OSError as exc:
-        raise OptimizationRefused(f"Candidate {version}: {exc}") from None
-    if data is None:
-        raise OptimizationRefused(f"Session '{session_id}' has no candidate {version}")
+    data = _read_candidate_file(state_dir, session_id, version, "report.md")
     return data.decode("utf-8", errors="replace")
 
 
