@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any
 import typer
 from rich.markup import escape
 
+from fleet_lsp.protocol import CandidateWire, candidate_wire, gate_wire
+
 if TYPE_CHECKING:
     from fleet_core.runtime import CandidateInfo, FleetRuntime, OptimizationProgress
 
@@ -32,20 +34,10 @@ COST_NOTE = (
 )
 
 
-def gate_wire(gate: list[tuple[str, bool, str]]) -> list[dict[str, Any]]:
-    return [{"name": name, "passed": passed, "detail": detail} for name, passed, detail in gate]
+def _candidate(session_id: str, c: CandidateInfo) -> CandidateWire:
+    from fleet_lsp.documents import optimization_report_uri
 
-
-def candidate_wire(c: CandidateInfo) -> dict[str, Any]:
-    return {
-        "version": c.version,
-        "createdAt": c.created_at,
-        "gatePassed": c.gate_passed,
-        "gate": gate_wire(c.gate),
-        "candidateDigest": c.candidate_digest,
-        "changedComponents": list(c.changed_components),
-        "active": c.active,
-    }
+    return candidate_wire(c, optimization_report_uri(session_id, c.version))
 
 
 class PhaseBars:
@@ -202,8 +194,8 @@ def approve_command(session: str, version: str, *, as_json: bool) -> int:
 
     from fleet_lsp.commands import _run
 
-    async def go(runtime: FleetRuntime) -> dict[str, Any]:
-        return candidate_wire(await runtime.approve_candidate(session, version))
+    async def go(runtime: FleetRuntime) -> CandidateWire:
+        return _candidate(session, await runtime.approve_candidate(session, version))
 
     result = _run(go)
     if as_json:
@@ -229,7 +221,7 @@ def status_command(session: str, *, as_json: bool) -> int:
             "sessionId": found.session_id,
             "activeDigest": found.active_digest,
             "activeVersion": found.active_version,
-            "candidates": [candidate_wire(c) for c in found.candidates],
+            "candidates": [_candidate(session, c) for c in found.candidates],
         }
 
     result = _run(go)

@@ -612,6 +612,25 @@ class CandidateWire(TypedDict):
     reportUri: str
 
 
+def gate_wire(gate: list[tuple[str, bool, str]]) -> list[GateCheckWire]:
+    """A gate verdict's checks (``CandidateInfo.gate``, ``OptimizationRun.gate``) on the wire."""
+    return [{"name": name, "passed": passed, "detail": detail} for name, passed, detail in gate]
+
+
+def candidate_wire(candidate: Any, report_uri: str) -> CandidateWire:
+    """A ``fleet_core.runtime.CandidateInfo`` on the wire (the server and ``optimize --json``)."""
+    return {
+        "version": candidate.version,
+        "createdAt": candidate.created_at,
+        "gatePassed": candidate.gate_passed,
+        "gate": gate_wire(candidate.gate),
+        "candidateDigest": candidate.candidate_digest,
+        "changedComponents": list(candidate.changed_components),
+        "active": candidate.active,
+        "reportUri": report_uri,
+    }
+
+
 class OptimizeStatusResult(TypedDict):
     """``activeDigest`` is the built-in default program's when nothing was approved
     (``activeVersion`` is then ``null``). Candidates oldest first."""

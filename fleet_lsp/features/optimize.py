@@ -26,9 +26,12 @@ from fleet_lsp.documents import optimization_report_uri
 from fleet_lsp.features.turns import _hold_client_token
 from fleet_lsp.protocol import (
     REQUEST_CANCELLED,
+    CandidateWire,
     OptimizeApproveParams,
     OptimizeRunParams,
     SessionParams,
+    candidate_wire,
+    gate_wire,
 )
 
 if TYPE_CHECKING:
@@ -48,7 +51,7 @@ def register(server: FleetServer) -> None:
             "sessionId": found.session_id,
             "activeDigest": found.active_digest,
             "activeVersion": found.active_version,
-            "candidates": [candidate_wire(p.session_id, c) for c in found.candidates],
+            "candidates": [_candidate(p.session_id, c) for c in found.candidates],
         }
 
     @server.fleet_method("fleet/optimize/run")
@@ -61,28 +64,15 @@ def register(server: FleetServer) -> None:
                 ls.work_done_progress.tokens.pop(held, None)
 
     @server.fleet_method("fleet/optimize/approve")
-    async def approve(ls: FleetServer, p: OptimizeApproveParams) -> dict[str, Any]:
+    async def approve(ls: FleetServer, p: OptimizeApproveParams) -> CandidateWire:
         runtime = await ls.runtime()
         approved = await runtime.approve_candidate(p.session_id, p.version)
         ls.session_changed(p.session_id, "updated")
-        return candidate_wire(p.session_id, approved)
+        return _candidate(p.session_id, approved)
 
 
-def gate_wire(gate: list[tuple[str, bool, str]]) -> list[dict[str, Any]]:
-    return [{"name": name, "passed": passed, "detail": detail} for name, passed, detail in gate]
-
-
-def candidate_wire(session_id: str, c: CandidateInfo) -> dict[str, Any]:
-    return {
-        "version": c.version,
-        "createdAt": c.created_at,
-        "gatePassed": c.gate_passed,
-        "gate": gate_wire(c.gate),
-        "candidateDigest": c.candidate_digest,
-        "changedComponents": list(c.changed_components),
-        "active": c.active,
-        "reportUri": optimization_report_uri(session_id, c.version),
-    }
+def _candidate(session_id: str, c: CandidateInfo) -> CandidateWire:
+    return candidate_wire(c, optimization_report_uri(session_id, c.version))
 
 
 async def _run(ls: FleetServer, p: OptimizeRunParams) -> dict[str, Any]:
