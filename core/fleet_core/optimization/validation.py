@@ -50,27 +50,20 @@ def observe(
 ) -> Observation:
     result = rollouts.run(example, program)
     if result.failed:
-        return Observation(
-            stage=stage,
-            pass_index=pass_index,
-            split=split,
-            example_id=example.example_id,
-            critical=example.critical,
-            score=0.0,
-            quality=0.0,
-            usage_available=1.0 if result.model_calls is not None else 0.0,
-            error=True,
-            feedback=(result.error or result.status)[:1_000],
+        score = quality = 0.0
+        usage = result.model_calls is not None
+        feedback = result.error or result.status
+    else:
+        observation = TurnObservation(
+            task=example.task,
+            answer=result.answer,
+            route=result.route,
+            model_calls=result.model_calls,
+            sandbox_errors=result.sandbox_errors,
         )
-    observation = TurnObservation(
-        task=example.task,
-        answer=result.answer,
-        route=result.route,
-        model_calls=result.model_calls,
-        sandbox_errors=result.sandbox_errors,
-    )
-    metric = fleet_metric(example.labels, observation, judge)
-    score = metric.score if math.isfinite(metric.score) else float("nan")
+        metric = fleet_metric(example.labels, observation, judge)
+        score = metric.score if math.isfinite(metric.score) else float("nan")
+        quality, usage, feedback = float(metric.quality), metric.usage_available, metric.feedback
     return Observation(
         stage=stage,
         pass_index=pass_index,
@@ -78,10 +71,10 @@ def observe(
         example_id=example.example_id,
         critical=example.critical,
         score=score,
-        quality=float(metric.quality),
-        usage_available=1.0 if metric.usage_available else 0.0,
-        error=False,
-        feedback=metric.feedback[:1_000],
+        quality=quality,
+        usage_available=1.0 if usage else 0.0,
+        error=result.failed,
+        feedback=feedback[:1_000],
     )
 
 
