@@ -50,6 +50,11 @@ def _mean(values: Sequence[float]) -> float:
     return statistics.fmean(values) if values else float("nan")
 
 
+def _none(name: str, found: Sequence[Observation], what: str, fine: str) -> GateCheck:
+    """A check that passes when no observation was ``found``."""
+    return GateCheck(name=name, passed=not found, detail=f"{len(found)} {what}" if found else fine)
+
+
 def evaluate_gate(
     observations: Sequence[Observation],
     *,
@@ -86,22 +91,20 @@ def evaluate_gate(
     )
     unmeasured = [o for o in obs if o.usage_available != 1.0]
     checks.append(
-        GateCheck(
-            name="usage",
-            passed=not unmeasured,
-            detail=f"{len(unmeasured)} rollout(s) without measured usage"
-            if unmeasured
-            else "usage measured in every rollout",
+        _none(
+            "usage",
+            unmeasured,
+            "rollout(s) without measured usage",
+            "usage measured in every rollout",
         )
     )
     errors = [o for o in pick("candidate", "holdout") if o.error]
     checks.append(
-        GateCheck(
-            name="holdout_errors",
-            passed=not errors,
-            detail=f"{len(errors)} candidate holdout rollout(s) failed"
-            if errors
-            else "no candidate holdout errors",
+        _none(
+            "holdout_errors",
+            errors,
+            "candidate holdout rollout(s) failed",
+            "no candidate holdout errors",
         )
     )
     critical = [o for o in pick("candidate", "holdout") if o.critical]
