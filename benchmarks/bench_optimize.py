@@ -28,82 +28,29 @@ import contextlib
 import json
 import logging
 import os
-import re
 import statistics
 import sys
 import tempfile
 import threading
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
 from fleet_core.config import load_config
 from fleet_core.engine.lm import StaticLmProvider
-from fleet_core.engine.testing import fields, scripted_lm, submit
 from fleet_core.errors import FleetError
 from fleet_core.models import TurnRequest
+from fleet_core.optimization.testing import TASK, add_examples, scripted_models
 from fleet_core.runtime import FleetRuntime, OptimizationProgress
-
-MARK = "ALWAYS ANSWER WITH DIGITS"
-TASK = "What is six times seven?"
-
-
-def _serving(text: str) -> str:
-    return submit("str(6 * 7)") if MARK in text else submit("'unknown'")
-
-
-def _judge(text: str) -> str:
-    answers = re.findall(r"\[\[ ## answer ## \]\]\n(.*?)\n", text)
-    ok = bool(answers) and answers[-1].strip() == "42"
-    return fields(reasoning="Compared.", correct=str(ok), safe="True", critique="Checked.")
-
-
-def _source(text: str) -> str:
-    match = re.search(r"\[\[ ## current_source ## \]\]\n(.*?)\n\n\[\[ ## ", text, re.S)
-    return fields(revised_source=match.group(1) if match else "")
 
 
 def provider() -> StaticLmProvider:
-    return StaticLmProvider(
-        scripted_lm(rules={"": _serving}),
-        judge=scripted_lm(rules={"": _judge}),
-        reflection=scripted_lm(
-            rules={
-                "revised_source": _source,
-                "new_instruction": fields(new_instruction=f"{MARK}. Compute it with Python."),
-            }
-        ),
-    )
+    root, judge, reflection = scripted_models()
+    return StaticLmProvider(root, judge=judge, reflection=reflection)
 
 
 async def build_dataset(runtime: FleetRuntime) -> None:
-    for group, count in {"alpha": 3, "beta": 3, "crit": 3}.items():
-        for i in range(count):
-            session_id = f"src-{group}-{i}-{uuid.uuid4().hex[:6]}"
-            await runtime.new_session(session_id, mode="rlm")
-            await runtime.write_file(session_id, "files/input.txt", f"{group} {i}".encode())
-            result = await runtime.run_turn(
-                TurnRequest(session_id=session_id, task=TASK, record_replay=True)
-            )
-            assert result.status == "completed", result.error
-            labels = {
-                "review_status": "approved",
-                "source_group": group,
-                "expected_answer": "42",
-                "expected_values": ["42"],
-                "critical": group == "crit",
-                "reviewer": "human",
-            }
-            # the store's label row, as `fleet-lsp eval label` writes it (MLflow is off here)
-            runtime.store.upsert_trace_labels(
-                f"tr-{result.turn_id}",
-                session_id=session_id,
-                turn_id=result.turn_id,
-                labels=labels,
-                eligible=True,
-                ineligible_reason=None,
-            )
+    await add_examples(runtime, {"alpha": 3, "beta": 3, "crit": 3}, critical=("crit",))
 
 
 async def bare_turns(runtime: FleetRuntime, n: int) -> list[float]:

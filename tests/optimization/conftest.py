@@ -3,8 +3,6 @@ curated dataset of replay-captured, labelled Turns (real sandbox, real SQLite st
 
 from __future__ import annotations
 
-import re
-import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,35 +11,10 @@ import pytest
 
 from fleet_core.config import load_config
 from fleet_core.engine.lm import StaticLmProvider
-from fleet_core.engine.testing import fields, scripted_lm, submit
-from fleet_core.models import TurnRequest
+from fleet_core.optimization.testing import MARK, add_examples, scripted_models
 from fleet_core.runtime import FleetRuntime
 
-MARK = "ALWAYS ANSWER WITH DIGITS"
-
-
-def serving(text: str) -> str:
-    """The scripted root model: computes the right answer only under the improved instruction
-    (the code it writes runs in the real sandbox)."""
-    return submit("str(6 * 7)") if MARK in text else submit("'unknown'")
-
-
-def judge(text: str) -> str:
-    answers = re.findall(r"\[\[ ## answer ## \]\]\n(.*?)\n", text)  # the system's first
-    ok = bool(answers) and answers[-1].strip() == "42"
-    return fields(reasoning="Compared.", correct=str(ok), safe="True", critique="Checked.")
-
-
-def current_source(text: str) -> str:
-    match = re.search(r"\[\[ ## current_source ## \]\]\n(.*?)\n\n\[\[ ## ", text, re.S)
-    return fields(revised_source=match.group(1) if match else "")
-
-
-def reflection_replies() -> dict[str, object]:
-    return {
-        "revised_source": current_source,
-        "new_instruction": fields(new_instruction=f"{MARK}. Compute the value with Python."),
-    }
+__all__ = ["MARK", "Models", "add_examples", "build_optimization_state", "make_models"]
 
 
 @dataclass
@@ -55,11 +28,7 @@ class Models:
 
 
 def make_models() -> Models:
-    return Models(
-        root=scripted_lm(rules={"": serving}),
-        judge=scripted_lm(rules={"": judge}),
-        reflection=scripted_lm(rules=reflection_replies()),
-    )
+    return Models(*scripted_models())
 
 
 @pytest.fixture
@@ -95,47 +64,6 @@ async def opt_runtime(tmp_path: Path, models: Models) -> AsyncIterator[FleetRunt
     )
     yield runtime
     await runtime.close()
-
-
-async def add_examples(
-    runtime: FleetRuntime,
-    groups: dict[str, int],
-    *,
-    critical: tuple[str, ...] = (),
-    replay: bool = True,
-    status: str = "approved",
-) -> list[str]:
-    """Run one replay-captured Turn per example and label it in the store."""
-    turn_ids = []
-    for group, count in groups.items():
-        for i in range(count):
-            session_id = f"src-{group}-{i}-{uuid.uuid4().hex[:6]}"
-            await runtime.new_session(session_id, mode="rlm")
-            await runtime.write_file(session_id, "files/input.txt", f"{group} {i}".encode())
-            result = await runtime.run_turn(
-                TurnRequest(
-                    session_id=session_id, task="What is six times seven?", record_replay=replay
-                )
-            )
-            assert result.status == "completed", result.error
-            labels = {
-                "review_status": status,
-                "source_group": group,
-                "expected_answer": "42",
-                "expected_values": ["42"],
-                "critical": group in critical,
-                "reviewer": "human",
-            }
-            runtime.store.upsert_trace_labels(
-                f"tr-{result.turn_id}",
-                session_id=session_id,
-                turn_id=result.turn_id,
-                labels=labels,
-                eligible=replay,
-                ineligible_reason=None,
-            )
-            turn_ids.append(result.turn_id)
-    return turn_ids
 
 
 async def build_optimization_state(
