@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -110,8 +109,8 @@ def run_command(
     err = Console(stderr=True)
     if not as_json:
         err.print(escape(COST_NOTE))
-    # the bars below are the display: GEPA's own tqdm bar and INFO log would interleave
-    os.environ.setdefault("TQDM_DISABLE", "1")
+    # the bars below are the display: DSPy's INFO log would interleave (the search draws no
+    # tqdm bars: fleet_core.optimization.search.quiet_progress)
     logging.getLogger("dspy").setLevel(logging.WARNING)
 
     async def go(runtime: FleetRuntime) -> dict[str, Any]:

@@ -32,6 +32,7 @@ async def test_optimize_shows_progress_per_phase_then_status_and_approve(tmp_pat
     assert re.search(r"search\s.*\d+/12 rollouts\s+best 1\.000", err), err
     assert re.search(r"validation passes\s.*36/36 replays\s+best 1\.000", err), err
     assert "saving the candidate and its report" in err
+    assert "%|" not in out.stdout + err and "GEPA Optimization" not in err  # no tqdm bars
     version = re.search(r"candidate (research-1-[0-9a-f]{32}) \(saved inactive\)", out.stdout)
     assert version is not None, out.stdout
     assert "changed components: rlm.generate_action" in out.stdout
