@@ -6,6 +6,7 @@ Session, so tests stay independent while the suite spawns few processes.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sys
@@ -107,6 +108,16 @@ def plain(value: Any) -> Any:
 
 async def call(client: LanguageClient, method: str, params: Any) -> Any:
     return plain(await client.protocol.send_request_async(method, params))
+
+
+def start_request(
+    client: LanguageClient, method: str, params: dict[str, Any], msg_id: str | None = None
+) -> asyncio.Future[Any]:
+    """Send a request without awaiting it; its ``workDoneToken``'s reports are collected."""
+    token = params.get("workDoneToken")
+    if token is not None:
+        client.progress_reports[token] = []
+    return asyncio.ensure_future(client.protocol.send_request_async(method, params, msg_id=msg_id))
 
 
 async def call_error(client: LanguageClient, method: str, params: Any) -> JsonRpcException:

@@ -20,7 +20,14 @@ from pygls.exceptions import JsonRpcException
 from pytest_lsp import LanguageClient
 
 from fleet_lsp.protocol import INVALID_PARAMS, REQUEST_CANCELLED
-from tests.lsp.conftest import call, call_error, plain, start_client, write_script
+from tests.lsp.conftest import (
+    call,
+    call_error,
+    plain,
+    start_client,
+    start_request,
+    write_script,
+)
 from tests.lsp.test_turns import values, wait_for
 from tests.optimization.conftest import MARK, SCRIPT, build_optimization_state
 
@@ -41,12 +48,7 @@ async def lsp(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Languag
 
 
 def start_optimize(lsp: LanguageClient, params: dict[str, Any], msg_id: str | None = None) -> Any:
-    token = params.get("workDoneToken")
-    if token is not None:
-        lsp.progress_reports[token] = []
-    return asyncio.ensure_future(
-        lsp.protocol.send_request_async("fleet/optimize/run", params, msg_id=msg_id)
-    )
+    return start_request(lsp, "fleet/optimize/run", params, msg_id)
 
 
 async def status(lsp: LanguageClient, session_id: str) -> dict[str, Any]:

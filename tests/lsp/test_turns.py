@@ -20,7 +20,7 @@ from pytest_lsp import LanguageClient
 
 from fleet_core.engine.testing import action, route, submit
 from fleet_lsp.protocol import ERROR_CODES
-from tests.lsp.conftest import CLIENTS, SALES, call, call_error, scripted_lsp
+from tests.lsp.conftest import CLIENTS, SALES, call, call_error, scripted_lsp, start_request
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -107,12 +107,7 @@ async def new_session(lsp: LanguageClient, **extra: Any) -> str:
 
 
 def start_run(lsp: LanguageClient, params: dict[str, Any], msg_id: str | None = None) -> Any:
-    token = params.get("workDoneToken")
-    if token is not None:
-        lsp.progress_reports[token] = []
-    return asyncio.ensure_future(
-        lsp.protocol.send_request_async("fleet/turn/run", params, msg_id=msg_id)
-    )
+    return start_request(lsp, "fleet/turn/run", params, msg_id)
 
 
 async def assert_clean(lsp: LanguageClient) -> None:
