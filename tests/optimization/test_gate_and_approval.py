@@ -22,7 +22,7 @@ from .conftest import Models, add_examples
 DEV, HOLD = ["d1", "d2"], ["h1", "h2"]
 
 
-def observations(**change: object) -> list[Observation]:
+def observations() -> list[Observation]:
     out = []
     for stage in ("baseline", "candidate"):
         for i in range(3):
@@ -40,10 +40,16 @@ def observations(**change: object) -> list[Observation]:
                         "usage_available": 1.0,
                         "error": False,
                     }
-                    key = (stage, i, split, example_id)
-                    fields |= change.get(key, {})  # type: ignore[operator]
                     out.append(Observation(**fields))
     return out
+
+
+def altered(update: dict[str, object], **where: object) -> list[Observation]:
+    """The reference observations with ``update`` where every attribute in ``where`` matches."""
+    return [
+        o.model_copy(update=update) if all(getattr(o, k) == v for k, v in where.items()) else o
+        for o in observations()
+    ]
 
 
 def gate(obs: list[Observation], changed: tuple[str, ...] = ("triage",)) -> dict[str, bool]:
@@ -61,63 +67,31 @@ def test_the_reference_observations_pass_every_check() -> None:
         ("passes", observations()[:-1], ("triage",)),
         (
             "usage",
-            observations(**{"('baseline', 0, 'dev', 'd1')": {}})
-            and [
-                o.model_copy(update={"usage_available": 0.0}) if i == 0 else o
-                for i, o in enumerate(observations())
-            ],
+            altered({"usage_available": 0.0}, stage="baseline", pass_index=0, example_id="d1"),
             ("triage",),
         ),
         (
             "holdout_errors",
-            [
-                o.model_copy(update={"error": True, "score": 1.0})
-                if (o.stage, o.split, o.example_id, o.pass_index)
-                == ("candidate", "holdout", "h2", 1)
-                else o
-                for o in observations()
-            ],
+            altered(
+                {"error": True, "score": 1.0}, stage="candidate", example_id="h2", pass_index=1
+            ),
             ("triage",),
         ),
         (
             "critical",
-            [
-                o.model_copy(update={"quality": 0.0, "score": 1.0})
-                # the baseline's too, so only the critical rule (not aggregate quality) fails
-                if (o.example_id, o.pass_index) == ("h1", 2)
-                else o
-                for o in observations()
-            ],
+            # the baseline's too, so only the critical rule (not aggregate quality) fails
+            altered({"quality": 0.0, "score": 1.0}, example_id="h1", pass_index=2),
             ("triage",),
         ),
-        (
-            "dev_improved",
-            [
-                o.model_copy(update={"score": 0.0})
-                if (o.stage, o.split) == ("candidate", "dev")
-                else o
-                for o in observations()
-            ],
-            ("triage",),
-        ),
+        ("dev_improved", altered({"score": 0.0}, stage="candidate", split="dev"), ("triage",)),
         (
             "holdout_no_regression",
-            [
-                o.model_copy(update={"score": 0.95})
-                if (o.stage, o.split, o.example_id) == ("candidate", "holdout", "h2")
-                else o
-                for o in observations()
-            ],
+            altered({"score": 0.95}, stage="candidate", example_id="h2"),
             ("triage",),
         ),
         (
             "quality_no_regression",
-            [
-                o.model_copy(update={"quality": 0.0})
-                if (o.stage, o.split, o.example_id) == ("candidate", "holdout", "h2")
-                else o
-                for o in observations()
-            ],
+            altered({"quality": 0.0}, stage="candidate", example_id="h2"),
             ("triage",),
         ),
         ("changed", observations(), ()),
