@@ -7,6 +7,10 @@ history) restored over what the empty store would give. The snapshot's ``files/`
 ``artifacts/`` are written into a fresh Session, its dataset selection restored, one Turn runs,
 and the runtime and its directory are always removed. Blocking from the caller's view: ``run``
 drives a private event loop, so it is called from a worker thread (GEPA's).
+
+A rollout that cannot run at all (the replay no longer fits the current settings, e.g. a file
+over today's limit; the runtime does not open) is a failed ``RolloutResult`` with the reason as
+its error, like a Turn that failed: one bad replay never ends a run in its validation passes.
 """
 
 from __future__ import annotations
@@ -114,6 +118,21 @@ class Rollouts:
         started = time.perf_counter()
         try:
             return asyncio.run(self._run(example, program))
+        except OptimizationCancelled:
+            raise
+        except Exception as exc:
+            if self.cancel.is_set():
+                raise OptimizationCancelled("The optimization was cancelled") from None
+            reason = exc.message if isinstance(exc, FleetError) else str(exc)
+            return RolloutResult(
+                answer="",
+                route=None,
+                status="failed",
+                error=f"the replay could not run: {type(exc).__name__}: {reason}"[:1_000],
+                model_calls=None,
+                sandbox_errors=None,
+                seconds=time.perf_counter() - started,
+            )
         finally:
             with self._lock:
                 self.count += 1
