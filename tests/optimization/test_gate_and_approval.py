@@ -65,6 +65,7 @@ def test_the_reference_observations_pass_every_check() -> None:
     ("name", "obs", "changed"),
     [
         ("passes", observations()[:-1], ("triage",)),
+        ("passes", altered({"quality": 1.5}, stage="candidate", example_id="h2"), ("triage",)),
         (
             "usage",
             altered({"usage_available": 0.0}, stage="baseline", pass_index=0, example_id="d1"),

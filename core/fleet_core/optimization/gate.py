@@ -3,7 +3,7 @@
 A candidate passes only when every check holds:
 
 1. ``passes``: exactly three passes for baseline and candidate, each covering every dev and
-   holdout example; every score finite and in [0, 1].
+   holdout example; every score and quality value finite and in [0, 1].
 2. ``usage``: usage was measured in every rollout (``usage_available == 1``).
 3. ``holdout_errors``: no candidate holdout rollout failed.
 4. ``critical``: the candidate has critical holdout cases in every pass and each passes (all
@@ -79,14 +79,17 @@ def evaluate_gate(
             seen = [(o.split, o.example_id) for o in pick(stage) if o.pass_index == index]
             if sorted(seen) != sorted(expected):
                 problems.append(f"{stage} pass {index + 1} does not cover dev + holdout once")
-    bad = [o for o in obs if not (math.isfinite(o.score) and 0 <= o.score <= 1)]
+    bad = [
+        o for o in obs if not all(math.isfinite(v) and 0 <= v <= 1 for v in (o.score, o.quality))
+    ]
     if bad:
-        problems.append(f"{len(bad)} score(s) are not finite values in [0, 1]")
+        problems.append(f"{len(bad)} score(s) or quality value(s) are not finite values in [0, 1]")
     checks.append(
         GateCheck(
             name="passes",
             passed=not problems and bool(expected),
-            detail="; ".join(problems) or f"{PASSES} passes each, every score in [0, 1]",
+            detail="; ".join(problems)
+            or f"{PASSES} passes each, every score and quality in [0, 1]",
         )
     )
     unmeasured = [o for o in obs if o.usage_available != 1.0]
