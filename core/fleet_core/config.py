@@ -203,8 +203,9 @@ class EngineSettings(_Section):
     profile: Literal["auto", "default", "small"] = "auto"
     small_max_tokens: int = Field(300, ge=64, le=4_000)  # one code step's output, small profile
     small_repairs: int = Field(2, ge=0, le=5)  # code-first Flex: repairs after a failed program
-    # the embedded llama.cpp server: hold code-first replies to a fenced block (GBNF grammar)
-    small_grammar: bool = True
+    # the embedded llama.cpp server: hold code-first replies to a fenced block (GBNF grammar);
+    # off by default: measured slower and no more correct (docs/benchmarks.md)
+    small_grammar: bool = False
 
 
 class MemorySettings(_Section):
