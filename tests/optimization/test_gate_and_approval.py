@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -213,3 +215,19 @@ async def test_every_turns_trace_names_the_program_that_served_it(
         assert await traced_digest() == approved.candidate_digest
     finally:
         await runtime.close()
+
+
+def test_a_run_sweeps_only_stale_staging_directories(tmp_path: Path) -> None:
+    """Another process's candidate being staged right now is left alone; a crashed run's is
+    removed."""
+    root = tmp_path / "optimization" / "s-1" / "candidates"
+    fresh, stale = root / ".staging-s-1-aa", root / ".staging-s-1-bb"
+    for directory in (fresh, stale):
+        directory.mkdir(parents=True)
+        (directory / "program.json").write_text("{}")
+    old = time.time() - cands.STAGING_STALE_SECONDS - 60
+    os.utime(stale, (old, old))
+
+    cands.sweep_staging(tmp_path, "s-1")
+
+    assert fresh.is_dir() and not stale.exists()

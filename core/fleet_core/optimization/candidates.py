@@ -3,8 +3,8 @@
 Layout (``<state_dir>/optimization/<session_id>/``): ``candidates/<version>/`` holds
 ``program.json`` (the candidate's bytes), ``manifest.json``, ``report.md`` and ``scores.svg``.
 A candidate directory is staged under a dot-name and renamed into place in one step, so a
-cancelled or crashed run never leaves a half-written candidate (stale staging directories are
-removed by the next run). ``active.json`` is the served program (``program.py``).
+cancelled or crashed run never leaves a half-written candidate (staging directories older than
+an hour are removed by the next run). ``active.json`` is the served program (``program.py``).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import os
 import platform
 import re
 import shutil
+import time
 from datetime import UTC, datetime
 from functools import cache
 from importlib import metadata
@@ -37,6 +38,7 @@ from fleet_core.optimization.program import (
 from fleet_core.optimization.validation import Observation
 
 MAX_MANIFEST_BYTES = 20_000_000
+STAGING_STALE_SECONDS = 3_600  # saving a candidate takes well under a second
 REEVALUATE = "the evidence is stale; reevaluate (run fleet-lsp optimize again)"
 
 
@@ -126,11 +128,21 @@ def save_candidate(
 
 
 def sweep_staging(state_dir: Path, session_id: str) -> None:
+    """Remove staging directories a crashed run left (older than ``STAGING_STALE_SECONDS``: a
+    run in another process may be staging its candidate right now)."""
     root = optimization_dir(state_dir, session_id) / "candidates"
-    if root.is_dir():
-        for entry in root.iterdir():
-            if entry.name.startswith(".staging-"):
-                shutil.rmtree(entry, ignore_errors=True)
+    if not root.is_dir():
+        return
+    cutoff = time.time() - STAGING_STALE_SECONDS
+    for entry in root.iterdir():
+        if not entry.name.startswith(".staging-"):
+            continue
+        try:
+            stale = entry.lstat().st_mtime < cutoff
+        except FileNotFoundError:
+            continue
+        if stale:
+            shutil.rmtree(entry, ignore_errors=True)
 
 
 def _read_candidate_file(state_dir: Path, session_id: str, version: str, name: str) -> bytes:
