@@ -7,13 +7,14 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
 
 from fleet_core.config import load_config
 from fleet_core.localmodel.supervisor import LocalModel
-from fleet_core.models import TurnRequest
+from fleet_core.models import TurnRequest, TurnResult
 from fleet_core.runtime import FleetRuntime
 
 SALES = "region,revenue\nnorth,100\nsouth,250\nnorth,50.5\n"
@@ -34,21 +35,33 @@ def _posts(record: Path) -> list[dict]:
     return [e["body"] for e in lines if e["event"] == "request" and e["method"] == "POST"]
 
 
+async def _quickstart_turn(
+    tmp_path: Path, environ: Mapping[str, str], local_model: LocalModel, session: str
+) -> tuple[FleetRuntime, TurnResult]:
+    """Open a runtime, attach the sales data as the dataset and run the quickstart Turn; the
+    caller closes the runtime."""
+    config = load_config(environ=dict(environ), cwd=tmp_path)
+    runtime = await FleetRuntime.open(config, local_model=local_model)
+    try:
+        await runtime.new_session(session)
+        source = tmp_path / "sales.csv"
+        source.write_text(SALES)
+        await runtime.attach(session, source)
+        await runtime.set_dataset(session, "files/sales.csv")
+        return runtime, await runtime.run_turn(TurnRequest(session_id=session, task=TASK))
+    except BaseException:
+        await runtime.close()
+        raise
+
+
 async def test_the_embedded_model_runs_the_quickstart_with_the_small_profile(
     tmp_path: Path, local_model: LocalModel, record: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("FAKE_LLAMA_REPLY", f"```python\n{PROGRAM}\n```")
     environ = {"FLEET_STATE_DIR": str(tmp_path / "state"), "FLEET_MLFLOW_DESTINATION": "off"}
-    config = load_config(environ=environ, cwd=tmp_path)
-    assert config.settings.engine.profile == "auto"
-    runtime = await FleetRuntime.open(config, local_model=local_model)
+    assert load_config(environ=environ, cwd=tmp_path).settings.engine.profile == "auto"
+    runtime, result = await _quickstart_turn(tmp_path, environ, local_model, "q")
     try:
-        await runtime.new_session("q")
-        source = tmp_path / "sales.csv"
-        source.write_text(SALES)
-        await runtime.attach("q", source)
-        await runtime.set_dataset("q", "files/sales.csv")
-        result = await runtime.run_turn(TurnRequest(session_id="q", task=TASK))
         assert result.status == "completed", result.error
         assert result.route == "flex"
         assert result.usage.calls_by_category == {"generation": 1}  # no triage: small profile
@@ -76,15 +89,8 @@ async def test_a_configured_endpoint_keeps_the_default_profile(
         "FLEET_LM_API_KEY": "sk-test-key",
         "FLEET_LLM__NUM_RETRIES": "0",
     }
-    config = load_config(environ=environ, cwd=tmp_path)
-    runtime = await FleetRuntime.open(config, local_model=local_model)
+    runtime, result = await _quickstart_turn(tmp_path, environ, local_model, "h")
     try:
-        await runtime.new_session("h")
-        source = tmp_path / "sales.csv"
-        source.write_text(SALES)
-        await runtime.attach("h", source)
-        await runtime.set_dataset("h", "files/sales.csv")
-        result = await runtime.run_turn(TurnRequest(session_id="h", task=TASK))
         # the default profile triages even with a dataset (the small one would not)
         assert result.usage.calls_by_category.get("routing") == 1
     finally:
