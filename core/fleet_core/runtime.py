@@ -1038,12 +1038,10 @@ class FleetRuntime:
         """Assemble the embedded model's weights when a Turn would use it (no endpoint for the
         root role) and they are not yet; ``True`` when the embedded model will be used. For a
         face that shows the progress itself (``fleet-lsp demo``)."""
-        from fleet_core.engine.lm import ConfiguredLmProvider
-        from fleet_core.localmodel.supervisor import LocalModel
         from fleet_core.localmodel.weights import assemble
 
-        model = LocalModel.from_config(config)
-        if not ConfiguredLmProvider.from_config(config, embedded=model).uses_embedded("root"):
+        model = _root_embedded_model(config)
+        if model is None:
             return False
         assemble(model.weights, model.home, progress=progress)
         return True
@@ -1061,11 +1059,8 @@ class FleetRuntime:
         block runs; on leaving, this process lets go and the server stops unless another process
         uses it or it is pinned (a kill -9 of this process is reaped by the guard). Yields
         ``None`` and starts nothing when an endpoint is configured. Blocking on entry."""
-        from fleet_core.engine.lm import ConfiguredLmProvider
-        from fleet_core.localmodel.supervisor import LocalModel
-
-        model = LocalModel.from_config(config)
-        if not ConfiguredLmProvider.from_config(config, embedded=model).uses_embedded("root"):
+        model = _root_embedded_model(config)
+        if model is None:
             yield None
             return
         try:
@@ -1249,3 +1244,14 @@ class ModelCheck:
     @property
     def ok(self) -> bool:
         return self.configured and not self.problem
+
+
+def _root_embedded_model(config: EffectiveConfig) -> LocalModel | None:
+    """The embedded model when the root role would use it (no endpoint configured), else None."""
+    from fleet_core.engine.lm import ConfiguredLmProvider
+    from fleet_core.localmodel.supervisor import LocalModel
+
+    model = LocalModel.from_config(config)
+    if not ConfiguredLmProvider.from_config(config, embedded=model).uses_embedded("root"):
+        return None
+    return model
