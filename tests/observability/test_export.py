@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from fleet_core.config import EffectiveConfig
@@ -37,7 +38,11 @@ REPO = Path(__file__).resolve().parents[2]
 async def deferred_runtime(
     obs_config: EffectiveConfig, lms: SwitchableLms
 ) -> AsyncIterator[FleetRuntime]:
+    """A deferred-export runtime on the session's shared store, its queue drained first: an
+    earlier test's runtime may close with a trace still queued (its exporter's grace ran out)."""
     runtime = await FleetRuntime.open(obs_config, lm_provider=lms, trace_export="deferred")
+    await runtime.flush_traces()
+    assert await anyio.to_thread.run_sync(runtime.store.count_pending_traces) == 0
     yield runtime
     await runtime.close()
 
