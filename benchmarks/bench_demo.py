@@ -21,7 +21,10 @@ Tasks (the figures are computed here, independently of the model):
   the answer names every region's total;
 - ``log``: the ERROR lines of a service log into ``artifacts/errors.txt`` and their count;
 - ``orders``: the item with the largest total quantity in a JSON order list, into
-  ``artifacts/top_item.json``.
+  ``artifacts/top_item.json``;
+- ``words`` (held out, not in the default ``--tasks``): the 3 most common words of a text file,
+  into ``artifacts/top_words.csv``; written after the small profile's prompt was settled, it
+  checks that the profile is not tuned to the three tasks above.
 
 Per run: wall time, correctness, model calls, prompt and completion tokens, route, status.
 """
@@ -61,6 +64,10 @@ LOG_TASK = (
 ORDERS_TASK = (
     "Find the item with the largest total quantity across all orders in files/orders.json and "
     'save it as {"item": ..., "quantity": ...} to artifacts/top_item.json.'
+)
+WORDS_TASK = (
+    "Count how often each word occurs in files/notes.txt, ignoring case, and save the 3 most "
+    "common words with their counts to artifacts/top_words.csv."
 )
 _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
 
@@ -188,7 +195,71 @@ def orders_case(rng: random.Random, rows: int) -> Case:
     return Case(ORDERS_TASK, "orders.json", text, check, ("artifacts/top_item.json",))
 
 
-CASES = {"sales": sales_case, "log": log_case, "orders": orders_case}
+WORDS = [
+    "ship",
+    "deploy",
+    "review",
+    "merge",
+    "rollback",
+    "hotfix",
+    "release",
+    "branch",
+    "commit",
+    "test",
+    "build",
+    "cache",
+    "queue",
+    "retry",
+    "patch",
+    "audit",
+    "alert",
+    "metric",
+    "trace",
+    "index",
+]
+
+
+def words_case(rng: random.Random, rows: int) -> Case:
+    """Held out: written after the small profile's prompt was settled, run only to check that
+    the profile is not tuned to the three tasks above."""
+    weights = [rng.randint(1, 40) for _ in WORDS]
+    text_lines = []
+    for _ in range(rows):
+        picked = rng.choices(WORDS, weights=weights, k=rng.randint(3, 9))
+        text_lines.append(" ".join(w.capitalize() if rng.random() < 0.2 else w for w in picked))
+    counts = Counter(w.lower() for line in text_lines for w in line.split())
+    ranked = counts.most_common()
+    cut = ranked[2][1]  # the top 3 by count, ties at the third place make it ambiguous
+    while ranked[3][1] == cut:
+        text_lines.append(ranked[2][0])
+        counts[ranked[2][0]] += 1
+        ranked = counts.most_common()
+        cut = ranked[2][1]
+    top = dict(ranked[:3])
+
+    def check(answer: str, files: dict[str, bytes]) -> tuple[bool, str]:
+        data = files.get("artifacts/top_words.csv")
+        if data is None:
+            return False, "no artifact"
+        got: dict[str, float] = {}
+        for row in csv.reader(io.StringIO(data.decode("utf-8", "replace"))):
+            cells = [c.strip() for c in row if c.strip()]
+            names = [c.lower() for c in cells if c.lower() in counts]
+            nums = [float(c) for c in cells if _NUMBER.fullmatch(c)]
+            if names and nums:
+                got[names[0]] = nums[-1]
+        if got != {w: float(n) for w, n in top.items()}:
+            return False, f"artifact {got}, expected {top}"
+        missing = [w for w in top if w not in answer.lower()]
+        if missing:
+            return False, f"answer does not name {missing}"
+        return True, "ok"
+
+    content = "\n".join(text_lines) + "\n"
+    return Case(WORDS_TASK, "notes.txt", content, check, ("artifacts/top_words.csv",))
+
+
+CASES = {"sales": sales_case, "log": log_case, "orders": orders_case, "words": words_case}
 
 ORACLE = {  # --dry-run: a correct program per task (small-profile code-first replies)
     "sales": (
@@ -211,6 +282,14 @@ ORACLE = {  # --dry-run: a correct program per task (small-profile code-first re
         "item, qty = c.most_common(1)[0]\n"
         "json.dump({'item': item, 'quantity': qty}, open('artifacts/top_item.json', 'w'))\n"
         "print(item, qty)"
+    ),
+    "words": (
+        "import os, collections\nos.makedirs('artifacts', exist_ok=True)\n"
+        "c = collections.Counter(w.lower() for l in open('files/notes.txt') for w in l.split())\n"
+        "with open('artifacts/top_words.csv', 'w') as f:\n"
+        "    f.write('word,count\\n')\n"
+        "    for w, n in c.most_common(3):\n        f.write(f'{w},{n}\\n')\n"
+        "print(c.most_common(3))"
     ),
 }
 
@@ -270,7 +349,10 @@ async def one_run(
             **{k: v for k, v in os.environ.items() if not k.startswith("FLEET_")},
             "FLEET_STATE_DIR": str(root / "state"),
             "FLEET_MLFLOW_DESTINATION": "off",
-            "FLEET_ENGINE_PROFILE": args.profile,
+            # the scripted programs are code-first replies: auto would pick the default profile
+            "FLEET_ENGINE_PROFILE": "small"
+            if args.dry_run and args.profile == "auto"
+            else args.profile,
             "FLEET_TURN_TIMEOUT_SECONDS": str(args.timeout),
             "FLEET_LOCAL_MODEL__DIRECTORY": str(model_dir),
             "FLEET_ENGINE__SMALL_GRAMMAR": "true" if args.grammar == "on" else "false",
