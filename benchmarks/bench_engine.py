@@ -56,6 +56,9 @@ async def iteration_overhead(rounds: int) -> dict[str, Any]:
             def lm(self, role: str) -> Any:
                 return holder["lm"]
 
+            def uses_embedded(self, role: str) -> bool:
+                return False
+
         runtime = await FleetRuntime.open(config, lm_provider=Lms())
         await runtime.new_session("bench", mode="rlm")
         try:

@@ -1133,6 +1133,9 @@ class _CacheFreeModels:
     def check(self, *roles: Role) -> None:
         self.inner.check(*roles)
 
+    def uses_embedded(self, role: Role) -> bool:
+        return self.inner.uses_embedded(role)
+
     def lm(self, role: Role) -> Any:
         with self._lock:
             if role not in self._copies:

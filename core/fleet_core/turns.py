@@ -491,8 +491,7 @@ class TurnService:
             memories_per_session=MEMORIES_PER_SESSION,
             memory_chars=MEMORY_CONTENT_CHARS,
         )
-        uses_embedded = getattr(running.lms, "uses_embedded", None)  # ConfiguredLmProvider's
-        embedded_root = bool(uses_embedded is not None and uses_embedded("root"))
+        embedded_root = running.lms.uses_embedded("root")
         program = TurnProgram(
             profile=resolve_profile(settings.engine, embedded_root=embedded_root),
             lms=running.lms,

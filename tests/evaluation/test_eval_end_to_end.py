@@ -25,6 +25,9 @@ class Lms:
     def lm(self, role: str) -> Any:
         return self.root if role == "root" else self.sub
 
+    def uses_embedded(self, role: str) -> bool:
+        return False
+
 
 async def test_eval_run_through_the_real_runtime(obs_config: EffectiveConfig) -> None:
     cases = build_dataset(seed=11, per_kind=1)[:3]

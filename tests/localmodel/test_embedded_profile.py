@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from fleet_core.config import load_config
+from fleet_core.engine.lm import Role, SelectedLmProvider, StaticLmProvider, select_models
 from fleet_core.localmodel.supervisor import LocalModel
 from fleet_core.models import TurnRequest, TurnResult
-from fleet_core.runtime import FleetRuntime
+from fleet_core.runtime import FleetRuntime, _CacheFreeModels
 
 SALES = "region,revenue\nnorth,100\nsouth,250\nnorth,50.5\n"
 TASK = "Calculate revenue by region and save artifacts/revenue_by_region.csv."
@@ -96,3 +97,19 @@ async def test_a_configured_endpoint_keeps_the_default_profile(
     finally:
         await runtime.close()
     assert not _posts(record)  # the embedded server never started
+
+
+def test_wrapping_providers_keep_the_embedded_answer() -> None:
+    """A Session's model selection and the optimizer's cache-free copies wrap the provider;
+    both once hid that the root runs on the embedded model (so GEPA's rollouts and such
+    Sessions ran the default profile on it)."""
+
+    class Embedded(StaticLmProvider):
+        def uses_embedded(self, role: Role) -> bool:
+            return role == "root"
+
+    selected = select_models(Embedded(object()), {"sub": "another-model"})
+    assert isinstance(selected, SelectedLmProvider)
+    assert selected.uses_embedded("root") and not selected.uses_embedded("sub")
+    cache_free = _CacheFreeModels(Embedded(object()))
+    assert cache_free.uses_embedded("root") and not cache_free.uses_embedded("sub")

@@ -172,6 +172,9 @@ async def test_canary_appears_nowhere_end_to_end(
         def lm(self, role: str) -> object:
             return self.root
 
+        def uses_embedded(self, role: str) -> bool:
+            return False
+
     def raising(text: str) -> str:
         raise RuntimeError(f"provider rejected api_key {CANARY}")
 

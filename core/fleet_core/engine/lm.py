@@ -40,6 +40,9 @@ class LmProvider(Protocol):
     def lm(self, role: Role) -> dspy.BaseLM:
         """The model for ``role`` (the same instance on every call; LMs are thread-safe)."""
 
+    def uses_embedded(self, role: Role) -> bool:
+        """Whether ``role`` runs on the embedded offline model (it selects the small profile)."""
+
 
 @dataclass(frozen=True, slots=True)
 class LmSpec:
@@ -324,6 +327,9 @@ class StaticLmProvider:
     def lm(self, role: Role) -> dspy.BaseLM:
         return self._lms.get(role, self._lms["root"])
 
+    def uses_embedded(self, role: Role) -> bool:
+        return False
+
 
 class SelectedLmProvider:
     """Another provider's LMs, with the selected roles' LMs copied to name the selected model
@@ -337,6 +343,10 @@ class SelectedLmProvider:
 
     def check(self, *roles: Role) -> None:
         self._base.check(*roles)
+
+    def uses_embedded(self, role: Role) -> bool:
+        """The base's answer: the embedded server serves its one model whatever the name."""
+        return self._base.uses_embedded(role)
 
     def lm(self, role: Role) -> dspy.BaseLM:
         model = self._models.get(role)

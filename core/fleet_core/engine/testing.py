@@ -163,3 +163,6 @@ class SwitchableLms:
         if role == "root":
             return self.root
         return self.sub if self.sub is not None else self.root
+
+    def uses_embedded(self, role: str) -> bool:
+        return False
