@@ -27,6 +27,7 @@ from fleet_core.engine.profile import (
     EngineProfile,
     compact_manifest,
     dataset_preview,
+    json_template_keys,
     named_artifacts,
     resolve_profile,
 )
@@ -208,6 +209,13 @@ def test_a_json_datasets_preview_shows_the_keys_of_its_first_records() -> None:
     )
     preview = dataset_preview(manifest, "files/o.json")
     assert '"item": "gizmo", "qty": 3' in preview and "\n" not in preview
+
+
+def test_json_template_keys_come_from_the_one_template_a_task_spells() -> None:
+    task = 'Save it as {"item": ..., "quantity": ...} to artifacts/top.json.'
+    assert json_template_keys(task) == ["item", "quantity"]
+    assert json_template_keys("Save the totals to artifacts/top.json.") == []
+    assert json_template_keys('Either {"a": 1} or {"b": 2}') == []  # ambiguous: none required
 
 
 def test_named_artifacts() -> None:
@@ -496,3 +504,48 @@ async def test_default_rlm_action_prompt_is_larger(open_runtime, lms, tmp_path) 
     await runtime.run_turn(request)
     small_bound = 1_500 * 3.5
     assert len(lms.root.engine_script.requests[0]) > small_bound
+
+
+ORDERS = (
+    '[{"id": 1, "lines": [{"item": "gizmo", "qty": 3}, {"item": "flange", "qty": 2}]}, '
+    '{"id": 2, "lines": [{"item": "gizmo", "qty": 4}]}]'
+)
+ORDERS_TASK = (
+    "Find the item with the largest total quantity in files/orders.json and save it as "
+    '{"item": ..., "quantity": ...} to artifacts/top_item.json.'
+)
+TOP_ITEM = (
+    "import collections, json, os\nos.makedirs('artifacts', exist_ok=True)\n"
+    "c = collections.Counter()\n"
+    "for o in json.load(open('files/orders.json')):\n"
+    "    for line in o['lines']:\n        c[line['item']] += line['qty']\n"
+    "top = c.most_common(1)[0]\n"
+    "json.dump(RESULT, open('artifacts/top_item.json', 'w'))\nprint(top)"
+)
+
+
+async def test_code_first_sends_back_a_json_artifact_that_misses_the_tasks_keys(
+    open_runtime, lms, tmp_path
+) -> None:
+    """The program ran and wrote the artifact, but as a list where the task spelled out an
+    object: the host names the keys in one repair, and the fixed program answers."""
+    runtime = await open_runtime(FLEET_ENGINE_PROFILE="small")
+    await runtime.new_session("s")
+    source = tmp_path / "orders.json"
+    source.write_text(ORDERS)
+    await runtime.attach("s", source)
+    await runtime.set_dataset("s", "files/orders.json", "orders")
+    as_list = TOP_ITEM.replace("RESULT", "top")
+    as_object = TOP_ITEM.replace("RESULT", "{'item': top[0], 'quantity': top[1]}")
+    lms.root = scripted_lm([fenced(as_list), fenced(as_object)])
+    events: list[Any] = []
+    result = await runtime.run_turn(
+        TurnRequest(session_id="s", task=ORDERS_TASK), on_event=events.append
+    )
+    assert result.status == "completed", result.error
+    repair = lms.root.engine_script.requests[1]
+    assert 'wrote artifacts/top_item.json as ["gizmo", 7]' in repair
+    assert 'one JSON object with the keys "item", "quantity"' in repair
+    saved = json.loads(await runtime.read_file("s", "artifacts/top_item.json"))
+    assert saved == {"item": "gizmo", "quantity": 7}
+    assert len(_task_cells(events)) == 2

@@ -34,6 +34,7 @@ from fleet_core.engine.profile import (
     EngineProfile,
     compact_manifest,
     dataset_preview,
+    json_template_keys,
     named_artifacts,
 )
 
@@ -42,12 +43,32 @@ whose working directory is the workspace: input files are under files/, and outp
 under artifacts/ (create it with os.makedirs("artifacts", exist_ok=True)). Use pandas for \
 tables (CSV). Read text files such as logs line by line with open(). Read JSON with \
 json.load and loop over its records in plain Python (not pandas).
-The program must:
+Start the program with comments that restate the task: for each file the task names, one \
+comment saying exactly what that file must contain, and one comment saying what to print.
+Then the program must:
 1. read the input file(s) named in the request;
 2. compute the result;
-3. write every file the task names, under artifacts/;
+3. write every file the task names, under artifacts/, with exactly the content the task asks for;
 4. print the answer: a few short lines with the computed figures.
-Reply with only the program, in one ```python block, with no explanation."""
+Reply with only the program, in one ```python block, with no explanation.
+
+An example. Task: List the shipments heavier than 20 kg in files/shipments.json, save them to \
+artifacts/heavy.json and say how many there are and their total weight.
+```python
+# artifacts/heavy.json: the shipment records heavier than 20 kg, as a JSON list
+# print: how many heavy shipments there are, and their total weight
+import json
+import os
+
+os.makedirs("artifacts", exist_ok=True)
+with open("files/shipments.json") as f:
+    shipments = json.load(f)
+heavy = [s for s in shipments if s["weight_kg"] > 20]
+with open("artifacts/heavy.json", "w") as f:
+    json.dump(heavy, f, indent=1)
+total = sum(s["weight_kg"] for s in heavy)
+print(f"{len(heavy)} shipments are heavier than 20 kg; their total weight is {total} kg.")
+```"""
 """The code-first system prompt: a constant, the cached start of every call."""
 
 REPAIR = "The program failed:\n{error}\nReply with the whole corrected program only."
@@ -56,6 +77,7 @@ REPEATED = (
     "You sent the same program again, and it fails the same way:\n{error}\n"
     "Change the line that fails. Reply with the whole corrected program only."
 )
+MISSHAPEN = "The program ran but {problem}.\nReply with the whole corrected program only."
 QUIET = (
     "The program ran but printed nothing. It must print the answer with the computed figures.\n"
     "Reply with the whole corrected program only."
@@ -64,6 +86,7 @@ ERROR_CHARS = 1_200  # the error fed back: its last lines
 OUTPUT_CHARS = 2_000  # the answer built from printed output
 ARTIFACT_LINES = 12  # the answer's artifact head when nothing was printed
 MEMORY_CHARS = 600
+SHAPE_SAMPLE_CHARS = 200  # of a misshapen JSON artifact, in the repair message
 
 #: A reply that is one fenced Python block (llama.cpp GBNF): no prose, a closing fence.
 CODE_GRAMMAR = r"""root ::= "```python\n" line+ "```"
@@ -73,6 +96,14 @@ REPEAT_PENALTY = 1.1  # llama_cpp.server's own default, sent explicitly
 
 _FENCE = re.compile(r"```[ \t]*(?:python|py|python3)?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL)
 _FIELD = re.compile(r"\[\[ ## \w+ ## \]\]")
+
+
+def json_shapes(task: str, targets: list[str]) -> list[tuple[str, list[str]]]:
+    """The named JSON artifacts to check, each with the keys its object must have: the task's
+    one template's keys when it names one JSON artifact, else none (it must only parse)."""
+    paths = [p for p in targets if p.lower().endswith(".json")]
+    keys = json_template_keys(task) if len(paths) == 1 else []
+    return [(path, keys) for path in paths]
 
 
 class CodeFirstFailed(RuntimeError):
@@ -164,6 +195,7 @@ class CodeFirst:
         self.control = control
         self.make_interpreter = interpreter
         self.profile = profile
+        self._shapes: list[tuple[str, list[str]]] = []
 
     def _ask(self, messages: list[Any], temperature: float | None) -> str:
         extensions: dict[str, Any] | None = None
@@ -185,6 +217,7 @@ class CodeFirst:
 
     def run(self, inputs: TurnInputs) -> CodeFirstResult:
         targets = named_artifacts(inputs.task)
+        self._shapes = json_shapes(inputs.task, targets)
         messages: list[Any] = [Message.user(first_prompt(inputs))]
         attempts: list[Attempt] = []
         failed: set[str] = set()
@@ -244,6 +277,9 @@ class CodeFirst:
         missing = [p for p in targets if not self._exists(interpreter, p)]
         if missing:
             return Attempt(code=code, output=output, error=MISSING.format(paths=", ".join(missing)))
+        problem = self._shape_problem(interpreter)
+        if problem:
+            return Attempt(code=code, output=output, error=MISSHAPEN.format(problem=problem))
         if not output.strip():  # ran, wrote what it should, printed no answer
             return Attempt(code=code, output=output, error=QUIET, quiet=True)
         return Attempt(code=code, output=output)
@@ -270,6 +306,28 @@ class CodeFirst:
         if len(lines) != len(paths):
             return dict.fromkeys(paths)
         return {p: (None if v == "-" else v) for p, v in zip(paths, lines, strict=True)}
+
+    def _shape_problem(self, interpreter: TurnInterpreter) -> str:
+        """What is wrong with the named JSON artifacts (empty when nothing): each must parse,
+        and hold an object with the keys of the template the task spells out (one host cell)."""
+        if not self._shapes:
+            return ""
+        code = (
+            "import json as _j\n"
+            f"for _p, _k in {self._shapes!r}:\n"
+            "    try:\n"
+            "        with open(_p, encoding='utf-8') as _f:\n"
+            "            _v = _j.load(_f)\n"
+            "    except Exception as _e:\n"
+            "        print(f'wrote {_p}, which is not valid JSON ({type(_e).__name__}: {_e})')\n"
+            "        continue\n"
+            "    if _k and not (isinstance(_v, dict) and all(_x in _v for _x in _k)):\n"
+            f"        _s = _j.dumps(_v, default=str)[:{SHAPE_SAMPLE_CHARS}]\n"
+            "        _want = ', '.join(_j.dumps(_x) for _x in _k)\n"
+            "        print(f'wrote {_p} as {_s}; the task asks for one JSON object with the keys "
+            "{_want}')\n"
+        )
+        return self._host_cell(interpreter, code, "(host: artifact check)").strip()
 
     def _exists(self, interpreter: TurnInterpreter, path: str) -> bool:
         code = f"import os\nprint(os.path.isfile({path!r}))"

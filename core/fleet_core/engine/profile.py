@@ -148,6 +148,23 @@ def compact_history(history: str) -> str:
 _ARTIFACT = re.compile(r"artifacts/[A-Za-z0-9_.\-/]*[A-Za-z0-9_]\.[A-Za-z0-9]{1,8}")
 
 
+_TEMPLATE = re.compile(r"\{\s*\"[^{}]*\}")
+_TEMPLATE_KEY = re.compile(r"\"([^\"]{1,40})\"\s*:")
+
+
+def json_template_keys(task: str) -> list[str]:
+    """The keys of the one JSON object template a task spells out (``{"item": ..., "qty":
+    ...}``), in order; empty when it spells none or several (then no key is required)."""
+    templates = _TEMPLATE.findall(task)
+    if len(templates) != 1:
+        return []
+    keys: list[str] = []
+    for key in _TEMPLATE_KEY.findall(templates[0]):
+        if key not in keys:
+            keys.append(key)
+    return keys[:12]
+
+
 def named_artifacts(task: str) -> list[str]:
     """The ``artifacts/...`` files a task names, in order, without duplicates (at most 5)."""
     found: list[str] = []
