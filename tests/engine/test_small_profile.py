@@ -549,3 +549,16 @@ async def test_code_first_sends_back_a_json_artifact_that_misses_the_tasks_keys(
     saved = json.loads(await runtime.read_file("s", "artifacts/top_item.json"))
     assert saved == {"item": "gizmo", "quantity": 7}
     assert len(_task_cells(events)) == 2
+
+
+async def test_code_first_programs_find_os_and_json_imported(open_runtime, lms, tmp_path) -> None:
+    """A small model's program often uses os unimported, and its repairs kept that mistake: the
+    host imports the common standard modules before the first program runs."""
+    runtime = await open_runtime(FLEET_ENGINE_PROFILE="small")
+    await _quick_session(runtime, tmp_path)
+    lms.root = scripted_lm([fenced(PROGRAM.replace("import os\n", ""))])
+    events: list[Any] = []
+    result = await runtime.run_turn(TurnRequest(session_id="s", task=TASK), on_event=events.append)
+    assert result.status == "completed", result.error
+    assert await _artifact_rows(runtime) == EXPECTED
+    assert len(_task_cells(events)) == 1

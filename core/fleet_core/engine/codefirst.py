@@ -48,8 +48,10 @@ comment saying exactly what that file must contain, and one comment saying what 
 Then the program must:
 1. read the input file(s) named in the request;
 2. compute the result;
-3. write every file the task names, under artifacts/, with exactly the content the task asks for;
-4. print the answer: a few short lines with the computed figures.
+3. write every file the task names, under artifacts/, with exactly the content the task asks \
+for (a pandas groupby result keeps its group labels: call .reset_index() before \
+to_csv(index=False));
+4. print the answer: the computed figures themselves (print the table or values you saved).
 Reply with only the program, in one ```python block, with no explanation.
 
 An example. Task: List the shipments heavier than 20 kg in files/shipments.json, save them to \
@@ -86,6 +88,9 @@ ERROR_CHARS = 1_200  # the error fed back: its last lines
 OUTPUT_CHARS = 2_000  # the answer built from printed output
 ARTIFACT_LINES = 12  # the answer's artifact head when nothing was printed
 MEMORY_CHARS = 600
+#: Imported for the program before it runs: a small model often uses os or json unimported
+#: and then fails to add the import in its repairs (docs/benchmarks.md).
+PRELUDE = "import collections, csv, json, math, os, re, statistics"
 SHAPE_SAMPLE_CHARS = 200  # of a misshapen JSON artifact, in the repair message
 
 #: A reply that is one fenced Python block (llama.cpp GBNF): no prose, a closing fence.
@@ -225,6 +230,7 @@ class CodeFirst:
         temperature: float | None = None
         interpreter = self.make_interpreter()
         try:
+            self._host_cell(interpreter, PRELUDE, "(host: prelude)")
             before = self._stamps(interpreter, targets)
             runs, asks = 0, 0
             # a reply repeating a failed program is not run; one such re-ask is free
