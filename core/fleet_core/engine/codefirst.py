@@ -177,6 +177,7 @@ class Attempt:
     error: str | None = None
     output: str = ""
     quiet: bool = False  # it ran and wrote the named artifacts but printed nothing
+    advisory: bool = False  # it ran; the host only questions an artifact's shape (once)
 
 
 @dataclass(slots=True)
@@ -201,6 +202,8 @@ class CodeFirst:
         self.make_interpreter = interpreter
         self.profile = profile
         self._shapes: list[tuple[str, list[str]]] = []
+        self._csvs: list[str] = []
+        self._hinted: set[str] = set()
 
     def _ask(self, messages: list[Any], temperature: float | None) -> str:
         extensions: dict[str, Any] | None = None
@@ -223,6 +226,8 @@ class CodeFirst:
     def run(self, inputs: TurnInputs) -> CodeFirstResult:
         targets = named_artifacts(inputs.task)
         self._shapes = json_shapes(inputs.task, targets)
+        self._csvs = [p for p in targets if p.lower().endswith(".csv")]
+        self._hinted = set()
         messages: list[Any] = [Message.user(first_prompt(inputs))]
         attempts: list[Attempt] = []
         failed: set[str] = set()
@@ -250,11 +255,12 @@ class CodeFirst:
                 attempts.append(attempt)
                 if attempt.error is None:
                     return CodeFirstResult(self._answer(interpreter, attempt, targets), attempts)
-                failed.add(normalized(code))
+                if not attempt.advisory:
+                    failed.add(normalized(code))
                 last_error = attempt.error
                 messages.append(Message.user(attempt.error))
-            quiet = next((a for a in reversed(attempts) if a.quiet), None)
-            if quiet is not None:  # no repair printed an answer: answer from the artifacts
+            quiet = next((a for a in reversed(attempts) if a.quiet or a.advisory), None)
+            if quiet is not None:  # it ran and wrote the artifacts; no repair did better
                 return CodeFirstResult(self._answer(interpreter, quiet, targets), attempts)
             after = self._stamps(interpreter, targets)
             if targets and all(after[p] is not None and after[p] != before[p] for p in targets):
@@ -283,9 +289,13 @@ class CodeFirst:
         missing = [p for p in targets if not self._exists(interpreter, p)]
         if missing:
             return Attempt(code=code, output=output, error=MISSING.format(paths=", ".join(missing)))
-        problem = self._shape_problem(interpreter)
+        problem = self._json_problem(interpreter)
         if problem:
             return Attempt(code=code, output=output, error=MISSHAPEN.format(problem=problem))
+        hint = self._unlabelled_hint(interpreter)
+        if hint:  # not a failure: the same program again is run, and then accepted
+            error = MISSHAPEN.format(problem=hint)
+            return Attempt(code=code, output=output, error=error, advisory=True)
         if not output.strip():  # ran, wrote what it should, printed no answer
             return Attempt(code=code, output=output, error=QUIET, quiet=True)
         return Attempt(code=code, output=output)
@@ -313,7 +323,7 @@ class CodeFirst:
             return dict.fromkeys(paths)
         return {p: (None if v == "-" else v) for p, v in zip(paths, lines, strict=True)}
 
-    def _shape_problem(self, interpreter: TurnInterpreter) -> str:
+    def _json_problem(self, interpreter: TurnInterpreter) -> str:
         """What is wrong with the named JSON artifacts (empty when nothing): each must parse,
         and hold an object with the keys of the template the task spells out (one host cell)."""
         if not self._shapes:
@@ -334,6 +344,34 @@ class CodeFirst:
             "{_want}')\n"
         )
         return self._host_cell(interpreter, code, "(host: artifact check)").strip()
+
+    def _unlabelled_hint(self, interpreter: TurnInterpreter) -> str:
+        """A named CSV artifact that is one column of numbers lost its labels (pandas'
+        ``Series.to_csv(index=False)``); said once per file and Turn, since it may be meant."""
+        paths = [p for p in self._csvs if p not in self._hinted]
+        if not paths:
+            return ""
+        code = (
+            "import csv as _c\n"
+            "def _number(_t):\n"
+            "    try:\n"
+            "        float(_t)\n"
+            "        return True\n"
+            "    except ValueError:\n"
+            "        return False\n"
+            f"for _p in {paths!r}:\n"
+            "    with open(_p, encoding='utf-8', errors='replace', newline='') as _f:\n"
+            "        _rows = [_r for _r in _c.reader(_f) if _r]\n"
+            "    if len(_rows) >= 3 and all(len(_r) == 1 for _r in _rows) and all(\n"
+            "        _number(_r[0]) for _r in _rows[1:]):\n"
+            "        print(f'wrote {_p} as one column of numbers ({_rows[0][0]!r}) without "
+            "their labels; keep the label of each value (a pandas Series loses its index in "
+            "to_csv(index=False): call .reset_index() first)')\n"
+        )
+        hint = self._host_cell(interpreter, code, "(host: artifact check)").strip()
+        if hint:
+            self._hinted.update(paths)
+        return hint
 
     def _exists(self, interpreter: TurnInterpreter, path: str) -> bool:
         code = f"import os\nprint(os.path.isfile({path!r}))"
