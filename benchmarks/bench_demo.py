@@ -85,6 +85,19 @@ def numbers(text: str) -> list[float]:
     return [float(m.replace(",", "")) for m in _NUMBER.findall(text)]
 
 
+def labelled_numbers(data: bytes, label: Callable[[str], str | None]) -> dict[str, float]:
+    """A CSV artifact's rows as label -> number: each row's first cell that ``label`` names,
+    and its last numeric cell (any column order, any header)."""
+    got: dict[str, float] = {}
+    for row in csv.reader(io.StringIO(data.decode("utf-8", "replace"))):
+        cells = [c.strip() for c in row if c.strip()]
+        names = [n for n in map(label, cells) if n is not None]
+        nums = [float(c.replace(",", "")) for c in cells if _NUMBER.fullmatch(c.replace(",", ""))]
+        if names and nums:
+            got[names[0]] = nums[-1]
+    return got
+
+
 def sales_case(rng: random.Random, rows: int) -> Case:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
@@ -105,13 +118,7 @@ def sales_case(rng: random.Random, rows: int) -> Case:
         data = files.get("artifacts/revenue_by_region.csv")
         if data is None:
             return False, "no artifact"
-        got: dict[str, float] = {}
-        for row in csv.reader(io.StringIO(data.decode("utf-8", "replace"))):
-            values = [c for c in row if c.strip()]
-            names = [c for c in values if c.strip() in expected]
-            nums = [float(c) for c in values if _NUMBER.fullmatch(c.strip().replace(",", ""))]
-            if names and nums:
-                got[names[0].strip()] = nums[-1]
+        got = labelled_numbers(data, lambda c: c if c in expected else None)
         bad = [r for r, v in expected.items() if abs(got.get(r, -1e18) - v) > 0.011]
         if bad or len(got) != len(expected):
             return False, f"artifact wrong for {bad or sorted(set(got) - set(expected))}"
@@ -241,13 +248,7 @@ def words_case(rng: random.Random, rows: int) -> Case:
         data = files.get("artifacts/top_words.csv")
         if data is None:
             return False, "no artifact"
-        got: dict[str, float] = {}
-        for row in csv.reader(io.StringIO(data.decode("utf-8", "replace"))):
-            cells = [c.strip() for c in row if c.strip()]
-            names = [c.lower() for c in cells if c.lower() in counts]
-            nums = [float(c) for c in cells if _NUMBER.fullmatch(c)]
-            if names and nums:
-                got[names[0]] = nums[-1]
+        got = labelled_numbers(data, lambda c: c.lower() if c.lower() in counts else None)
         if got != {w: float(n) for w, n in top.items()}:
             return False, f"artifact {got}, expected {top}"
         missing = [w for w in top if w not in answer.lower()]
