@@ -551,12 +551,12 @@ async def test_code_first_sends_back_a_json_artifact_that_misses_the_tasks_keys(
     assert len(_task_cells(events)) == 2
 
 
-async def test_code_first_programs_find_os_and_json_imported(open_runtime, lms, tmp_path) -> None:
-    """A small model's program often uses os unimported, and its repairs kept that mistake: the
-    host imports the common standard modules before the first program runs."""
+async def test_code_first_programs_find_os_and_pandas_imported(open_runtime, lms, tmp_path) -> None:
+    """A small model's program often uses os or pd unimported, and its repairs kept that
+    mistake: the host imports the common modules before the first program runs."""
     runtime = await open_runtime(FLEET_ENGINE_PROFILE="small")
     await _quick_session(runtime, tmp_path)
-    lms.root = scripted_lm([fenced(PROGRAM.replace("import os\n", ""))])
+    lms.root = scripted_lm([fenced(PROGRAM.replace("import os\nimport pandas as pd\n", ""))])
     events: list[Any] = []
     result = await runtime.run_turn(TurnRequest(session_id="s", task=TASK), on_event=events.append)
     assert result.status == "completed", result.error

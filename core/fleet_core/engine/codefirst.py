@@ -88,9 +88,15 @@ ERROR_CHARS = 1_200  # the error fed back: its last lines
 OUTPUT_CHARS = 2_000  # the answer built from printed output
 ARTIFACT_LINES = 12  # the answer's artifact head when nothing was printed
 MEMORY_CHARS = 600
-#: Imported for the program before it runs: a small model often uses os or json unimported
-#: and then fails to add the import in its repairs (docs/benchmarks.md).
-PRELUDE = "import collections, csv, json, math, os, re, statistics"
+#: Imported for the program before it runs: a small model often uses os, json or pd
+#: unimported and then fails to add the import in its repairs (docs/benchmarks.md).
+PRELUDE = (
+    "import collections, csv, json, math, os, re, statistics\n"
+    "try:\n"
+    "    import pandas as pd\n"
+    "except ImportError:\n"
+    "    pass"
+)
 SHAPE_SAMPLE_CHARS = 200  # of a misshapen JSON artifact, in the repair message
 
 #: A reply that is one fenced Python block (llama.cpp GBNF): no prose, a closing fence.
