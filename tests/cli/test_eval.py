@@ -252,7 +252,8 @@ def test_eval_run_labelled_reruns_reviewed_turns(
 
 
 def test_eval_run_without_models_says_what_to_set(tmp_path: Path) -> None:
-    out = run(tmp_path, "eval", "run", "--limit", "1")
+    # no endpoint and no embedded model (where the local-model extra is installed, it answers)
+    out = run(tmp_path, "eval", "run", "--limit", "1", env={"FLEET_LOCAL_MODEL__ENABLED": "false"})
     assert out.returncode == 2
     assert "No model is configured" in out.stderr
     for key in ("FLEET_LM_API_BASE", "FLEET_LM_MODEL", "FLEET_LM_API_KEY"):
@@ -323,7 +324,8 @@ def checks(out: subprocess.CompletedProcess[str]) -> dict[str, str]:
 
 
 def test_doctor_reports_and_says_what_to_fix(tmp_path: Path, models_endpoint: str) -> None:
-    broken = run(tmp_path, "doctor", timeout=180)
+    no_embedded = {"FLEET_LOCAL_MODEL__ENABLED": "false"}  # it would serve the roles, if installed
+    broken = run(tmp_path, "doctor", env=no_embedded, timeout=180)
     assert broken.returncode == 1, broken.stdout + broken.stderr
     found = checks(broken)
     for name in ("configuration", "database", "sandbox", "mlflow"):
@@ -353,7 +355,8 @@ def test_doctor_reports_and_says_what_to_fix(tmp_path: Path, models_endpoint: st
 
 
 def test_doctor_json_reports_every_check_and_its_exit_code(tmp_path: Path) -> None:
-    out = run(tmp_path, "doctor", "--json", timeout=180)
+    no_embedded = {"FLEET_LOCAL_MODEL__ENABLED": "false"}  # it would serve the roles, if installed
+    out = run(tmp_path, "doctor", "--json", env=no_embedded, timeout=180)
     report = json.loads(out.stdout)  # JSON alone on stdout
     by_name = {c["name"]: c for c in report["checks"]}
     assert by_name["database"]["status"] == "ok"

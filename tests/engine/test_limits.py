@@ -108,7 +108,8 @@ async def test_cancel_turn_by_id_and_turn_busy(engine_runtime, lms) -> None:
 
 
 async def test_no_model_configured_fails_fast_with_what_to_set(tmp_path) -> None:
-    config = load_config(environ={"FLEET_STATE_DIR": str(tmp_path / "st")}, cwd=tmp_path)
+    environ = {"FLEET_STATE_DIR": str(tmp_path / "st"), "FLEET_LOCAL_MODEL__ENABLED": "false"}
+    config = load_config(environ=environ, cwd=tmp_path)  # no embedded model, even if installed
     runtime = await FleetRuntime.open(config)
     try:
         await runtime.new_session("m")
