@@ -202,8 +202,10 @@ class CodeFirst:
         control: TurnControl,
         interpreter: Callable[[], TurnInterpreter],
         profile: EngineProfile,
+        system: str | None = None,
     ) -> None:
         self.lm = lm  # a MeteredLM: each call is charged and reported
+        self.system = system or SYSTEM  # an approved program's ``codefirst`` replaces it
         self.control = control
         self.make_interpreter = interpreter
         self.profile = profile
@@ -221,7 +223,7 @@ class CodeFirst:
             max_tokens=self.profile.max_tokens, temperature=temperature, extensions=extensions
         )
         model = str(getattr(self.lm, "model", "") or "")
-        request = Request(model=model, system=SYSTEM, messages=tuple(messages), config=config)
+        request = Request(model=model, system=self.system, messages=tuple(messages), config=config)
         response = self.lm(request)
         text = getattr(response, "text", None)
         if text is None and isinstance(response, list) and response:

@@ -22,6 +22,7 @@ import dspy
 
 from fleet_core.engine.adapter import FleetChatAdapter
 from fleet_core.engine.callbacks import EventCallback
+from fleet_core.engine.codefirst import SYSTEM
 from fleet_core.engine.context import TurnInputs
 from fleet_core.engine.control import ChildCapacityError, TurnControl, TurnStopped
 from fleet_core.engine.dataset import DatasetHandle
@@ -33,7 +34,14 @@ from fleet_core.engine.lm import LmProvider
 from fleet_core.engine.metering import MeteredLM
 from fleet_core.engine.preload import preload
 from fleet_core.engine.profile import DEFAULT, EngineProfile
-from fleet_core.engine.signatures import ROUTES, ChildTask, DirectAnswer, FleetTask, TurnTriage
+from fleet_core.engine.signatures import (
+    ROUTES,
+    ChildTask,
+    CodeFirstProgram,
+    DirectAnswer,
+    FleetTask,
+    TurnTriage,
+)
 from fleet_core.errors import FleetError, InvalidInput
 from fleet_core.models import ProvenanceRecord
 from fleet_core.sandbox.interpreter import SandboxInterpreter
@@ -433,6 +441,9 @@ class TurnProgram:
             "direct": dspy.Predict(self._signature(DirectAnswer, "direct")),
             "rlm": self.build_rlm(tools, factory, None),
             "flex": self.build_flex(tools, factory),
+            "codefirst": dspy.Predict(
+                CodeFirstProgram.with_instructions(self.overrides.get("codefirst") or SYSTEM)
+            ),
         }
 
     # --- skills tools ------------------------------------------------------------------------

@@ -82,3 +82,11 @@ class ChildTask(dspy.Signature):  # type: ignore[misc]
 
     subtask: str = dspy.InputField(desc="The delegated subtask")
     findings: str = dspy.OutputField(desc="What you found or produced, briefly")
+
+
+class CodeFirstProgram(dspy.Signature):  # type: ignore[misc]
+    """Write one complete Python program for the task (the small profile's code-first Flex;
+    its instructions are ``codefirst.SYSTEM`` or an approved program's ``codefirst``)."""
+
+    request: str = dspy.InputField(desc="the workspace files, the dataset's first lines, the task")
+    program: str = dspy.OutputField(desc="one complete Python program in a ```python block")

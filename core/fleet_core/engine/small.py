@@ -47,7 +47,11 @@ def small_code_route(program: Any, inputs: TurnInputs, route: str) -> tuple[str,
     if route == "flex":
         root_lm = MeteredLM(program.lms.lm("root"), control, category="generation")
         result = CodeFirst(
-            lm=root_lm, control=control, interpreter=program._factory(space), profile=profile
+            lm=root_lm,
+            control=control,
+            interpreter=program._factory(space),
+            profile=profile,
+            system=program.overrides.get("codefirst"),
         ).run(inputs)
         control.check()
         return result.answer, ""

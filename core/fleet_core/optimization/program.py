@@ -6,7 +6,8 @@ that replaces it. Components (names are GEPA's parameter paths, stable):
 - ``rlm.generate_action``: the primary RLM's action-generation instructions;
 - ``rlm.extract``: its fallback-extraction instructions;
 - ``triage`` and ``direct``: the triage and direct-answer instructions;
-- ``flex``: the Flex route's module source code.
+- ``flex``: the Flex route's module source code;
+- ``codefirst``: the small profile's code-first system prompt (``engine.codefirst.SYSTEM``).
 
 The built-in default is the empty override set; its digest (``DEFAULT_PROGRAM_DIGEST``) is what a
 Turn reports when nothing is approved, so ``compiled_program_digest`` is never null. The code that
@@ -36,8 +37,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 log = logging.getLogger(__name__)
 
-COMPONENTS = ("rlm.generate_action", "rlm.extract", "triage", "direct", "flex")
-INSTRUCTION_COMPONENTS = COMPONENTS[:4]
+COMPONENTS = ("rlm.generate_action", "rlm.extract", "triage", "direct", "flex", "codefirst")
+INSTRUCTION_COMPONENTS = (*COMPONENTS[:4], "codefirst")
 CODE_COMPONENTS = ("flex",)
 MAX_PROGRAM_BYTES = 10_000_000
 MAX_COMPONENT_CHARS = 200_000

@@ -85,6 +85,7 @@ def component_texts(student: Any) -> dict[str, str]:
         "triage": student.triage.signature.instructions,
         "direct": student.direct.signature.instructions,
         "flex": student.flex.module_src or "",
+        "codefirst": student.codefirst.signature.instructions,
     }
     return {k: str(v) for k, v in texts.items() if k in COMPONENTS}
 
@@ -114,8 +115,11 @@ def make_student(
     rollouts: Rollouts,
     examples: Mapping[str, OptExample],
     incumbent: ProgramState,
+    *,
+    code_first: bool = False,
 ) -> Any:
-    """The GEPA student (its runner is a closure, so GEPA's deep copies share it)."""
+    """The GEPA student (its runner is a closure, so GEPA's deep copies share it).
+    ``code_first``: the rollouts run the small profile, whose flex route is code-first Flex."""
     seed: dict[str, str] = {}
 
     class FleetTurnProgram(dspy.Module):  # type: ignore[misc]
@@ -125,6 +129,7 @@ def make_student(
             self.triage = modules["triage"]
             self.direct = modules["direct"]
             self.flex = modules["flex"]
+            self.codefirst = modules["codefirst"]
 
         def forward(self, task: str, example_id: str) -> Any:
             example = examples[example_id]
@@ -156,6 +161,17 @@ def make_student(
                 }
                 trace.append((self.triage, inputs, dspy.Prediction(route=result.route or "")))
             answer = result.answer or (result.error or "")
+            if code_first and result.route in (None, "flex"):
+                program = result.cells[-1].split("\n-> ")[0] if result.cells else ""
+                outcome = "\n\n".join(result.cells)[-MAX_TRACE_TEXT:] or "(no program ran)"
+                trace.append(
+                    (
+                        self.codefirst,
+                        {"request": task},
+                        dspy.Prediction(program=f"{program}\n\n# what ran:\n{outcome}"),
+                    )
+                )
+                return
             if result.route == "direct":
                 inputs = {
                     "memory_summary": snap.memory_summary[:MAX_TRACE_TEXT],
@@ -227,10 +243,11 @@ def run_search(
     cancel: threading.Event,
     on_best: Callable[[float], None] | None = None,
     seed: int = 0,
+    code_first: bool = False,
 ) -> SearchOutcome:
     """Blocking (a worker thread). Raises ``OptimizationCancelled`` when cancelled."""
     by_id = {e.example_id: e for e in (*train, *dev)}
-    student = make_student(modules, rollouts, by_id, incumbent)
+    student = make_student(modules, rollouts, by_id, incumbent, code_first=code_first)
     baseline = component_texts(student)
 
     def example(e: OptExample) -> Any:

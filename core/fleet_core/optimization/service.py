@@ -101,6 +101,13 @@ class OptimizationService:
         self.state_dir = state_dir
         self.recorder = recorder
 
+    def _runs_small_profile(self) -> bool:
+        """Whether the rollouts' Turns run the small profile (its flex route is code-first)."""
+        from fleet_core.engine.profile import resolve_profile
+
+        embedded = bool(self.lms.uses_embedded("root"))
+        return resolve_profile(self.config.settings.engine, embedded_root=embedded).small
+
     def run(
         self,
         session_id: str,
@@ -157,6 +164,7 @@ class OptimizationService:
             cancel=cancel,
             on_best=best,
             seed=options.seed,
+            code_first=self._runs_small_profile(),
         )
         if outcome.best_dev is not None:  # the stop hook may not have run after the last one
             best(outcome.best_dev)
