@@ -636,9 +636,15 @@ def test_gepa_reflects_on_the_codefirst_component_when_rollouts_run_the_small_pr
     config = load_config(environ={"FLEET_STATE_DIR": str(tmp_path / "st")}, cwd=tmp_path)
     modules = student_modules(config, ProgramState())
     recorded: dict[bool, list[Any]] = {}
+    served: dict[bool, set[str]] = {True: set(), False: set()}
     for code_first in (True, False):
         student = make_student(
-            modules, Rollouts(), {"e1": Example()}, ProgramState(), code_first=code_first
+            modules,
+            Rollouts(),
+            {"e1": Example()},
+            ProgramState(),
+            code_first=code_first,
+            served=served[code_first],
         )
         assert component_texts(student)["codefirst"] == SYSTEM
         with dspy.context(trace=[]):
@@ -646,6 +652,26 @@ def test_gepa_reflects_on_the_codefirst_component_when_rollouts_run_the_small_pr
             trace = list(dspy.settings.trace)
         recorded[code_first] = [e for e in trace if e[0] is student.codefirst]
     assert recorded[False] == []
+    assert served == {True: {"codefirst"}, False: {"triage"}}  # no triage ran before code-first
     ((_, inputs, outputs),) = recorded[True]
     assert inputs == {"request": TASK}
     assert outputs.program.startswith(PROGRAM) and "region revenue" in outputs.program
+
+
+def test_gepa_updates_only_components_that_served_a_rollout() -> None:
+    """GEPA's round robin spent a real run's iteration on the RLM's action, which no code-first
+    rollout used ("No valid predictions found for any module"): the search's selector takes
+    turns over the components that served, and over all of them before any did."""
+    from types import SimpleNamespace
+
+    from fleet_core.optimization.program import COMPONENTS
+    from fleet_core.optimization.search import ServedFirst
+
+    state = SimpleNamespace(list_of_named_predictors=list(COMPONENTS))
+    served: set[str] = set()
+    select = ServedFirst(served)
+    assert select(state, [], [], 0, {}) == [COMPONENTS[0]]
+    served.update({"codefirst", "triage"})
+    picks = [select(state, [], [], 0, {})[0] for _ in range(3)]
+    assert picks == ["codefirst", "triage", "codefirst"]  # in COMPONENTS' order, taking turns
+    assert select(state, [], [], 1, {}) == ["triage"]  # each candidate has its own turn

@@ -90,6 +90,31 @@ def component_texts(student: Any) -> dict[str, str]:
     return {k: str(v) for k, v in texts.items() if k in COMPONENTS}
 
 
+class ServedFirst:
+    """GEPA's round robin over the components that served a rollout (``served``, filled by the
+    student as it records them), else over all. GEPA's own round robin also picks components
+    no rollout used (the RLM's, when every rollout ran code-first Flex): that iteration then
+    has no reflective examples and proposes nothing, spending its budget."""
+
+    def __init__(self, served: set[str]) -> None:
+        self.served = served
+        self._next: dict[int, int] = {}
+
+    def __call__(
+        self,
+        state: Any,
+        trajectories: Any,
+        subsample_scores: Any,
+        candidate_idx: int,
+        candidate: dict[str, str],
+    ) -> list[str]:
+        names = list(state.list_of_named_predictors)
+        served = [n for n in names if n in self.served] or names
+        turn = self._next.get(candidate_idx, 0)
+        self._next[candidate_idx] = turn + 1
+        return [served[turn % len(served)]]
+
+
 class _Proposer(InstructionProposer):  # type: ignore[misc]
     """DSPy's proposer, asked only about components that have reflective examples."""
 
@@ -117,10 +142,12 @@ def make_student(
     incumbent: ProgramState,
     *,
     code_first: bool = False,
+    served: set[str] | None = None,
 ) -> Any:
     """The GEPA student (its runner is a closure, so GEPA's deep copies share it).
     ``code_first``: the rollouts run the small profile, whose flex route is code-first Flex."""
     seed: dict[str, str] = {}
+    used = served if served is not None else set()
 
     class FleetTurnProgram(dspy.Module):  # type: ignore[misc]
         def __init__(self) -> None:
@@ -153,6 +180,14 @@ def make_student(
                 return
             snap = example.snapshot
             task = snap.task[:MAX_TRACE_TEXT]
+            answer = result.answer or (result.error or "")
+            if code_first and result.route in (None, "flex"):  # no triage ran with a dataset
+                program = result.cells[-1].split("\n-> ")[0] if result.cells else ""
+                outcome = "\n\n".join(result.cells)[-MAX_TRACE_TEXT:] or "(no program ran)"
+                written = dspy.Prediction(program=f"{program}\n\n# what ran:\n{outcome}")
+                trace.append((self.codefirst, {"request": task}, written))
+                used.add("codefirst")
+                return
             if snap.mode == "hybrid":
                 inputs = {
                     "task": task,
@@ -160,18 +195,7 @@ def make_student(
                     "skills_catalog": "",
                 }
                 trace.append((self.triage, inputs, dspy.Prediction(route=result.route or "")))
-            answer = result.answer or (result.error or "")
-            if code_first and result.route in (None, "flex"):
-                program = result.cells[-1].split("\n-> ")[0] if result.cells else ""
-                outcome = "\n\n".join(result.cells)[-MAX_TRACE_TEXT:] or "(no program ran)"
-                trace.append(
-                    (
-                        self.codefirst,
-                        {"request": task},
-                        dspy.Prediction(program=f"{program}\n\n# what ran:\n{outcome}"),
-                    )
-                )
-                return
+                used.add("triage")
             if result.route == "direct":
                 inputs = {
                     "memory_summary": snap.memory_summary[:MAX_TRACE_TEXT],
@@ -179,6 +203,7 @@ def make_student(
                     "task": task,
                 }
                 trace.append((self.direct, inputs, dspy.Prediction(answer=answer)))
+                used.add("direct")
             elif result.route in (None, "rlm"):
                 history = "\n\n".join(result.cells)[-MAX_TRACE_TEXT:] or "(no cells ran)"
                 inputs = {
@@ -201,6 +226,7 @@ def make_student(
                         dspy.Prediction(answer=answer, learned_skill_note=""),
                     )
                 )
+                used.update(("rlm.generate_action", "rlm.extract"))
 
     student = FleetTurnProgram()
     seed.update(component_texts(student))
@@ -247,7 +273,10 @@ def run_search(
 ) -> SearchOutcome:
     """Blocking (a worker thread). Raises ``OptimizationCancelled`` when cancelled."""
     by_id = {e.example_id: e for e in (*train, *dev)}
-    student = make_student(modules, rollouts, by_id, incumbent, code_first=code_first)
+    served: set[str] = set()
+    student = make_student(
+        modules, rollouts, by_id, incumbent, code_first=code_first, served=served
+    )
     baseline = component_texts(student)
 
     def example(e: OptExample) -> Any:
@@ -270,6 +299,7 @@ def run_search(
         instruction_proposer=_Proposer(adapter=dspy.ChatAdapter(use_json_adapter_fallback=False)),
         reflection_minibatch_size=max(1, min(3, len(train))),
         candidate_selection_strategy="pareto",
+        component_selector=ServedFirst(served),
         use_merge=False,
         num_threads=SEARCH_THREADS,
         track_stats=True,
