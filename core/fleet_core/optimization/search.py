@@ -2,15 +2,17 @@
 
 The student is a ``dspy.Module`` carrying the root's optimizable modules exactly as a Turn builds
 them (``TurnProgram.component_modules``, with the incumbent's overrides applied): the primary
-RLM (``rlm.generate_action``, ``rlm.extract``), ``triage``, ``direct`` and the Flex module
-(``flex``, a code component). Its ``forward`` turns the candidate's texts into a
+RLM (``rlm.generate_action``, ``rlm.extract``), ``triage``, ``direct``, the Flex module
+(``flex``, a code component) and the small profile's code-first prompt (``codefirst``). Its
+``forward`` turns the candidate's texts into a
 ``ProgramState`` and runs the example as a rollout (``rollout.py``: a fresh disposable runtime
 restored from the replay snapshot); what the rollout did is recorded in DSPy's trace for the
 components that served it, so GEPA's reflection sees each component's inputs, outputs and
-``fleet_metric``'s feedback. The judge scores (``evaluation.judge.gepa_metric``), the reflection
+``fleet_metric``'s feedback; each iteration reflects on one of the components that served
+(``ServedFirst``). The judge scores (``evaluation.judge.gepa_metric``), the reflection
 model proposes (DSPy's ``InstructionProposer`` on the chat adapter, and its Flex code proposer).
 
-Budget: ``light|medium|heavy`` (GEPA's auto budget for 5 components and the dev set) or
+Budget: ``light|medium|heavy`` (GEPA's auto budget for 6 components and the dev set) or
 ``max_metric_calls``; it bounds the search's rollouts only (reflection, judging and validation
 are extra). Cancellation stops GEPA between iterations and fails every further rollout at once.
 
