@@ -589,6 +589,116 @@ async def test_code_first_names_a_csv_that_lost_its_labels_once(
     assert "revenue" in again.answer
 
 
+LOG = (
+    "2026-01-01T10:00:00 INFO svc=api request served\n"
+    "2026-01-01T10:00:01 ERROR svc=db disk full\n"
+    "2026-01-01T10:00:02 WARN svc=api slow response\n"
+    "2026-01-01T10:00:03 ERROR svc=api upstream timeout\n"
+)
+LOG_TASK = (
+    "Find the ERROR lines in files/app.log, save them to artifacts/errors.txt and count them."
+)
+LOG_PROGRAM = (
+    "os.makedirs('artifacts', exist_ok=True)\n"
+    "lines = [l for l in open('files/app.log') if CONDITION]\n"
+    "open('artifacts/errors.txt', 'w').writelines(lines)\n"
+    "print(len(lines), 'ERROR lines')"
+)
+
+
+async def _log_session(runtime: Any, tmp_path: Path) -> None:
+    await runtime.new_session("s")
+    source = tmp_path / "app.log"
+    source.write_text(LOG)
+    await runtime.attach("s", source)
+    await runtime.set_dataset("s", "files/app.log", "log")
+
+
+@pytest.mark.parametrize(
+    ("condition", "doubt"),
+    [
+        ("l.startswith('ERROR')", "wrote artifacts/errors.txt empty"),
+        ("l.strip()", "wrote artifacts/errors.txt with every line of files/app.log unchanged"),
+    ],
+)
+async def test_code_first_doubts_an_empty_or_copied_artifact_once(
+    open_runtime, lms, tmp_path, condition: str, doubt: str
+) -> None:
+    """A filter that keeps no line (the log's lines start with a timestamp) or every line ran
+    and wrote the named file (seen on the embedded model): the host names what it wrote and
+    points at the input's first lines; the corrected program answers."""
+    runtime = await open_runtime(FLEET_ENGINE_PROFILE="small")
+    await _log_session(runtime, tmp_path)
+    wrong = LOG_PROGRAM.replace("CONDITION", condition)
+    right = LOG_PROGRAM.replace("CONDITION", "' ERROR ' in l")
+    lms.root = scripted_lm([fenced(wrong), fenced(right)])
+    result = await runtime.run_turn(TurnRequest(session_id="s", task=LOG_TASK))
+    assert result.status == "completed", result.error
+    assert doubt in lms.root.engine_script.requests[1]
+    saved = (await runtime.read_file("s", "artifacts/errors.txt")).decode()
+    assert saved.splitlines() == [line for line in LOG.splitlines() if " ERROR " in line]
+    assert "2 ERROR lines" in result.answer
+
+
+async def test_code_first_accepts_a_doubted_artifact_sent_again(open_runtime, lms, tmp_path):
+    """A doubt is said once: the same program again is taken as meant (an empty file may be
+    the right answer)."""
+    runtime = await open_runtime(FLEET_ENGINE_PROFILE="small")
+    await _log_session(runtime, tmp_path)
+    empty = LOG_PROGRAM.replace("CONDITION", "' CRITICAL ' in l")
+    lms.root = scripted_lm([fenced(empty), fenced(empty)])
+    result = await runtime.run_turn(TurnRequest(session_id="s", task=LOG_TASK))
+    assert result.status == "completed", result.error
+    assert "0 ERROR lines" in result.answer
+    assert "Saved artifacts/errors.txt (empty)." in result.answer
+
+
+async def test_code_first_doubts_each_named_file_once(open_runtime, lms, tmp_path) -> None:
+    """Two named CSVs: a doubt about the first does not use up the second's (the check used to
+    mark every named CSV questioned as soon as one was)."""
+    runtime = await open_runtime(FLEET_ENGINE_PROFILE="small")
+    await _quick_session(runtime, tmp_path)
+    task = "Save revenue by region to artifacts/a.csv and artifacts/b.csv."
+    labelled = "df.groupby('region', as_index=False)['revenue'].sum()"
+    unlabelled = "df.groupby('region')['revenue'].sum()"
+    program = (
+        "df = pd.read_csv('files/sales.csv')\nos.makedirs('artifacts', exist_ok=True)\n"
+        "A.to_csv('artifacts/a.csv', index=False)\nB.to_csv('artifacts/b.csv', index=False)\n"
+        "print(df.groupby('region')['revenue'].sum())"
+    )
+    first = program.replace("A.", unlabelled + ".").replace("B.", labelled + ".")
+    second = program.replace("A.", labelled + ".").replace("B.", unlabelled + ".")
+    fixed = program.replace("A.", labelled + ".").replace("B.", labelled + ".")
+    lms.root = scripted_lm([fenced(first), fenced(second), fenced(fixed)])
+    result = await runtime.run_turn(TurnRequest(session_id="s", task=task))
+    assert result.status == "completed", result.error
+    requests = lms.root.engine_script.requests
+    assert len(requests) == 3
+    assert "wrote artifacts/a.csv as one column" in requests[1]
+    assert "wrote artifacts/b.csv as one column" in requests[2][len(requests[1]) :]
+    saved = (await runtime.read_file("s", "artifacts/b.csv")).decode()
+    assert saved.startswith("region,revenue")
+
+
+async def test_code_first_checks_a_programs_artifacts_in_one_host_cell(
+    open_runtime, lms, tmp_path
+) -> None:
+    """A program that succeeds at once costs the prelude, one check before it and one after."""
+    runtime = await open_runtime(FLEET_ENGINE_PROFILE="small")
+    await _quick_session(runtime, tmp_path)
+    lms.root = scripted_lm([fenced(PROGRAM)])
+    events: list[Any] = []
+    result = await runtime.run_turn(TurnRequest(session_id="s", task=TASK), on_event=events.append)
+    assert result.status == "completed", result.error
+    host = [
+        e.payload["code"]
+        for e in events
+        if e.kind == "code_cell" and e.payload["code"].startswith("(host:")
+    ]
+    assert host == ["(host: prelude)", "(host: artifact check)", "(host: artifact check)"]
+    assert "north,150.5" in result.answer
+
+
 # --- the code-first prompt as a GEPA component -------------------------------------------------
 
 
@@ -675,3 +785,18 @@ def test_gepa_updates_only_components_that_served_a_rollout() -> None:
     picks = [select(state, [], [], 0, {})[0] for _ in range(3)]
     assert picks == ["codefirst", "triage", "codefirst"]  # in COMPONENTS' order, taking turns
     assert select(state, [], [], 1, {}) == ["triage"]  # each candidate has its own turn
+
+
+def test_an_inspection_without_its_report_counts_every_artifact_unwritten() -> None:
+    """A cell whose output lacks the marked line (or holds another file list) is not trusted."""
+    from fleet_core.engine.inspection import MARK, parse_inspection
+
+    targets = ["artifacts/a.csv"]
+    assert [r.written for r in parse_inspection("noise", targets)] == [False]
+    other = MARK + json.dumps([{"path": "artifacts/b.csv", "sha256": "0" * 64}])
+    assert [r.path for r in parse_inspection(other, targets)] == targets
+    assert not parse_inspection(other, targets)[0].written
+    broken = MARK + "[{"
+    assert not parse_inspection(broken, targets)[0].written
+    good = MARK + json.dumps([{"path": "artifacts/a.csv", "sha256": "0" * 64, "head": "x"}])
+    assert parse_inspection("printed\n" + good, targets)[0].head == "x"

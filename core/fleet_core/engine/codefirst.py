@@ -28,6 +28,7 @@ from dspy.primitives.code_interpreter import CodeExecutionError
 
 from fleet_core.engine.context import TurnInputs
 from fleet_core.engine.control import TurnControl, TurnStopped
+from fleet_core.engine.inspection import ArtifactReport, inspection_cell, parse_inspection
 from fleet_core.engine.interpreter import TurnInterpreter
 from fleet_core.engine.profile import (
     REPEAT_TEMPERATURE,
@@ -35,6 +36,7 @@ from fleet_core.engine.profile import (
     compact_manifest,
     dataset_preview,
     json_template_keys,
+    manifest_inputs,
     named_artifacts,
 )
 
@@ -86,7 +88,6 @@ QUIET = (
 )
 ERROR_CHARS = 1_200  # the error fed back: its last lines
 OUTPUT_CHARS = 2_000  # the answer built from printed output
-ARTIFACT_LINES = 12  # the answer's artifact head when nothing was printed
 MEMORY_CHARS = 600
 #: Imported for the program before it runs: a small model often uses os, json or pd
 #: unimported and then fails to add the import in its repairs (docs/benchmarks.md).
@@ -97,7 +98,6 @@ PRELUDE = (
     "except ImportError:\n"
     "    pass"
 )
-SHAPE_SAMPLE_CHARS = 200  # of a misshapen JSON artifact, in the repair message
 
 #: A reply that is one fenced Python block (llama.cpp GBNF): no prose, a closing fence.
 CODE_GRAMMAR = r"""root ::= "```python\n" line+ "```"
@@ -183,7 +183,8 @@ class Attempt:
     error: str | None = None
     output: str = ""
     quiet: bool = False  # it ran and wrote the named artifacts but printed nothing
-    advisory: bool = False  # it ran; the host only questions an artifact's shape (once)
+    advisory: bool = False  # it ran; the host only doubts an artifact's content (once per file)
+    reports: list[ArtifactReport] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -209,9 +210,9 @@ class CodeFirst:
         self.control = control
         self.make_interpreter = interpreter
         self.profile = profile
-        self._shapes: list[tuple[str, list[str]]] = []
-        self._csvs: list[str] = []
-        self._hinted: set[str] = set()
+        self._targets: list[str] = []
+        self._inspect_code = ""
+        self._doubted: set[str] = set()
 
     def _ask(self, messages: list[Any], temperature: float | None) -> str:
         extensions: dict[str, Any] | None = None
@@ -232,10 +233,11 @@ class CodeFirst:
         return str(text or "")
 
     def run(self, inputs: TurnInputs) -> CodeFirstResult:
-        targets = named_artifacts(inputs.task)
-        self._shapes = json_shapes(inputs.task, targets)
-        self._csvs = [p for p in targets if p.lower().endswith(".csv")]
-        self._hinted = set()
+        targets = self._targets = named_artifacts(inputs.task)
+        shapes = json_shapes(inputs.task, targets)
+        sources = manifest_inputs(inputs.workspace_manifest)
+        self._inspect_code = inspection_cell(targets, shapes, sources) if targets else ""
+        self._doubted = set()
         messages: list[Any] = [Message.user(first_prompt(inputs))]
         attempts: list[Attempt] = []
         failed: set[str] = set()
@@ -244,7 +246,7 @@ class CodeFirst:
         interpreter = self.make_interpreter()
         try:
             self._host_cell(interpreter, PRELUDE, "(host: prelude)")
-            before = self._stamps(interpreter, targets)
+            before = self._inspect(interpreter)
             runs, asks = 0, 0
             # a reply repeating a failed program is not run; one such re-ask is free
             while runs < 1 + self.profile.repairs and asks < 2 + self.profile.repairs:
@@ -259,31 +261,33 @@ class CodeFirst:
                     messages.append(Message.user(REPEATED.format(error=last_error)))
                     continue
                 runs += 1
-                attempt = self._run(interpreter, code, targets)
+                attempt = self._run(interpreter, code)
                 attempts.append(attempt)
                 if attempt.error is None:
-                    return CodeFirstResult(self._answer(interpreter, attempt, targets), attempts)
+                    return CodeFirstResult(self._answer(attempt), attempts)
                 if not attempt.advisory:
                     failed.add(normalized(code))
                 last_error = attempt.error
                 messages.append(Message.user(attempt.error))
             quiet = next((a for a in reversed(attempts) if a.quiet or a.advisory), None)
             if quiet is not None:  # it ran and wrote the artifacts; no repair did better
-                return CodeFirstResult(self._answer(interpreter, quiet, targets), attempts)
-            after = self._stamps(interpreter, targets)
-            if targets and all(after[p] is not None and after[p] != before[p] for p in targets):
-                # every named artifact was written this Turn before a later step failed
+                return CodeFirstResult(self._answer(quiet), attempts)
+            after = self._inspect(interpreter)
+            if targets and all(
+                a.written and a.sha256 != b.sha256 for a, b in zip(after, before, strict=True)
+            ):  # every named artifact was written this Turn before a later step failed
                 ran = next(a for a in reversed(attempts) if a.error != "repeated a failed program")
                 lines = (ran.error or "").splitlines()
                 note = lines[-2] if len(lines) >= 2 else (lines or ["?"])[0]  # the exception
-                partial = Attempt(code=ran.code, output=f"(The program's last step failed: {note})")
-                return CodeFirstResult(self._answer(interpreter, partial, targets), attempts)
+                output = f"(The program's last step failed: {note})"
+                return CodeFirstResult(self._answer(Attempt(ran.code, None, output, reports=after)))
         finally:
             interpreter.shutdown()
         last = _tail((attempts[-1].error if attempts else None) or "no program", 500)
         raise CodeFirstFailed(f"code-first: the program failed {len(attempts)} time(s); {last}")
 
-    def _run(self, interpreter: TurnInterpreter, code: str, targets: list[str]) -> Attempt:
+    def _run(self, interpreter: TurnInterpreter, code: str) -> Attempt:
+        """Run one program and judge what it left: the first failure found is its error."""
         if not code:
             return Attempt(code=code, error=REPAIR.format(error="(the reply held no code)"))
         try:
@@ -294,106 +298,43 @@ class CodeFirst:
             self.control.check()
             return Attempt(code=code, error=REPAIR.format(error=error_digest(str(exc))))
         output = "" if result is None else str(result)
-        missing = [p for p in targets if not self._exists(interpreter, p)]
+        reports = self._inspect(interpreter)
+        attempt = Attempt(code=code, output=output, reports=reports)
+        missing = [r.path for r in reports if not r.written]
+        problems = [r.problem for r in reports if r.problem]
+        doubts = [r for r in reports if r.doubt and r.path not in self._doubted]
         if missing:
-            return Attempt(code=code, output=output, error=MISSING.format(paths=", ".join(missing)))
-        problem = self._json_problem(interpreter)
-        if problem:
-            return Attempt(code=code, output=output, error=MISSHAPEN.format(problem=problem))
-        hint = self._unlabelled_hint(interpreter)
-        if hint:  # not a failure: the same program again is run, and then accepted
-            error = MISSHAPEN.format(problem=hint)
-            return Attempt(code=code, output=output, error=error, advisory=True)
-        if not output.strip():  # ran, wrote what it should, printed no answer
-            return Attempt(code=code, output=output, error=QUIET, quiet=True)
-        return Attempt(code=code, output=output)
+            attempt.error = MISSING.format(paths=", ".join(missing))
+        elif problems:
+            attempt.error = MISSHAPEN.format(problem="; ".join(problems))
+        elif doubts:  # not a failure: the same program again is run, and then accepted
+            self._doubted.update(r.path for r in doubts)
+            attempt.error = MISSHAPEN.format(problem="; ".join(r.doubt for r in doubts))
+            attempt.advisory = True
+        elif not output.strip():  # ran, wrote what it should, printed no answer
+            attempt.error, attempt.quiet = QUIET, True
+        return attempt
 
     @staticmethod
     def _host_cell(interpreter: TurnInterpreter, code: str, shown: str) -> str:
         result = interpreter.run_cell(code, None, bootstrap=True, shown=shown)
         return "" if result is None else str(result)
 
-    def _stamps(self, interpreter: TurnInterpreter, paths: list[str]) -> dict[str, str | None]:
-        """Each path's sha256, None when it is not a file (one host cell)."""
-        if not paths:
-            return {}
-        code = (
-            "import hashlib as _h, os as _o\n"
-            f"for _p in {paths!r}:\n"
-            "    if _o.path.isfile(_p):\n"
-            "        with open(_p, 'rb') as _f:\n"
-            "            print(_h.sha256(_f.read()).hexdigest())\n"
-            "    else:\n"
-            "        print('-')\n"
-        )
-        lines = self._host_cell(interpreter, code, "(host: artifact check)").split()
-        if len(lines) != len(paths):
-            return dict.fromkeys(paths)
-        return {p: (None if v == "-" else v) for p, v in zip(paths, lines, strict=True)}
+    def _inspect(self, interpreter: TurnInterpreter) -> list[ArtifactReport]:
+        """The named artifacts as they are now (one host cell; none when the task names none)."""
+        if not self._targets:
+            return []
+        output = self._host_cell(interpreter, self._inspect_code, "(host: artifact check)")
+        return parse_inspection(output, self._targets)
 
-    def _json_problem(self, interpreter: TurnInterpreter) -> str:
-        """What is wrong with the named JSON artifacts (empty when nothing): each must parse,
-        and hold an object with the keys of the template the task spells out (one host cell)."""
-        if not self._shapes:
-            return ""
-        code = (
-            "import json as _j\n"
-            f"for _p, _k in {self._shapes!r}:\n"
-            "    try:\n"
-            "        with open(_p, encoding='utf-8') as _f:\n"
-            "            _v = _j.load(_f)\n"
-            "    except Exception as _e:\n"
-            "        print(f'wrote {_p}, which is not valid JSON ({type(_e).__name__}: {_e})')\n"
-            "        continue\n"
-            "    if _k and not (isinstance(_v, dict) and all(_x in _v for _x in _k)):\n"
-            f"        _s = _j.dumps(_v, default=str)[:{SHAPE_SAMPLE_CHARS}]\n"
-            "        _want = ', '.join(_j.dumps(_x) for _x in _k)\n"
-            "        print(f'wrote {_p} as {_s}; the task asks for one JSON object with the keys "
-            "{_want}')\n"
-        )
-        return self._host_cell(interpreter, code, "(host: artifact check)").strip()
-
-    def _unlabelled_hint(self, interpreter: TurnInterpreter) -> str:
-        """A named CSV artifact that is one column of numbers lost its labels (pandas'
-        ``Series.to_csv(index=False)``); said once per file and Turn, since it may be meant."""
-        paths = [p for p in self._csvs if p not in self._hinted]
-        if not paths:
-            return ""
-        code = (
-            "import csv as _c\n"
-            "def _number(_t):\n"
-            "    try:\n"
-            "        float(_t)\n"
-            "        return True\n"
-            "    except ValueError:\n"
-            "        return False\n"
-            f"for _p in {paths!r}:\n"
-            "    with open(_p, encoding='utf-8', errors='replace', newline='') as _f:\n"
-            "        _rows = [_r for _r in _c.reader(_f) if _r]\n"
-            "    if len(_rows) >= 3 and all(len(_r) == 1 for _r in _rows) and all(\n"
-            "        _number(_r[0]) for _r in _rows[1:]):\n"
-            "        print(f'wrote {_p} as one column of numbers ({_rows[0][0]!r}) without "
-            "their labels; keep the label of each value (a pandas Series loses its index in "
-            "to_csv(index=False): call .reset_index() first)')\n"
-        )
-        hint = self._host_cell(interpreter, code, "(host: artifact check)").strip()
-        if hint:
-            self._hinted.update(paths)
-        return hint
-
-    def _exists(self, interpreter: TurnInterpreter, path: str) -> bool:
-        code = f"import os\nprint(os.path.isfile({path!r}))"
-        return self._host_cell(interpreter, code, "(host: artifact check)").strip() == "True"
-
-    def _answer(self, interpreter: TurnInterpreter, attempt: Attempt, targets: list[str]) -> str:
+    @staticmethod
+    def _answer(attempt: Attempt) -> str:
         """What the program printed, then the head of each named artifact (its figures, even
         when the program printed only a sentence)."""
         parts = [_tail(attempt.output.strip(), OUTPUT_CHARS)]
-        for path in targets:
-            code = (
-                f"with open({path!r}, encoding='utf-8', errors='replace') as _f:\n"
-                f"    print(''.join(_f.readlines()[:{ARTIFACT_LINES}]).rstrip())"
+        for report in attempt.reports:
+            head = report.head.strip()
+            parts.append(
+                f"Saved {report.path}:\n{head}" if head else f"Saved {report.path} (empty)."
             )
-            head = self._host_cell(interpreter, code, "(host: answer)").strip()
-            parts.append(f"Saved {path}:\n{head}" if head else f"Saved {path} (empty).")
         return "\n\n".join(p for p in parts if p) or "The program ran and printed nothing."

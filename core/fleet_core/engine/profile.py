@@ -173,3 +173,16 @@ def named_artifacts(task: str) -> list[str]:
         if ".." not in path.split("/") and path not in found:
             found.append(path)
     return found[:5]
+
+
+def manifest_inputs(manifest: str, *, limit: int = 10) -> list[str]:
+    """The workspace's input files (``files/...``, not binary) in manifest order, at most
+    ``limit``."""
+    found: list[str] = []
+    for line in manifest.splitlines():
+        match = _ENTRY.match(line)
+        if match is None or "[binary]" in match.group("rest"):
+            continue
+        if match.group("path").startswith("files/") and len(found) < limit:
+            found.append(match.group("path"))
+    return found

@@ -1,0 +1,135 @@
+"""The host's look at the artifacts a code-first program wrote: one host cell per attempt.
+
+The cell runs in the sandbox (the files are there) and prints one marked JSON line: for each
+file the task names, its sha256 (absent: not written), its first lines (the answer shows them),
+a *problem* the program must repair (a JSON artifact that does not parse or lacks the task's
+template keys) and a *doubt* the host raises once per file and Turn, since the content may be
+meant: the file is empty, or a copy of every line of an input, or one column of numbers without
+their labels (docs/engine.md#code-first-flex).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+MARK = "@@fleet-inspect "
+HEAD_LINES = 12  # of each artifact, for the answer
+SHAPE_SAMPLE_CHARS = 200  # of a misshapen JSON artifact, in the repair message
+CHECK_BYTES = 4_000_000  # read of an artifact or input for the checks (the hash reads it all)
+INPUTS_MAX = 10  # inputs compared with an artifact
+
+_SOURCE = r"""
+def _fleet_inspect(targets, shapes, inputs, head_lines, sample, cap):
+    import csv, hashlib, io, json, os
+
+    def digest(path):
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+        return h.hexdigest()
+
+    def text(path):
+        with open(path, "rb") as f:
+            return f.read(cap).decode("utf-8", "replace")
+
+    def lines(t):
+        return [l.strip() for l in t.splitlines() if l.strip()]
+
+    def number(t):
+        try:
+            float(t)
+            return True
+        except ValueError:
+            return False
+
+    def problem(path, t):
+        keys = shapes.get(path)
+        if keys is None:
+            return ""
+        try:
+            value = json.loads(t)
+        except ValueError as e:
+            return f"wrote {path}, which is not valid JSON ({type(e).__name__}: {e})"
+        if keys and not (isinstance(value, dict) and all(k in value for k in keys)):
+            shown = json.dumps(value, default=str)[:sample]
+            want = ", ".join(json.dumps(k) for k in keys)
+            return (f"wrote {path} as {shown}; the task asks for one JSON object with the "
+                    f"keys {want}")
+        return ""
+
+    def doubt(path, t):
+        if not t.strip() or (path in shapes and t.strip() in ("[]", "{}", "null", '""')):
+            return (f"wrote {path} empty. If the task's answer is not empty, check how the "
+                    "program selects its data against the input's first lines shown above")
+        got = lines(t)
+        for source in inputs:
+            if os.path.isfile(source) and len(got) >= 2 and got == lines(text(source)):
+                return (f"wrote {path} with every line of {source} unchanged; keep only what "
+                        "the task asks for (check the program's condition against the input's "
+                        "first lines shown above)")
+        if path.lower().endswith(".csv"):
+            rows = [r for r in csv.reader(io.StringIO(t)) if r]
+            if len(rows) >= 3 and all(len(r) == 1 for r in rows) and all(
+                    number(r[0]) for r in rows[1:]):
+                return (f"wrote {path} as one column of numbers ({rows[0][0]!r}) without their "
+                        "labels; keep the label of each value (a pandas Series loses its index "
+                        "in to_csv(index=False): call .reset_index() first)")
+        return ""
+
+    report = []
+    for path in targets:
+        entry = {"path": path, "sha256": None, "head": "", "problem": "", "doubt": ""}
+        if os.path.isfile(path):
+            t = text(path)
+            entry["sha256"] = digest(path)
+            entry["head"] = "\n".join(t.splitlines()[:head_lines]).rstrip()
+            entry["problem"] = problem(path, t)
+            entry["doubt"] = "" if entry["problem"] else doubt(path, t)
+        report.append(entry)
+    print(MARK + json.dumps(report))
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class ArtifactReport:
+    """One named artifact as the host found it after a program ran."""
+
+    path: str
+    sha256: str | None = None  # None: the program did not write it
+    head: str = ""
+    problem: str = ""  # must be repaired
+    doubt: str = ""  # questioned once per file and Turn
+
+    @property
+    def written(self) -> bool:
+        return self.sha256 is not None
+
+
+def inspection_cell(
+    targets: list[str], shapes: list[tuple[str, list[str]]], inputs: list[str]
+) -> str:
+    """The host cell that inspects ``targets`` (``shapes``: the JSON ones and their keys;
+    ``inputs``: the workspace's input files, for the copy check)."""
+    arguments = (
+        f"{targets!r}, {dict(shapes)!r}, {inputs[:INPUTS_MAX]!r}, {HEAD_LINES}, "
+        f"{SHAPE_SAMPLE_CHARS}, {CHECK_BYTES}"
+    )
+    source = _SOURCE.replace("MARK + ", f"{MARK!r} + ")
+    return f"{source}\n_fleet_inspect({arguments})\ndel _fleet_inspect"
+
+
+def parse_inspection(output: str, targets: list[str]) -> list[ArtifactReport]:
+    """The reports in an inspection cell's output; every target unwritten when it has none."""
+    for line in reversed(output.splitlines()):
+        if line.startswith(MARK):
+            try:
+                rows = json.loads(line[len(MARK) :])
+                reports = [ArtifactReport(**row) for row in rows]
+            except (ValueError, TypeError):
+                break
+            if [r.path for r in reports] == targets:
+                return reports
+            break
+    return [ArtifactReport(path=p) for p in targets]
