@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from fleet_core.localmodel.weights import QWEN_CODER_1_5B, parts_installed
 from tests.cli.test_cli import run
 from tests.localmodel.conftest import endpoint_line, wait_gone
 
@@ -71,6 +72,9 @@ def test_a_configured_endpoint_is_reported_and_nothing_starts(tmp_path: Path) ->
     assert not (tmp_path / "state" / "localmodel" / "server.json").exists()
 
 
+@pytest.mark.skipif(
+    parts_installed(QWEN_CODER_1_5B), reason="the weights' part packages are installed here"
+)
 def test_config_show_says_no_model_and_how_to_install_without_weights(tmp_path: Path) -> None:
     """The runtime is found (the stand-in's package) but the weights' part packages are not
     installed (as in CI): no model is in use, and the line says how to get the embedded one."""
