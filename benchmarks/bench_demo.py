@@ -307,7 +307,7 @@ class Run:
     task: str
     run: int
     profile: str
-    grammar: str
+    levers: str  # the small profile's optional levers as configured for the run
     status: str
     correct: bool
     why: str
@@ -356,12 +356,17 @@ async def one_run(
             else args.profile,
             "FLEET_TURN_TIMEOUT_SECONDS": str(args.timeout),
             "FLEET_LOCAL_MODEL__DIRECTORY": str(model_dir),
-            "FLEET_ENGINE__SMALL_GRAMMAR": "true" if args.grammar == "on" else "false",
         }
+        if args.grammar != "config":  # else the product's default, as `fleet-lsp demo` runs
+            environ["FLEET_ENGINE__SMALL_GRAMMAR"] = "true" if args.grammar == "on" else "false"
+        if args.self_check != "config":
+            environ["FLEET_ENGINE__SMALL_SELF_CHECK"] = str(args.self_check == "on").lower()
         load = os.getloadavg()[0]
         started = time.perf_counter()
         provider = oracle_provider(kind) if args.dry_run else None
         config = load_config(environ=environ, cwd=root)
+        settings = config.settings.engine
+        levers = f"grammar={settings.small_grammar},self_check={settings.small_self_check}"
         runtime = await FleetRuntime.open(config, lm_provider=provider)
         try:
             await runtime.new_session("bench")
@@ -387,7 +392,7 @@ async def one_run(
         task=kind,
         run=index,
         profile=args.profile,
-        grammar=args.grammar,
+        levers=levers,
         status=result.status,
         correct=correct,
         why=why,
@@ -455,7 +460,12 @@ if __name__ == "__main__":
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", default="")
     parser.add_argument("--dry-run", action="store_true", help="scripted correct programs")
-    parser.add_argument("--grammar", choices=["on", "off"], default="on", help="small profile")
+    parser.add_argument(
+        "--grammar", choices=["config", "on", "off"], default="config", help="small profile"
+    )
+    parser.add_argument(
+        "--self-check", choices=["config", "on", "off"], default="config", help="small profile"
+    )
     parser.add_argument(
         "--model-dir",
         default=str(Path.cwd() / ".fleet" / "localmodel"),

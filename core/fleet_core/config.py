@@ -206,6 +206,9 @@ class EngineSettings(_Section):
     # the embedded llama.cpp server: hold code-first replies to a fenced block (GBNF grammar);
     # off by default: measured slower and no more correct (docs/benchmarks.md)
     small_grammar: bool = False
+    # code-first: after a program succeeds, show the model its result and the task once; it
+    # answers OK or sends a corrected program (docs/engine.md#code-first-flex)
+    small_self_check: bool = False
 
 
 class MemorySettings(_Section):

@@ -699,6 +699,63 @@ async def test_code_first_checks_a_programs_artifacts_in_one_host_cell(
     assert "north,150.5" in result.answer
 
 
+SELF_CHECK_ON = {"FLEET_ENGINE_PROFILE": "small", "FLEET_ENGINE__SMALL_SELF_CHECK": "true"}
+
+
+async def test_self_check_ok_keeps_the_checked_program(open_runtime, lms, tmp_path) -> None:
+    """``[engine] small_self_check``: after the first good program the model sees its result
+    and the task once, on the cached prefix; "OK" ends the Turn with that program's answer."""
+    runtime = await open_runtime(**SELF_CHECK_ON)
+    await _quick_session(runtime, tmp_path)
+    lms.root = scripted_lm([fenced(PROGRAM), "OK"])
+    events: list[Any] = []
+    result = await runtime.run_turn(TurnRequest(session_id="s", task=TASK), on_event=events.append)
+    assert result.status == "completed", result.error
+    first, check = lms.root.engine_script.requests
+    assert check.startswith(first)
+    assert "north,150.5" in check[len(first) :] and f"Check it against the task: {TASK}" in check
+    assert len(_task_cells(events)) == 1
+    assert "north,150.5" in result.answer
+
+
+async def test_self_check_runs_the_corrected_program(open_runtime, lms, tmp_path) -> None:
+    runtime = await open_runtime(**SELF_CHECK_ON)
+    await _log_session(runtime, tmp_path)
+    warn = LOG_PROGRAM.replace("CONDITION", "' WARN ' in l")  # runs, wrong lines
+    right = LOG_PROGRAM.replace("CONDITION", "' ERROR ' in l")
+    lms.root = scripted_lm([fenced(warn), fenced(right)])
+    result = await runtime.run_turn(TurnRequest(session_id="s", task=LOG_TASK))
+    assert result.status == "completed", result.error
+    saved = (await runtime.read_file("s", "artifacts/errors.txt")).decode()
+    assert saved.count(" ERROR ") == 2 and " WARN " not in saved
+    assert "2 ERROR lines" in result.answer
+
+
+async def test_self_check_restores_the_checked_program_when_its_correction_fails(
+    open_runtime, lms, tmp_path
+) -> None:
+    """A "correction" that breaks and is never repaired does not cost the good result: the
+    host runs the checked program again and answers with it."""
+    runtime = await open_runtime(**SELF_CHECK_ON)
+    await _quick_session(runtime, tmp_path)
+    broken = [BROKEN.replace("amount", f"amount{i}") for i in range(4)]  # distinct failures
+    lms.root = scripted_lm([fenced(PROGRAM), *map(fenced, broken)])
+    result = await runtime.run_turn(TurnRequest(session_id="s", task=TASK))
+    assert result.status == "completed", result.error
+    assert len(lms.root.engine_script.requests) == 4  # the program, a correction, 2 repairs
+    assert await _artifact_rows(runtime) == EXPECTED
+    assert "north" in result.answer and "150.5" in result.answer
+
+
+def test_a_self_check_reply_approves_with_ok_prose_or_the_same_program() -> None:
+    from fleet_core.engine.codefirst import approves
+
+    assert approves("OK", PROGRAM) and approves("```python\nOK\n```", PROGRAM)
+    assert approves("Yes, the program computes the totals per region.", PROGRAM)
+    assert approves(fenced("# again\n" + PROGRAM), PROGRAM)
+    assert not approves(fenced(BROKEN), PROGRAM) and not approves(BROKEN, PROGRAM)
+
+
 # --- the code-first prompt as a GEPA component -------------------------------------------------
 
 

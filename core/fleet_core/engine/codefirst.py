@@ -82,6 +82,13 @@ REPEATED = (
     "Change the line that fails. Reply with the whole corrected program only."
 )
 MISSHAPEN = "The program ran but {problem}.\nReply with the whole corrected program only."
+SELF_CHECK = (
+    "The program ran. Its result:\n{result}\n\n"
+    "Check it against the task: {task}\n"
+    "Read your program again: does it compute exactly what the task asks, from all of the "
+    "input? If it does, reply with only: OK\n"
+    "If not, reply with the whole corrected program only."
+)
 QUIET = (
     "The program ran but printed nothing. It must print the answer with the computed figures.\n"
     "Reply with the whole corrected program only."
@@ -127,6 +134,22 @@ def extract_code(reply: str) -> str:
     match = _FENCE.search(text)
     code = match.group(1) if match is not None else _FIELD.sub("", text)
     return code.strip()
+
+
+def approves(reply: str, checked: str) -> bool:
+    """Whether a reply to the self-check keeps the checked program: it says OK (or other
+    prose, no program), or sends the same program again."""
+    text = reply.split("</think>", 1)[-1].strip()
+    code = extract_code(text)
+    if normalized(code) == normalized(checked) or code.strip(" .!`").upper() in ("OK", "YES", ""):
+        return True
+    if _FENCE.search(text) is not None:
+        return False
+    try:
+        compile(code, "<reply>", "exec")
+    except SyntaxError:
+        return True  # prose
+    return False
 
 
 def normalized(code: str) -> str:
@@ -248,13 +271,20 @@ class CodeFirst:
             self._host_cell(interpreter, PRELUDE, "(host: prelude)")
             before = self._inspect(interpreter)
             runs, asks = 0, 0
-            # a reply repeating a failed program is not run; one such re-ask is free
-            while runs < 1 + self.profile.repairs and asks < 2 + self.profile.repairs:
+            checked: Attempt | None = None  # the good result the model was asked to check
+            checked_at = 0  # the run that produced it
+            # a reply repeating a failed program is not run; one such re-ask is free; the
+            # self-check's question and its corrected program are one more of each
+            while runs < 1 + self.profile.repairs + (checked is not None) and asks < (
+                2 + self.profile.repairs + (checked is not None)
+            ):
                 self.control.check()
                 asks += 1
                 reply = self._ask(messages, temperature)
                 code = extract_code(reply)
                 messages.append(Message.assistant([TextPart(f"```python\n{code}\n```")]))
+                if checked is not None and runs == checked_at and approves(reply, checked.code):
+                    return CodeFirstResult(self._answer(checked), attempts)
                 if normalized(code) in failed:  # the same failed program: ask again, warmer
                     attempts.append(Attempt(code=code, error="repeated a failed program"))
                     temperature = REPEAT_TEMPERATURE
@@ -263,28 +293,50 @@ class CodeFirst:
                 runs += 1
                 attempt = self._run(interpreter, code)
                 attempts.append(attempt)
+                if attempt.error is None and self.profile.self_check and checked is None:
+                    checked, checked_at = attempt, runs
+                    result = self._answer(attempt)
+                    messages.append(
+                        Message.user(SELF_CHECK.format(result=result, task=inputs.task))
+                    )
+                    continue
                 if attempt.error is None:
                     return CodeFirstResult(self._answer(attempt), attempts)
                 if not attempt.advisory:
                     failed.add(normalized(code))
                 last_error = attempt.error
                 messages.append(Message.user(attempt.error))
-            quiet = next((a for a in reversed(attempts) if a.quiet or a.advisory), None)
-            if quiet is not None:  # it ran and wrote the artifacts; no repair did better
-                return CodeFirstResult(self._answer(quiet), attempts)
-            after = self._inspect(interpreter)
-            if targets and all(
-                a.written and a.sha256 != b.sha256 for a, b in zip(after, before, strict=True)
-            ):  # every named artifact was written this Turn before a later step failed
-                ran = next(a for a in reversed(attempts) if a.error != "repeated a failed program")
-                lines = (ran.error or "").splitlines()
-                note = lines[-2] if len(lines) >= 2 else (lines or ["?"])[0]  # the exception
-                output = f"(The program's last step failed: {note})"
-                return CodeFirstResult(self._answer(Attempt(ran.code, None, output, reports=after)))
+            if checked is not None:  # its correction failed: the checked program again
+                again = self._run(interpreter, checked.code)
+                if again.error is None:
+                    return CodeFirstResult(self._answer(again), attempts)
+            fallback = self._fallback(interpreter, attempts, before)
+            if fallback is not None:
+                return CodeFirstResult(fallback, attempts)
         finally:
             interpreter.shutdown()
         last = _tail((attempts[-1].error if attempts else None) or "no program", 500)
         raise CodeFirstFailed(f"code-first: the program failed {len(attempts)} time(s); {last}")
+
+    def _fallback(
+        self, interpreter: TurnInterpreter, attempts: list[Attempt], before: list[ArtifactReport]
+    ) -> str | None:
+        """The answer when no program fully succeeded, if one still did the task's work: the
+        last that ran and wrote the artifacts (printing nothing, or doubted), else artifacts
+        every named one written this Turn before a later step failed."""
+        quiet = next((a for a in reversed(attempts) if a.quiet or a.advisory), None)
+        if quiet is not None:
+            return self._answer(quiet)
+        after = self._inspect(interpreter)
+        if not after or not all(
+            a.written and a.sha256 != b.sha256 for a, b in zip(after, before, strict=True)
+        ):
+            return None
+        ran = next(a for a in reversed(attempts) if a.error != "repeated a failed program")
+        lines = (ran.error or "").splitlines()
+        note = lines[-2] if len(lines) >= 2 else (lines or ["?"])[0]  # the exception
+        output = f"(The program's last step failed: {note})"
+        return self._answer(Attempt(ran.code, None, output, reports=after))
 
     def _run(self, interpreter: TurnInterpreter, code: str) -> Attempt:
         """Run one program and judge what it left: the first failure found is its error."""

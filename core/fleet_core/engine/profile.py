@@ -40,6 +40,7 @@ class EngineProfile:
     # the embedded llama.cpp server: llama.cpp's own sampling fields (repeat_penalty) are sent
     constrained: bool = False
     grammar: bool = False  # and the code-first reply is held to a GBNF grammar
+    self_check: bool = False  # code-first: the model checks its first good result once
 
     @property
     def small(self) -> bool:
@@ -64,6 +65,7 @@ def resolve_profile(settings: EngineSettings, *, embedded_root: bool) -> EngineP
         repairs=settings.small_repairs,
         constrained=embedded_root,
         grammar=embedded_root and settings.small_grammar,
+        self_check=settings.small_self_check,
     )
 
 
