@@ -568,8 +568,8 @@ async def test_code_first_names_a_csv_that_lost_its_labels_once(
     open_runtime, lms, tmp_path
 ) -> None:
     """``Series.to_csv(index=False)`` writes the totals without their regions (seen in 5 of 20
-    embedded runs): the host says so once per Turn; the same program again is run and accepted
-    as meant (it is not a failed program, so it is not refused as a repeat)."""
+    embedded runs): the host says so; the same program again is run and accepted as meant (it
+    is not a failed program, so it is not refused as a repeat)."""
     runtime = await open_runtime(FLEET_ENGINE_PROFILE="small")
     await _quick_session(runtime, tmp_path)
     unlabelled = PROGRAM.replace("as_index=False)['revenue'].sum()", ")['revenue'].sum()")
@@ -638,6 +638,36 @@ async def test_code_first_doubts_an_empty_or_copied_artifact_once(
     saved = (await runtime.read_file("s", "artifacts/errors.txt")).decode()
     assert saved.splitlines() == [line for line in LOG.splitlines() if " ERROR " in line]
     assert "2 ERROR lines" in result.answer
+
+
+async def test_code_first_doubts_a_new_program_that_leaves_the_same_file(
+    open_runtime, lms, tmp_path
+) -> None:
+    """A changed program whose file is still one unlabelled column (seen on the embedded model:
+    ``series.reset_index(inplace=False)`` unassigned) is told again; it did not mean it."""
+    runtime = await open_runtime(FLEET_ENGINE_PROFILE="small")
+    await _quick_session(runtime, tmp_path)
+    unlabelled = PROGRAM.replace("as_index=False)['revenue'].sum()", ")['revenue'].sum()")
+    unassigned = unlabelled.replace("os.makedirs(", "totals.reset_index()\nos.makedirs(")
+    lms.root = scripted_lm([fenced(unlabelled), fenced(unassigned), fenced(PROGRAM)])
+    result = await runtime.run_turn(TurnRequest(session_id="s", task=TASK))
+    assert result.status == "completed", result.error
+    first, second, third = lms.root.engine_script.requests
+    assert "table = series.reset_index()" in second[len(first) :]
+    assert "as one column of numbers" in third[len(second) :]
+    assert await _artifact_rows(runtime) == EXPECTED
+
+
+async def test_code_first_answer_carries_no_deprecation_warnings(open_runtime, lms, tmp_path):
+    runtime = await open_runtime(FLEET_ENGINE_PROFILE="small")
+    await _quick_session(runtime, tmp_path)
+    noisy = "import warnings\nwarnings.warn('old API', DeprecationWarning)\n" + PROGRAM
+    noisy += "\nwarnings.warn('changes soon', FutureWarning)"
+    lms.root = scripted_lm([fenced(noisy)])
+    result = await runtime.run_turn(TurnRequest(session_id="s", task=TASK))
+    assert result.status == "completed", result.error
+    assert "north" in result.answer
+    assert "old API" not in result.answer and "changes soon" not in result.answer
 
 
 async def test_code_first_accepts_a_doubted_artifact_sent_again(open_runtime, lms, tmp_path):

@@ -99,7 +99,9 @@ MEMORY_CHARS = 600
 #: Imported for the program before it runs: a small model often uses os, json or pd
 #: unimported and then fails to add the import in its repairs (docs/benchmarks.md).
 PRELUDE = (
-    "import collections, csv, json, math, os, re, statistics\n"
+    "import collections, csv, json, math, os, re, statistics, warnings\n"
+    "warnings.simplefilter('ignore', DeprecationWarning)  # not the answer's business\n"
+    "warnings.simplefilter('ignore', FutureWarning)\n"
     "try:\n"
     "    import pandas as pd\n"
     "except ImportError:\n"
@@ -206,7 +208,7 @@ class Attempt:
     error: str | None = None
     output: str = ""
     quiet: bool = False  # it ran and wrote the named artifacts but printed nothing
-    advisory: bool = False  # it ran; the host only doubts an artifact's content (once per file)
+    advisory: bool = False  # it ran; the host only doubts an artifact's content
     reports: list[ArtifactReport] = field(default_factory=list)
 
 
@@ -235,7 +237,7 @@ class CodeFirst:
         self.profile = profile
         self._targets: list[str] = []
         self._inspect_code = ""
-        self._doubted: set[str] = set()
+        self._doubted: dict[str, set[str]] = {}  # path -> the programs its doubt was said to
 
     def _ask(self, messages: list[Any], temperature: float | None) -> str:
         extensions: dict[str, Any] | None = None
@@ -260,7 +262,7 @@ class CodeFirst:
         shapes = json_shapes(inputs.task, targets)
         sources = manifest_inputs(inputs.workspace_manifest)
         self._inspect_code = inspection_cell(targets, shapes, sources) if targets else ""
-        self._doubted = set()
+        self._doubted = {}
         messages: list[Any] = [Message.user(first_prompt(inputs))]
         attempts: list[Attempt] = []
         failed: set[str] = set()
@@ -321,9 +323,9 @@ class CodeFirst:
     def _fallback(
         self, interpreter: TurnInterpreter, attempts: list[Attempt], before: list[ArtifactReport]
     ) -> str | None:
-        """The answer when no program fully succeeded, if one still did the task's work: the
-        last that ran and wrote the artifacts (printing nothing, or doubted), else artifacts
-        every named one written this Turn before a later step failed."""
+        """The answer when no program fully succeeded, if one still did the task's work: from
+        the last that ran and wrote the artifacts (printing nothing, or doubted), else from the
+        artifacts when every named one was written this Turn before a later step failed."""
         quiet = next((a for a in reversed(attempts) if a.quiet or a.advisory), None)
         if quiet is not None:
             return self._answer(quiet)
@@ -354,13 +356,15 @@ class CodeFirst:
         attempt = Attempt(code=code, output=output, reports=reports)
         missing = [r.path for r in reports if not r.written]
         problems = [r.problem for r in reports if r.problem]
-        doubts = [r for r in reports if r.doubt and r.path not in self._doubted]
+        program = normalized(code)
+        doubts = [r for r in reports if r.doubt and program not in self._doubted.get(r.path, ())]
         if missing:
             attempt.error = MISSING.format(paths=", ".join(missing))
         elif problems:
             attempt.error = MISSHAPEN.format(problem="; ".join(problems))
         elif doubts:  # not a failure: the same program again is run, and then accepted
-            self._doubted.update(r.path for r in doubts)
+            for report in doubts:
+                self._doubted.setdefault(report.path, set()).add(program)
             attempt.error = MISSHAPEN.format(problem="; ".join(r.doubt for r in doubts))
             attempt.advisory = True
         elif not output.strip():  # ran, wrote what it should, printed no answer

@@ -3,9 +3,9 @@
 The cell runs in the sandbox (the files are there) and prints one marked JSON line: for each
 file the task names, its sha256 (absent: not written), its first lines (the answer shows them),
 a *problem* the program must repair (a JSON artifact that does not parse or lacks the task's
-template keys) and a *doubt* the host raises once per file and Turn, since the content may be
-meant: the file is empty, or a copy of every line of an input, or one column of numbers without
-their labels (docs/engine.md#code-first-flex).
+template keys) and a *doubt* the host raises until the same program is sent again, since the
+content may be meant: the file is empty, or a copy of every line of an input, or one column of
+numbers without their labels (docs/engine.md#code-first-flex).
 """
 
 from __future__ import annotations
@@ -74,8 +74,9 @@ def _fleet_inspect(targets, shapes, inputs, head_lines, sample, cap):
             if len(rows) >= 3 and all(len(r) == 1 for r in rows) and all(
                     number(r[0]) for r in rows[1:]):
                 return (f"wrote {path} as one column of numbers ({rows[0][0]!r}) without their "
-                        "labels; keep the label of each value (a pandas Series loses its index "
-                        "in to_csv(index=False): call .reset_index() first)")
+                        "labels; keep the label of each value: a pandas Series loses its index "
+                        "in to_csv(index=False), so save a DataFrame instead: "
+                        "table = series.reset_index(), then table.to_csv(path, index=False)")
         return ""
 
     report = []
@@ -100,7 +101,7 @@ class ArtifactReport:
     sha256: str | None = None  # None: the program did not write it
     head: str = ""
     problem: str = ""  # must be repaired
-    doubt: str = ""  # questioned once per file and Turn
+    doubt: str = ""  # questioned until the same program is sent again
 
     @property
     def written(self) -> bool:
