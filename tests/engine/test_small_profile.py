@@ -353,11 +353,24 @@ def test_code_first_on_llama_cpp_sends_the_grammar_and_repeat_penalty() -> None:
     assert step._ask([Message.user("task")], None) == fenced("print(1)")
     extensions = engine.configs[0].extensions
     assert extensions["grammar"] == CODE_GRAMMAR and extensions["repeat_penalty"] == 1.1
+    assert engine.configs[0].temperature is None  # this LM configures none
     plain = RecordingEngine([fenced("print(1)")])
     step.lm = dspy.LM("openai/scripted", engine=plain, cache=False)
     step.profile = EngineProfile(name="small", max_tokens=300, constrained=False)
     step._ask([Message.user("task")], None)
     assert not plain.configs[0].extensions  # a hosted endpoint never gets llama.cpp knobs
+
+
+def test_code_first_asks_at_the_configured_temperature_and_warmer_after_a_repeat() -> None:
+    """An explicit lm15 Request carries none of the LM's defaults: without this the embedded
+    server sampled every program at its own default (0.8), not ``[llm] temperature`` (0.0)."""
+    engine = RecordingEngine([fenced("print(1)"), fenced("print(2)")])
+    lm = dspy.LM("openai/scripted", engine=engine, cache=False, temperature=0.0)
+    profile = EngineProfile(name="small", max_tokens=300)
+    step = CodeFirst(lm=lm, control=None, interpreter=None, profile=profile)  # type: ignore[arg-type]
+    step._ask([Message.user("task")], None)
+    step._ask([Message.user("task")], 0.4)
+    assert [c.temperature for c in engine.configs] == [0.0, 0.4]
 
 
 def test_the_error_fed_back_is_the_programs_own_frames() -> None:
@@ -634,7 +647,9 @@ async def test_code_first_doubts_an_empty_or_copied_artifact_once(
     lms.root = scripted_lm([fenced(wrong), fenced(right)])
     result = await runtime.run_turn(TurnRequest(session_id="s", task=LOG_TASK))
     assert result.status == "completed", result.error
-    assert doubt in lms.root.engine_script.requests[1]
+    told = lms.root.engine_script.requests[1]
+    assert doubt in told
+    assert "The first lines of files/app.log:\n2026-01-01T10:00:00 INFO svc=api" in told
     saved = (await runtime.read_file("s", "artifacts/errors.txt")).decode()
     assert saved.splitlines() == [line for line in LOG.splitlines() if " ERROR " in line]
     assert "2 ERROR lines" in result.answer

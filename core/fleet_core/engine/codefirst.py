@@ -245,6 +245,8 @@ class CodeFirst:
             extensions = {"repeat_penalty": REPEAT_PENALTY}
             if self.profile.grammar:
                 extensions["grammar"] = CODE_GRAMMAR
+        if temperature is None:  # an explicit Request carries no LM defaults: the configured one
+            temperature = (getattr(self.lm, "kwargs", None) or {}).get("temperature")
         config = Config(
             max_tokens=self.profile.max_tokens, temperature=temperature, extensions=extensions
         )
@@ -260,7 +262,11 @@ class CodeFirst:
     def run(self, inputs: TurnInputs) -> CodeFirstResult:
         targets = self._targets = named_artifacts(inputs.task)
         shapes = json_shapes(inputs.task, targets)
-        sources = manifest_inputs(inputs.workspace_manifest)
+        dataset = inputs.dataset.path if inputs.dataset is not None else None
+        sources = sorted(  # the inputs the task names, then the dataset (a doubt shows its start)
+            manifest_inputs(inputs.workspace_manifest),
+            key=lambda path: (path not in inputs.task, path != dataset),
+        )
         self._inspect_code = inspection_cell(targets, shapes, sources) if targets else ""
         self._doubted = {}
         messages: list[Any] = [Message.user(first_prompt(inputs))]

@@ -59,16 +59,22 @@ def _fleet_inspect(targets, shapes, inputs, head_lines, sample, cap):
                     f"keys {want}")
         return ""
 
+    def first_lines(source):
+        shown = [l[:160] for l in text(source).splitlines()[:3]]
+        return f"The first lines of {source}:\n" + "\n".join(shown) + "\n"
+
     def doubt(path, t):
         if not t.strip() or (path in shapes and t.strip() in ("[]", "{}", "null", '""')):
-            return (f"wrote {path} empty. If the task's answer is not empty, check how the "
-                    "program selects its data against the input's first lines shown above")
+            source = next((s for s in inputs if os.path.isfile(s)), None)
+            head = first_lines(source) if source else ""
+            return (f"wrote {path} empty. If the task's answer is not empty, the program's "
+                    f"condition matches nothing. {head}Check the condition against them")
         got = lines(t)
         for source in inputs:
             if os.path.isfile(source) and len(got) >= 2 and got == lines(text(source)):
                 return (f"wrote {path} with every line of {source} unchanged; keep only what "
-                        "the task asks for (check the program's condition against the input's "
-                        "first lines shown above)")
+                        f"the task asks for. {first_lines(source)}Check the program's "
+                        "condition against them")
         if path.lower().endswith(".csv"):
             rows = [r for r in csv.reader(io.StringIO(t)) if r]
             if len(rows) >= 3 and all(len(r) == 1 for r in rows) and all(
