@@ -2,7 +2,8 @@
 
     uv run --extra local-model python benchmarks/bench_demo.py [--runs 5]
         [--tasks sales,log,orders] [--profile small|default] [--timeout 300] [--rows 300]
-        [--seed 1] [--out results.jsonl] [--dry-run]
+        [--seed 1] [--out results.jsonl] [--dry-run] [--grammar config|on|off]
+        [--self-check config|on|off] [--temperature T]
 
 Runs in an environment with the ``local-model`` extra (``uv run --extra local-model python
 benchmarks/bench_demo.py``), with no model endpoint configured, so every Turn runs on the
@@ -359,14 +360,19 @@ async def one_run(
         }
         if args.grammar != "config":  # else the product's default, as `fleet-lsp demo` runs
             environ["FLEET_ENGINE__SMALL_GRAMMAR"] = "true" if args.grammar == "on" else "false"
+        if args.temperature is not None:  # else [llm] temperature's default
+            environ["FLEET_LLM__TEMPERATURE"] = str(args.temperature)
         if args.self_check != "config":
             environ["FLEET_ENGINE__SMALL_SELF_CHECK"] = str(args.self_check == "on").lower()
         load = os.getloadavg()[0]
         started = time.perf_counter()
         provider = oracle_provider(kind) if args.dry_run else None
         config = load_config(environ=environ, cwd=root)
-        settings = config.settings.engine
-        levers = f"grammar={settings.small_grammar},self_check={settings.small_self_check}"
+        engine, llm = config.settings.engine, config.settings.llm
+        levers = (
+            f"temperature={llm.temperature},grammar={engine.small_grammar},"
+            f"self_check={engine.small_self_check}"
+        )
         runtime = await FleetRuntime.open(config, lm_provider=provider)
         try:
             await runtime.new_session("bench")
@@ -463,6 +469,7 @@ if __name__ == "__main__":
     parser.add_argument(
         "--grammar", choices=["config", "on", "off"], default="config", help="small profile"
     )
+    parser.add_argument("--temperature", type=float, default=None, help="[llm] temperature")
     parser.add_argument(
         "--self-check", choices=["config", "on", "off"], default="config", help="small profile"
     )
