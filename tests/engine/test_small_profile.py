@@ -564,6 +564,27 @@ async def test_code_first_sends_back_a_json_artifact_that_misses_the_tasks_keys(
     assert len(_task_cells(events)) == 2
 
 
+async def test_code_first_fails_rather_than_answer_with_a_misshapen_artifact(
+    open_runtime, lms, tmp_path
+) -> None:
+    """Seen on the embedded model: every repair left the JSON artifact without the task's keys;
+    the Turn fails naming the problem instead of answering from that file."""
+    runtime = await open_runtime(FLEET_ENGINE_PROFILE="small")
+    await runtime.new_session("s")
+    source = tmp_path / "orders.json"
+    source.write_text(ORDERS)
+    await runtime.attach("s", source)
+    await runtime.set_dataset("s", "files/orders.json", "orders")
+    as_list = [TOP_ITEM.replace("RESULT", "top") + f"  # try {i}" for i in range(3)]
+    lms.root = scripted_lm([fenced(program) for program in as_list])
+    result = await runtime.run_turn(TurnRequest(session_id="s", task=ORDERS_TASK))
+    assert result.status == "failed"
+    assert result.error is not None
+    assert 'the task asks for one JSON object with the keys "item", "quantity"' in (
+        result.error.message
+    )
+
+
 async def test_code_first_programs_find_os_and_pandas_imported(open_runtime, lms, tmp_path) -> None:
     """A small model's program often uses os or pd unimported, and its repairs kept that
     mistake: the host imports the common modules before the first program runs."""

@@ -337,8 +337,9 @@ class CodeFirst:
             return self._answer(quiet)
         after = self._inspect(interpreter)
         if not after or not all(
-            a.written and a.sha256 != b.sha256 for a, b in zip(after, before, strict=True)
-        ):
+            a.written and not a.problem and a.sha256 != b.sha256
+            for a, b in zip(after, before, strict=True)
+        ):  # a misshapen artifact is no answer
             return None
         ran = next(a for a in reversed(attempts) if a.error != "repeated a failed program")
         lines = (ran.error or "").splitlines()
