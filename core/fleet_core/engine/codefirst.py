@@ -11,9 +11,10 @@ artifacts), never text the model retyped.
 The conversation is a plain chat whose start never changes: the system message is a constant
 and the first user message holds the inputs, so each repair is the previous prompt plus the
 model's program and the error, and llama.cpp reuses its cached prefix. Replies that are only
-code (fenced or not) are accepted. On the embedded llama.cpp server the reply is also held to
-a fenced Python block by a GBNF grammar, with ``repeat_penalty``; a reply that repeats an
-earlier failed program is not run again, the model is asked again with a little temperature.
+code (fenced or not) are accepted. On the embedded llama.cpp server ``repeat_penalty`` is sent
+(and, if configured, a GBNF grammar holds the reply to a fenced Python block). The first program
+is asked at the configured temperature, every repair at ``REPAIR_TEMPERATURE``; a reply that
+repeats an earlier failed program is not run again, the model is asked again.
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ from fleet_core.engine.control import TurnControl, TurnStopped
 from fleet_core.engine.inspection import ArtifactReport, inspection_cell, parse_inspection
 from fleet_core.engine.interpreter import TurnInterpreter
 from fleet_core.engine.profile import (
-    REPEAT_TEMPERATURE,
     EngineProfile,
     compact_manifest,
     dataset_preview,
@@ -113,6 +113,9 @@ CODE_GRAMMAR = r"""root ::= "```python\n" line+ "```"
 line ::= [^`\n]* "\n"
 """
 REPEAT_PENALTY = 1.1  # llama_cpp.server's own default, sent explicitly
+#: The first program is asked at ``[llm] temperature`` (greedy by default); every repair is
+#: sampled, so that it can leave the failed program's structure (docs/benchmarks.md).
+REPAIR_TEMPERATURE = 0.7
 
 _FENCE = re.compile(r"```[ \t]*(?:python|py|python3)?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL)
 _FIELD = re.compile(r"\[\[ ## \w+ ## \]\]")
@@ -295,14 +298,14 @@ class CodeFirst:
                     return CodeFirstResult(self._answer(checked), attempts)
                 if normalized(code) in failed:  # the same failed program: ask again, warmer
                     attempts.append(Attempt(code=code, error="repeated a failed program"))
-                    temperature = REPEAT_TEMPERATURE
+                    temperature = REPAIR_TEMPERATURE
                     messages.append(Message.user(REPEATED.format(error=last_error)))
                     continue
                 runs += 1
                 attempt = self._run(interpreter, code)
                 attempts.append(attempt)
                 if attempt.error is None and self.profile.self_check and checked is None:
-                    checked, checked_at = attempt, runs
+                    checked, checked_at, temperature = attempt, runs, None
                     result = self._answer(attempt)
                     messages.append(
                         Message.user(SELF_CHECK.format(result=result, task=inputs.task))
@@ -312,7 +315,7 @@ class CodeFirst:
                     return CodeFirstResult(self._answer(attempt), attempts)
                 if not attempt.advisory:
                     failed.add(normalized(code))
-                last_error = attempt.error
+                last_error, temperature = attempt.error, REPAIR_TEMPERATURE
                 messages.append(Message.user(attempt.error))
             if checked is not None:  # its correction failed: the checked program again
                 again = self._run(interpreter, checked.code)
