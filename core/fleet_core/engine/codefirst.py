@@ -49,7 +49,8 @@ Start the program with comments that restate the task: for each file the task na
 comment saying exactly what that file must contain, and one comment saying what to print.
 Then the program must:
 1. read the input file(s) named in the request;
-2. compute the result;
+2. compute the result in simple steps, one per line, with plain for loops (no nested \
+comprehensions);
 3. write every file the task names, under artifacts/, with exactly the content the task asks \
 for (a pandas groupby result keeps its group labels: call .reset_index() before \
 to_csv(index=False));
@@ -75,7 +76,11 @@ print(f"{len(heavy)} shipments are heavier than 20 kg; their total weight is {to
 ```"""
 """The code-first system prompt: a constant, the cached start of every call."""
 
-REPAIR = "The program failed:\n{error}\nReply with the whole corrected program only."
+REPAIR = (
+    "The program failed:\n{error}\n"
+    "Fix the line that fails; if it does several things at once, split it into simple steps "
+    "with plain for loops.\nReply with the whole corrected program only."
+)
 MISSING = "The program ran but did not write {paths}.\nReply with the whole corrected program only."
 REPEATED = (
     "You sent the same program again, and it fails the same way:\n{error}\n"
@@ -213,6 +218,7 @@ class Attempt:
     quiet: bool = False  # it ran and wrote the named artifacts but printed nothing
     advisory: bool = False  # it ran; the host only doubts an artifact's content
     reports: list[ArtifactReport] = field(default_factory=list)
+    exception: str = ""  # a program that raised: its exception line
 
 
 @dataclass(slots=True)
@@ -345,9 +351,7 @@ class CodeFirst:
         ):  # a misshapen artifact is no answer
             return None
         ran = next(a for a in reversed(attempts) if a.error != "repeated a failed program")
-        lines = (ran.error or "").splitlines()
-        note = lines[-2] if len(lines) >= 2 else (lines or ["?"])[0]  # the exception
-        output = f"(The program's last step failed: {note})"
+        output = f"(The program's last step failed: {ran.exception or ran.error})"
         return self._answer(Attempt(ran.code, None, output, reports=after))
 
     def _run(self, interpreter: TurnInterpreter, code: str) -> Attempt:
@@ -360,7 +364,10 @@ class CodeFirst:
             raise
         except (CodeExecutionError, SyntaxError) as exc:
             self.control.check()
-            return Attempt(code=code, error=REPAIR.format(error=error_digest(str(exc))))
+            digest = error_digest(str(exc))
+            return Attempt(
+                code=code, error=REPAIR.format(error=digest), exception=digest.splitlines()[-1]
+            )
         output = "" if result is None else str(result)
         reports = self._inspect(interpreter)
         attempt = Attempt(code=code, output=output, reports=reports)
