@@ -82,6 +82,15 @@ async def _quick_session(runtime: Any, tmp_path: Path, *, select: bool = True) -
         await runtime.set_dataset("s", "files/sales.csv", "sales")
 
 
+async def _dataset_session(runtime: Any, tmp_path: Path, name: str, content: str) -> None:
+    """Session "s" with ``files/<name>`` attached and selected as its dataset."""
+    await runtime.new_session("s")
+    source = tmp_path / name
+    source.write_text(content)
+    await runtime.attach("s", source)
+    await runtime.set_dataset("s", f"files/{name}", name.split(".")[0])
+
+
 async def _artifact_rows(runtime: Any) -> dict[str, float]:
     data = await runtime.read_file("s", "artifacts/revenue_by_region.csv")
     return {r["region"]: float(r["revenue"]) for r in csv.DictReader(io.StringIO(data.decode()))}
@@ -543,11 +552,7 @@ async def test_code_first_sends_back_a_json_artifact_that_misses_the_tasks_keys(
     """The program ran and wrote the artifact, but as a list where the task spelled out an
     object: the host names the keys in one repair, and the fixed program answers."""
     runtime = await open_runtime(FLEET_ENGINE_PROFILE="small")
-    await runtime.new_session("s")
-    source = tmp_path / "orders.json"
-    source.write_text(ORDERS)
-    await runtime.attach("s", source)
-    await runtime.set_dataset("s", "files/orders.json", "orders")
+    await _dataset_session(runtime, tmp_path, "orders.json", ORDERS)
     as_list = TOP_ITEM.replace("RESULT", "top")
     as_object = TOP_ITEM.replace("RESULT", "{'item': top[0], 'quantity': top[1]}")
     lms.root = scripted_lm([fenced(as_list), fenced(as_object)])
@@ -570,11 +575,7 @@ async def test_code_first_fails_rather_than_answer_with_a_misshapen_artifact(
     """Seen on the embedded model: every repair left the JSON artifact without the task's keys;
     the Turn fails naming the problem instead of answering from that file."""
     runtime = await open_runtime(FLEET_ENGINE_PROFILE="small")
-    await runtime.new_session("s")
-    source = tmp_path / "orders.json"
-    source.write_text(ORDERS)
-    await runtime.attach("s", source)
-    await runtime.set_dataset("s", "files/orders.json", "orders")
+    await _dataset_session(runtime, tmp_path, "orders.json", ORDERS)
     as_list = [TOP_ITEM.replace("RESULT", "top") + f"  # try {i}" for i in range(3)]
     lms.root = scripted_lm([fenced(program) for program in as_list])
     result = await runtime.run_turn(TurnRequest(session_id="s", task=ORDERS_TASK))
@@ -641,11 +642,7 @@ LOG_PROGRAM = (
 
 
 async def _log_session(runtime: Any, tmp_path: Path) -> None:
-    await runtime.new_session("s")
-    source = tmp_path / "app.log"
-    source.write_text(LOG)
-    await runtime.attach("s", source)
-    await runtime.set_dataset("s", "files/app.log", "log")
+    await _dataset_session(runtime, tmp_path, "app.log", LOG)
 
 
 @pytest.mark.parametrize(
