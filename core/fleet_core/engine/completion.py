@@ -26,16 +26,12 @@ from dspy.primitives.prediction import Prediction
 from dspy.primitives.repl_types import REPLHistory, REPLVariable
 from dspy.utils.exceptions import format_error_for_lm
 
+from fleet_core.engine.codefirst import normalized
+from fleet_core.engine.inspection import ArtifactReport, inspection_cell, parse_inspection
 from fleet_core.engine.profile import REPEAT_TEMPERATURE
 
 OUTPUT_CHARS = 2_000
-ARTIFACT_LINES = 12
 HOST_FINISH = "host: the task was complete"
-
-
-def normalized(code: str) -> str:
-    lines = [line.rstrip() for line in code.splitlines()]
-    return "\n".join(line for line in lines if line.strip() and not line.lstrip().startswith("#"))
 
 
 #: The small profile's action instructions: short, and the same in every iteration and Turn
@@ -74,7 +70,8 @@ class CompletingRLM(dspy.RLM):  # type: ignore[misc]
         self._succeeded: dict[str, str] = {}  # normalized code -> its output
         self._failed: set[str] = set()
         self._last_output = ""
-        self._stamps: str | None = None  # the named artifacts after the last successful cell
+        # the named artifacts' sha256 after the last successful cell (None: one is missing)
+        self._stamps: tuple[str | None, ...] | None = None
         self._warm = False
 
     def _process_final_output(
@@ -169,19 +166,15 @@ class CompletingRLM(dspy.RLM):  # type: ignore[misc]
         result = run_cell(code, None, bootstrap=True, shown=shown)
         return "" if result is None else str(result)
 
-    def _artifact_stamps(self, repl: CodeInterpreter) -> str | None:
-        """Size and sha256 of each named artifact; None while any is missing."""
-        code = (
-            "import hashlib as _h, os as _o\n"
-            f"for _p in {self.targets!r}:\n"
-            "    if not _o.path.isfile(_p):\n"
-            "        print('missing')\n"
-            "        break\n"
-            "    with open(_p, 'rb') as _f:\n"
-            "        print(_p, _h.sha256(_f.read()).hexdigest())\n"
-        )
-        text = self._host_cell(repl, code, "(host: artifact check)")
-        return None if not text or "missing" in text.splitlines() else text
+    def _artifacts(self, repl: CodeInterpreter) -> list[ArtifactReport]:
+        """The named artifacts as they are now (one host cell, as code-first inspects them)."""
+        code = inspection_cell(self.targets, [], [])
+        return parse_inspection(self._host_cell(repl, code, "(host: artifact check)"), self.targets)
+
+    def _artifact_stamps(self, repl: CodeInterpreter) -> tuple[str | None, ...] | None:
+        """The sha256 of each named artifact; None while any is missing."""
+        reports = self._artifacts(repl)
+        return tuple(r.sha256 for r in reports) if all(r.written for r in reports) else None
 
     def _finish(
         self,
@@ -191,16 +184,9 @@ class CompletingRLM(dspy.RLM):  # type: ignore[misc]
         output: str,
     ) -> Prediction:
         parts = [output.strip() or self._last_output.strip()]
-        for path in self.targets:
-            code = (
-                "import os as _o\n"
-                f"if _o.path.isfile({path!r}):\n"
-                f"    with open({path!r}, encoding='utf-8', errors='replace') as _f:\n"
-                f"        print(''.join(_f.readlines()[:{ARTIFACT_LINES}]).rstrip())\n"
-            )
-            head = self._host_cell(repl, code, "(host: answer)").strip()
-            if head:
-                parts.append(f"Saved {path}:\n{head}")
+        for report in self._artifacts(repl) if self.targets else []:
+            if report.head.strip():
+                parts.append(f"Saved {report.path}:\n{report.head.strip()}")
         answer = "\n\n".join(p for p in parts if p)[:OUTPUT_CHARS]
         answer = answer or "The code ran and printed nothing."
         values = {name: "" for name in output_field_names}
