@@ -37,6 +37,13 @@ def _fleet_inspect(targets, shapes, inputs, head_lines, sample, cap):
     def lines(t):
         return [l.strip() for l in t.splitlines() if l.strip()]
 
+    read = {}  # each input's lines, read once per cell
+
+    def input_lines(source):
+        if source not in read:
+            read[source] = lines(text(source))
+        return read[source]
+
     def number(t):
         try:
             float(t)
@@ -71,7 +78,7 @@ def _fleet_inspect(targets, shapes, inputs, head_lines, sample, cap):
                     f"condition matches nothing. {head}Check the condition against them")
         got = lines(t)
         for source in inputs:
-            if os.path.isfile(source) and len(got) >= 2 and got == lines(text(source)):
+            if os.path.isfile(source) and len(got) >= 2 and got == input_lines(source):
                 return (f"wrote {path} with every line of {source} unchanged; keep only what "
                         f"the task asks for. {first_lines(source)}Check the program's "
                         "condition against them")
