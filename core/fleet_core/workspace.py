@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
+from fleet_core import names
 from fleet_core.errors import (
     FileTooLarge,
     InvalidInput,
@@ -35,12 +36,14 @@ from fleet_core.errors import (
 )
 
 ROOTS = ("files", "artifacts", "memory", "skills")
+MAX_PATH_CHARS = names.MAX_PATH_CHARS
+MAX_DEPTH = 256
+"""Directories deeper than this are not listed (the sandbox's walk stops a cell that nests
+deeper, see ``sandbox/hygiene.py``)."""
 CHUNK = 1 << 20
 STAGING_DIR = ".staging"
 TEMP_PREFIX = ".fleet-"
-MAX_PATH_CHARS = 1024
 _SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _TEXT_SNIFF = 8192
 _PSEUDO_ROOTS = ("/proc", "/sys", "/dev")
 _PSEUDO_FS = frozenset(
@@ -97,13 +100,16 @@ def validate_relative_path(path: str, roots: tuple[str, ...] = ROOTS) -> PurePos
     """Check a workspace path's syntax: relative POSIX, known root, no ``..``/control chars."""
     if not isinstance(path, str) or not path:
         raise WorkspacePathError("Workspace path is empty")
-    shown = path[:200].encode("unicode_escape").decode()
+    shown = names.shown(path)
     if len(path) > MAX_PATH_CHARS:
         raise WorkspacePathError(f"Workspace path is longer than {MAX_PATH_CHARS} characters")
-    if _CONTROL.search(path):
-        raise WorkspacePathError(f"Workspace path '{shown}' contains NUL or control characters")
     if "\\" in path:
         raise WorkspacePathError(f"Workspace path '{shown}' contains a backslash; use '/'")
+    if names.has_unrepresentable(path):
+        raise WorkspacePathError(
+            f"Workspace path '{shown}' contains NUL or control characters, "
+            "or bytes that are not UTF-8"
+        )
     if path.startswith("/"):
         raise WorkspacePathError(
             f"Workspace path '{shown}' is absolute; give a path relative to the workspace"
@@ -145,6 +151,8 @@ class Workspace:
         self.max_file_bytes = max_file_bytes
         self.max_read_bytes = max_read_bytes
         self._digests: dict[str, tuple[tuple[int, int, int], str]] = {}
+        self.renamed: list[names.Renamed] = []
+        """Entries this object quarantined (``fleet_core.names``), oldest first."""
 
     def ensure_layout(self) -> None:
         """Create the roots; the workspace directory itself is private (0700)."""
@@ -232,14 +240,30 @@ class Workspace:
         return [self.stat(path) for path in self.paths(root)]
 
     def paths(self, root: str | None = None) -> list[str]:
+        """Every regular file's path, sorted. A name the workspace cannot hold (one an older
+        version or a sandbox left) is quarantined on the way (``fleet_core.names``), so a
+        listing always succeeds; the renames are logged and kept in ``renamed``."""
         roots = (root,) if root else ROOTS
         found: list[str] = []
         for name in roots:
             validate_relative_path(name)
-            base = self.root / name
-            if base.is_dir() and not base.is_symlink():
-                found.extend(_walk_regular(base, name))
+            try:
+                top_fd = os.open(self.root / name, _DIR_FLAGS)
+            except OSError:
+                continue  # missing, or a symlink: never followed
+            try:
+                paths, renamed = names.walk_regular(top_fd, name, max_depth=MAX_DEPTH)
+            finally:
+                os.close(top_fd)
+            found.extend(paths)
+            self._note_renamed(renamed)
         return sorted(found)
+
+    def _note_renamed(self, renamed: list[names.Renamed]) -> None:
+        if not renamed:
+            return
+        self.renamed = [*self.renamed, *renamed][-100:]
+        log.warning("Workspace %s: %s", self.root.name, names.renamed_note(renamed))
 
     def stamps(self, root: str | None = None) -> dict[str, FileStamp]:
         """Every regular file's stamp, read from its inode only (no file is opened); digests
@@ -470,7 +494,7 @@ def pseudo_filesystems() -> dict[int, str]:
 
 
 def _shown(text: str) -> str:
-    return text[:300].encode("unicode_escape").decode()
+    return names.shown(text, 300)
 
 
 # --- staging (atomic writes) -------------------------------------------------------------------
@@ -597,23 +621,9 @@ def is_probably_text(sample: bytes) -> bool:
 
 def _basename(source: Path) -> str:
     name = source.name.replace("\\", "/").rsplit("/", 1)[-1]
-    if name in ("", ".", "..") or _CONTROL.search(name):
-        raise WorkspacePathError(f"Cannot attach '{source}': it has no usable file name")
-    return name
-
-
-def _walk_regular(base: Path, prefix: str) -> list[str]:
-    found: list[str] = []
-    with os.scandir(base) as entries:
-        for entry in entries:
-            name = f"{prefix}/{entry.name}"
-            if entry.is_symlink():
-                continue
-            if entry.is_dir(follow_symlinks=False):
-                found.extend(_walk_regular(Path(entry.path), name))
-            elif entry.is_file(follow_symlinks=False):
-                found.append(name)
-    return found
+    if name in ("", ".", ".."):
+        raise WorkspacePathError(f"Cannot attach '{_shown(str(source))}': it has no file name")
+    return names.escaped_name(name)  # the rule every name entering a workspace follows
 
 
 def render_manifest(

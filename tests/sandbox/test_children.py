@@ -190,3 +190,36 @@ async def test_child_cannot_escape_its_copied_inputs(parent: Workspace, tmp_path
     assert "WROTE" not in values
     assert parent.read("files/a.txt") == b"alpha"
     assert child.workspace.read("files/a.txt") == b"alpha"
+
+
+@needs_bwrap
+async def test_a_child_file_with_an_unholdable_name_is_promoted_under_its_escaped_name(
+    parent: Workspace, tmp_path: Path
+) -> None:
+    child = prepare_child_workspace(
+        parent, tmp_path / "child", agent_id="kid", parent_agent_id="root", input_paths=[]
+    )
+    spec = SandboxSpec(
+        session_id="s",
+        agent_id="kid",
+        parent_agent_id="root",
+        workspace=child.root,
+        limits=TEST_LIMITS,
+    )
+    async with LocalSandbox(spec) as sandbox:
+        result = await sandbox.execute(
+            "open('artifacts/x\\x1b\\n.txt', 'w').write('kept')\n"
+            "long = 'artifacts/' + '/'.join(['n' * 250] * 4)\n"
+            "import os; os.makedirs(long)\n"
+            "open(long + '/deep.txt', 'w').write('deep')\n"
+        )
+        assert result.error is None, result.error
+        assert "renamed" in result.stderr and "x%1B%0A.txt" in result.stderr
+    promoted = promote_child_artifacts(
+        child, parent, source_sandbox_id=sandbox.id, max_files=100, max_bytes=10**6
+    )
+    paths = sorted(r.path for r in promoted.promoted)
+    assert "artifacts/kid/x%1B%0A.txt" in paths and len(paths) == 2, paths
+    assert promoted.skipped == ()
+    assert parent.read("artifacts/kid/x%1B%0A.txt") == b"kept"
+    assert set(paths) <= set(parent.paths("artifacts"))  # the parent lists all of them

@@ -296,6 +296,21 @@ async def test_workspace_mirror_pull_skips_symlinks_and_deletes(
     assert [f.path for f in await sandbox.list_files("artifacts")] == ["artifacts/sub/b.bin"]
 
 
+async def test_a_pulled_file_with_an_unholdable_name_lands_under_its_escaped_name(
+    tmp_path: Path, fake: FakeDaytona, state_dir: Path, made: list[DaytonaSandbox]
+) -> None:
+    sandbox = _sandbox(made, fake, state_dir, _spec(tmp_path))
+    await sandbox.start()
+    result = await sandbox.execute("open('artifacts/x\\x1b\\n.txt', 'w').write('kept')")
+    assert "renamed" in result.stderr and "x%1B%0A.txt" in result.stderr
+    paths = [f.path for f in await sandbox.list_files("artifacts")]
+    assert paths == ["artifacts/x%1B%0A.txt"]
+    assert await sandbox.read_file("artifacts/x%1B%0A.txt") == b"kept"
+    removed = await sandbox.execute("import os\nos.remove('artifacts/x%1B%0A.txt')")
+    assert removed.error is None  # the remote sandbox holds the same escaped name
+    assert [f.path for f in await sandbox.list_files("artifacts")] == []
+
+
 async def test_many_files_transfer_in_batches(
     tmp_path: Path, fake: FakeDaytona, state_dir: Path, made: list[DaytonaSandbox]
 ) -> None:

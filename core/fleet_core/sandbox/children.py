@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fleet_core import names
 from fleet_core.errors import InvalidInput
 from fleet_core.sandbox.errors import ResourceLimitError, WorkspacePathError
 from fleet_core.workspace import ROOTS, Workspace, validate_relative_path
@@ -129,7 +130,7 @@ def promote_child_artifacts(
     receipts: list[PromotionReceipt] = []
     try:
         for rel, data, digest in planned:
-            target = f"artifacts/{child.agent_id}/{rel}"
+            target = _promoted_path(child.agent_id, rel, taken=set(written))
             parent.write(target, data)
             written.append(target)
             receipts.append(_receipt(child, rel, target, data, digest, source_sandbox_id))
@@ -141,18 +142,28 @@ def promote_child_artifacts(
     return PromotionResult(promoted=tuple(receipts), skipped=tuple(skipped))
 
 
+def _promoted_path(agent_id: str, rel: str, *, taken: set[str]) -> str:
+    """Where a child's ``artifacts/<rel>`` lands in the parent, under a name the workspace can
+    hold (``fleet_core.names``: the child's own sandbox already escaped it, but the prefix can
+    make the path too long), never onto another promoted file."""
+    target = names.safe_path(f"artifacts/{agent_id}/{rel}")
+    if target in taken:
+        target = f"artifacts/{agent_id}/{names.short_name(target.rpartition('/')[2], rel)}"
+    return target
+
+
 def _receipt(
     child: ChildWorkspace, rel: str, target: str, data: bytes, digest: str, sandbox_id: str
 ) -> PromotionReceipt:
     lineage = "/".join((*child.ancestors, child.agent_id))
     return PromotionReceipt(
         path=target,
-        root_path=f"artifacts/{lineage}/{rel}",
+        root_path=names.safe_path(f"artifacts/{lineage}/{rel}"),
         sha256=digest,
         size_bytes=len(data),
         source_agent_id=child.agent_id,
         source_sandbox_id=sandbox_id,
-        source_path=f"artifacts/{rel}",
+        source_path=names.safe_path(f"artifacts/{rel}"),
     )
 
 
@@ -204,16 +215,8 @@ def _walk_artifacts(base: Path, prefix: str) -> list[tuple[str, str]]:
         elif not stat.S_ISREG(mode):
             found.append((rel, "not a regular file (FIFO, socket or device)"))
         else:
-            found.append((rel, _name_problem(f"artifacts/{rel}")))
+            found.append((rel, ""))
     return found
-
-
-def _name_problem(path: str) -> str:
-    try:
-        validate_relative_path(path)
-    except WorkspacePathError as exc:
-        return f"unusable name: {exc}"
-    return ""
 
 
 def _read_regular(path: Path, *, limit: int) -> bytes | None:

@@ -53,8 +53,10 @@ from daytona import (
 )
 from daytona.common.errors import DaytonaError, DaytonaNotFoundError, DaytonaTimeoutError
 
+from fleet_core import names
 from fleet_core.config import SandboxSettings
-from fleet_core.sandbox.base import SandboxInfo, SandboxSpec, SandboxState
+from fleet_core.errors import WorkspacePathError
+from fleet_core.sandbox.base import ExecutionResult, SandboxInfo, SandboxSpec, SandboxState
 from fleet_core.sandbox.daytona_support import (
     APP_LABEL,
     Allocation,
@@ -73,7 +75,7 @@ from fleet_core.sandbox.errors import (
     SandboxUnavailableError,
 )
 from fleet_core.sandbox.protocol import CellGate, LineSplitter, decode_frame
-from fleet_core.sandbox.session import CellSession, tool_result_frame
+from fleet_core.sandbox.session import CellSession, tool_result_frame, with_note
 from fleet_core.workspace import ROOTS, FileInfo
 
 __all__ = ["DaytonaOptions", "DaytonaSandbox", "reconcile_orphans"]
@@ -88,36 +90,49 @@ _ROOTS_BY_SESSION: dict[str, str] = {}  # session id -> remote id of its root sa
 
 # Runs inside the sandbox (process.exec): regular files under the given roots, never following
 # links, with size and sha256 (None when over the limit). Arguments: roots JSON, size limit.
-_LIST_PROGRAM = r"""
+_LIST_MAIN = r"""
 import hashlib, json, os, stat, sys
-roots, limit, out = json.loads(sys.argv[1]), int(sys.argv[2]), []
+roots, limit, out, renamed = json.loads(sys.argv[1]), int(sys.argv[2]), [], []
 for root in roots:
-    for base, dirs, files in os.walk(root, followlinks=False):
-        dirs[:] = sorted(d for d in dirs if not os.path.islink(os.path.join(base, d)))
-        for name in sorted(files):
-            path = os.path.join(base, name)
-            try:
-                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-            except OSError:
+    try:
+        top = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        continue
+    try:
+        paths, moved = walk_regular(top, root, max_depth=256)
+    finally:
+        os.close(top)
+    renamed += [[item.old, item.new] for item in moved]
+    for path in paths:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            continue
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
                 continue
-            try:
-                st = os.fstat(fd)
-                if not stat.S_ISREG(st.st_mode):
-                    continue
-                if st.st_size > limit:
-                    out.append([path, st.st_size, None])
-                    continue
-                digest = hashlib.sha256()
-                while True:
-                    chunk = os.read(fd, 1 << 20)
-                    if not chunk:
-                        break
-                    digest.update(chunk)
-                out.append([path, st.st_size, digest.hexdigest()])
-            finally:
-                os.close(fd)
-print(json.dumps(out))
+            if st.st_size > limit:
+                out.append([path, st.st_size, None])
+                continue
+            digest = hashlib.sha256()
+            while True:
+                chunk = os.read(fd, 1 << 20)
+                if not chunk:
+                    break
+                digest.update(chunk)
+            out.append([path, st.st_size, digest.hexdigest()])
+        finally:
+            os.close(fd)
+print(json.dumps({"files": out, "renamed": renamed}))
 """
+
+
+def _list_program() -> str:
+    """The remote listing: ``fleet_core.names`` (stdlib only) quarantines names a workspace
+    cannot hold in the remote sandbox itself, so both sides keep the same escaped name."""
+    source = (resources.files("fleet_core") / "names.py").read_text(encoding="utf-8")
+    return source + _LIST_MAIN
 
 
 @functools.cache
@@ -168,6 +183,7 @@ class DaytonaSandbox(CellSession):
         self._run_task: asyncio.Task[None] | None = None
         self._synced: dict[str, str] = {}  # workspace path -> sha256 last seen on both sides
         self._dirty: set[str] = set()
+        self._renamed: list[names.Renamed] = []  # pulled under a safe name since the last cell
         self._snapshot: dict[str, Any] = {}
 
     # -- properties -----------------------------------------------------------------------------
@@ -596,6 +612,11 @@ class DaytonaSandbox(CellSession):
             except Exception as exc:  # the next cell or start() pulls again
                 log.warning("Pulling the Daytona workspace failed: %s", self._scrub(exc))
 
+    def _checked(self, result: ExecutionResult) -> ExecutionResult:
+        """A cell whose files were pulled under safe names says so (``fleet_core.names``)."""
+        renamed, self._renamed = self._renamed, []
+        return with_note(result, names.renamed_note(renamed))
+
     # -- files ----------------------------------------------------------------------------------
     async def write_file(self, path: str, data: bytes) -> FileInfo:
         info = await super().write_file(path, data)
@@ -663,7 +684,7 @@ class DaytonaSandbox(CellSession):
         limit = self._workspace.max_file_bytes
         command = (
             "python3 -c "
-            + shlex.quote(_LIST_PROGRAM)
+            + shlex.quote(_list_program())
             + " "
             + shlex.quote(json.dumps(roots))
             + f" {limit}"
@@ -676,8 +697,10 @@ class DaytonaSandbox(CellSession):
         if response.exit_code != 0:
             raise RuntimeError(f"listing the remote workspace failed: {response.result[-500:]}")
         listing: dict[str, tuple[int, str | None]] = {}
-        for raw_path, size, digest in json.loads(response.result.strip().splitlines()[-1]):
+        report = json.loads(response.result.strip().splitlines()[-1])
+        for raw_path, size, digest in report["files"]:
             listing[str(raw_path).removeprefix("./")] = (int(size), digest)
+        self._renamed += [names.Renamed(old=str(a), new=str(b)) for a, b in report["renamed"]]
         wanted = self._within_quota(
             listing,
             [
@@ -696,8 +719,8 @@ class DaytonaSandbox(CellSession):
         for path in [p for p in self._synced if p.split("/", 1)[0] in roots]:
             if path not in listing and path not in self._dirty:
                 self._synced.pop(path, None)
-                with contextlib.suppress(FileNotFoundError, OSError):
-                    await anyio.to_thread.run_sync(self._workspace.delete, path)
+                with contextlib.suppress(FileNotFoundError, OSError, WorkspacePathError):
+                    await anyio.to_thread.run_sync(self._workspace.delete, names.safe_path(path))
 
     def _within_quota(
         self, listing: Mapping[str, tuple[int, str | None]], wanted: list[str]
@@ -740,11 +763,14 @@ class DaytonaSandbox(CellSession):
             digest = hashlib.sha256(data).hexdigest()
             if digest != listing[path][1]:
                 continue  # changed while read: the next pull takes the new version
+            target = names.safe_path(path)  # the one rule for names (fleet_core.names)
             try:
-                await anyio.to_thread.run_sync(self._workspace.write, path, data)
-            except Exception as exc:  # an invalid name or a host-side quota
-                log.warning("Not pulling %s: %s", path, exc)
+                await anyio.to_thread.run_sync(self._workspace.write, target, data)
+            except Exception as exc:  # a host-side quota, or a name no rule could mend
+                log.warning("Not pulling %s: %s", names.shown(path), self._scrub(exc))
                 continue
+            if target != path:
+                self._renamed.append(names.Renamed(old=path, new=target))
             self._synced[path] = digest
 
     # -- helpers --------------------------------------------------------------------------------

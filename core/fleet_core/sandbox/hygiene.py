@@ -26,6 +26,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fleet_core import names
+
 log = logging.getLogger(__name__)
 
 SPECIAL_BITS = stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX
@@ -48,10 +50,15 @@ class WorkspaceScan:
     """Relative paths whose setuid/setgid/sticky bits were removed."""
     removed: list[str] = field(default_factory=list)
     """Relative paths unlinked: special files, and files with special bits and hard links."""
+    renamed: list[names.Renamed] = field(default_factory=list)
+    """Entries whose names a workspace cannot hold, quarantined (``fleet_core.names``)."""
 
     @property
     def changed(self) -> bool:
-        return bool(self.stripped or self.removed)
+        return bool(self.stripped or self.removed or self.renamed)
+
+    def renamed_note(self) -> str:
+        return names.renamed_note(self.renamed)
 
     def over(self, limit: int) -> bool:
         return self.too_deep or self.bytes_used > limit
@@ -82,17 +89,19 @@ def sanitize_workspace(
 ) -> WorkspaceScan:
     """:func:`scan_workspace` with cleaning, logging a warning when anything was changed."""
     scan = scan_workspace(root, sanitize=True, exclude=exclude)
-    if scan.changed:
+    if scan.stripped or scan.removed:
         log.warning(
             "sandbox %s: stripped setuid/setgid/sticky bits from %d path(s) %s and removed %d "
             "special file(s) %s in %s",
             label or "-",
             len(scan.stripped),
-            scan.stripped[:10],
+            [names.shown(path) for path in scan.stripped[:10]],
             len(scan.removed),
-            scan.removed[:10],
+            [names.shown(path) for path in scan.removed[:10]],
             root,
         )
+    if scan.renamed:
+        log.warning("sandbox %s: %s", label or "-", scan.renamed_note())
     return scan
 
 
@@ -102,14 +111,16 @@ def _walk(root_fd: int, scan: WorkspaceScan, *, sanitize: bool, exclude: frozens
     stack: list[tuple[int, str, list[str], bool]] = [(root_fd, "", _names(root_fd), True)]
     try:
         while stack:
-            dir_fd, prefix, names, counted = stack[-1]
-            if not names:
+            dir_fd, prefix, entries, counted = stack[-1]
+            if not entries:
                 stack.pop()
                 if dir_fd != root_fd:
                     os.close(dir_fd)
                 continue
-            name = names.pop()
+            name = entries.pop()
             rel = f"{prefix}{name}"
+            if sanitize and len(stack) > 1:
+                dir_fd, name, rel = _quarantined(dir_fd, name, rel, stack[1], scan)
             charge = counted and not (prefix == "" and name in exclude)
             child = _visit(dir_fd, name, rel, scan, seen, sanitize=sanitize, charge=charge)
             if child is None:
@@ -123,6 +134,25 @@ def _walk(root_fd: int, scan: WorkspaceScan, *, sanitize: bool, exclude: frozens
         for dir_fd, *_rest in stack:
             if dir_fd != root_fd:
                 os.close(dir_fd)
+
+
+def _quarantined(
+    dir_fd: int, name: str, rel: str, top: tuple[int, str, list[str], bool], scan: WorkspaceScan
+) -> tuple[int, str, str]:
+    """Rename an entry whose name a workspace cannot hold (``fleet_core.names``); returns the
+    directory, name and path to go on with."""
+    top_fd, top_prefix = top[0], top[1].rstrip("/")
+    try:
+        moved = names.quarantine(dir_fd, name, rel, top_fd=top_fd, top=top_prefix)
+    except OSError as exc:
+        log.warning("could not rename %s: %s", names.shown(rel), exc)
+        return dir_fd, name, rel
+    if moved is None:
+        return dir_fd, name, rel
+    scan.renamed.append(moved)
+    parent, _slash, new_name = moved.new.rpartition("/")
+    same_place = parent == rel.rpartition("/")[0]
+    return (dir_fd if same_place else top_fd), new_name, moved.new
 
 
 def _names(dir_fd: int) -> list[str]:

@@ -44,6 +44,7 @@ from fleet_core.sandbox.session import (
     quota_result,
     quota_text,
     tool_result_frame,
+    with_note,
 )
 
 READY_TIMEOUT_S = 30.0
@@ -491,6 +492,8 @@ class LocalSandbox(CellSession):
     def _checked(self, result: ExecutionResult) -> ExecutionResult:
         """A cell that ended before the watchdog saw it outgrow the quota fails all the same."""
         scan = self.last_scan
+        if scan is not None and scan.renamed:
+            result = with_note(result, scan.renamed_note())
         if scan is None or not scan.over(self._allowed_after):
             return result
         quota = self._spec.limits.workspace_quota_bytes

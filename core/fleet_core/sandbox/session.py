@@ -347,6 +347,15 @@ def judge(cell: CellGate, result: ExecutionResult, timeout: float) -> ExecutionR
 QUOTA_ERROR = "WorkspaceQuotaExceeded"
 
 
+def with_note(result: ExecutionResult, note: str) -> ExecutionResult:
+    """The cell's result with a line of the host's appended to its stderr (what the model, the
+    trace and the editor's cell view show)."""
+    if not note:
+        return result
+    stderr = f"{result.stderr.rstrip()}\n{note}\n" if result.stderr.strip() else f"{note}\n"
+    return result.model_copy(update={"stderr": stderr})
+
+
 def quota_result(result: ExecutionResult, message: str) -> ExecutionResult:
     """The cell's result as a ``WorkspaceQuotaExceeded`` failure (output kept, state kept)."""
     if result.error is not None and result.error.type == QUOTA_ERROR:
