@@ -15,7 +15,11 @@ def main(argv: list[str] | None = None) -> None:
     if args in (["serve"], ["serve", "--stdio"]) or (not args and not sys.stdin.isatty()):
         serve_stdio()
         return
+    from fleet_lsp import terminal
     from fleet_lsp.commands import app
+
+    terminal.install()  # outside text never acts on the terminal (fleet_lsp.terminal)
+    terminal.configure_cli_logging()
 
     app(args=args or ["--help"], prog_name="fleet-lsp")
 

@@ -143,8 +143,10 @@ def serve(
 
 def fail(exc: Any) -> typer.Exit:
     """Print a FleetError as one line on stderr; the exit code says what kind it was."""
+    from fleet_lsp.terminal import visible
+
     message = " ".join(str(exc.message).split())
-    typer.echo(f"error ({exc.kind}): {message}", err=True)
+    typer.echo(visible(f"error ({exc.kind}): {message}"), err=True)
     return typer.Exit(EXIT_USAGE if exc.kind in USAGE_KINDS else EXIT_FAILURE)
 
 
@@ -204,6 +206,8 @@ def sessions(
     from rich.markup import escape
     from rich.table import Table
 
+    from fleet_lsp.terminal import visible
+
     table = Table("session", "mode", "turns", "updated", "dataset")
     for s in found:
         cells = (
@@ -213,7 +217,7 @@ def sessions(
             s["updatedAt"],
             (s.get("dataset") or {}).get("path", ""),
         )
-        table.add_row(*(escape(str(cell)) for cell in cells))
+        table.add_row(*(escape(visible(cell)) for cell in cells))
     Console().print(table if found else "No sessions yet. Start one with: fleet-lsp demo")
 
 
@@ -277,37 +281,88 @@ def turn(
 
     if as_json:
         typer.echo(json.dumps(result, indent=2))
-        return
-    _print_result(result)
-    if kept:
-        from rich.console import Console
+    else:
+        _print_result(result)
+        if kept:
+            from rich.console import Console
 
-        for line in kept:
-            Console().print(line, markup=False, highlight=False)
+            from fleet_lsp.terminal import visible
+
+            for line in kept:
+                Console().print(visible(line), markup=False, highlight=False)
+    code = turn_exit_code(result)
+    if code:
+        typer.echo(turn_failure_line(result), err=True)
+        raise typer.Exit(code)
+
+
+#: A Turn's exit codes: 0 completed, 1 failed, 130 cancelled (docs/cli.md).
+EXIT_CANCELLED = 130
+_TURN_FIXES = (
+    (
+        ("AuthError", "401", "403", "Invalid API key", "Unauthorized"),
+        "check the model endpoint's key (FLEET_LM_API_KEY; fleet-lsp doctor)",
+    ),
+    (
+        ("ConnectError", "Connection", "connect", "unreachable", "timed out", "Timeout"),
+        "check that the model endpoint answers (FLEET_LM_API_BASE; fleet-lsp doctor)",
+    ),
+    (
+        ("TurnDeadlineExceeded",),
+        "raise the Turn's timeout (runtime.turn_timeout_seconds) or ask for less",
+    ),
+    (("BudgetExhausted",), "raise the Turn's budget (engine settings) or ask for less"),
+)
+
+
+def turn_exit_code(result: dict[str, Any]) -> int:
+    status = result.get("status")
+    if status == "completed":
+        return 0
+    return EXIT_CANCELLED if status == "cancelled" else EXIT_FAILURE
+
+
+def turn_failure_line(result: dict[str, Any]) -> str:
+    """One line: what failed and what to do (the traceback stays in the log and the trace)."""
+    error = result.get("error") or {}
+    kind = str(error.get("kind") or result.get("status"))
+    first = next((ln for ln in str(error.get("message") or "").splitlines() if ln.strip()), "")
+    what = " ".join(first.split()) or f"the Turn ended {result.get('status')}"
+    fix = next(
+        (hint for needles, hint in _TURN_FIXES if any(n in f"{kind} {what}" for n in needles)),
+        None,
+    )
+    trace = result.get("traceId") or result.get("turnId")
+    if result.get("status") == "cancelled":
+        fix = fix or "run it again when you want it"
+    tail = (
+        f"fix: {fix}; details: fleet-lsp trace show {trace}"
+        if fix
+        else (f"details: fleet-lsp trace show {trace}")
+    )
+    from fleet_lsp.terminal import visible
+
+    return visible(f"error ({kind}): {what} · {tail}")
 
 
 def _print_result(result: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.markup import escape
 
+    from fleet_lsp.terminal import visible
+
     console = Console()
-    status, route = escape(str(result["status"])), escape(str(result.get("route") or "n/a"))
+    status = escape(visible(result["status"]))
+    route = escape(visible(result.get("route") or "n/a"))
     console.print(f"\n[bold]{status}[/bold] · route {route}")
     # The answer keeps the model's own layout (tables, aligned columns): no markup, no reflow.
-    console.print(result.get("answer") or "(no answer)", markup=False, highlight=False)
+    console.print(visible(result.get("answer") or "(no answer)"), markup=False, highlight=False)
     for artifact in result.get("artifacts", []):
-        console.print(
-            f"artifact: {artifact['path']} ({artifact['sizeBytes']:,} bytes) {artifact['uri']}",
-            markup=False,
-        )
+        line = f"artifact: {artifact['path']} ({artifact['sizeBytes']:,} bytes) {artifact['uri']}"
+        console.print(visible(line), markup=False, highlight=False)
     rejections = (result.get("usage") or {}).get("submitRejections")
     if rejections:
         console.print(f"ungrounded SUBMITs rejected: {int(rejections)}", markup=False)
-    if result.get("error"):
-        error = result["error"]
-        console.print(
-            f"[red]{escape(str(error.get('kind')))}: {escape(str(error.get('message')))}[/red]"
-        )
     tid = result.get("traceId") or result.get("turnId")
     console.print(f"trace: fleet-lsp trace show {tid}", markup=False)
 
@@ -326,7 +381,12 @@ def artifacts_get(
 
     data: bytes = _run(go)
     if local is None:
-        sys.stdout.buffer.write(data)
+        if sys.stdout.isatty():  # shown, not acted on; piped, the bytes as they are
+            from fleet_lsp.terminal import visible
+
+            typer.echo(visible(data.decode("utf-8", errors="replace")), nl=False)
+        else:
+            sys.stdout.buffer.write(data)
         return
     from pathlib import Path
 
@@ -350,7 +410,9 @@ def trace_show(
         await runtime.flush_traces()  # what earlier CLI Turns queued
         return (await TraceService().get(runtime, trace_id=trace_id)).markdown
 
-    markdown: str = _run(go)
+    from fleet_lsp.terminal import visible
+
+    markdown = visible(_run(go))
     if raw:
         typer.echo(markdown)
         return

@@ -79,6 +79,8 @@ class LiveTurnView:
 
     def __exit__(self, *exc: object) -> None:
         self._live.__exit__(None, None, None)
+        if not self.console.is_terminal:
+            self.console.line()  # a file or pipe gets the last frame without its line end
 
     def __rich__(self) -> Tree:
         return self.render()
@@ -102,7 +104,7 @@ class LiveTurnView:
                 agent.cells += 1
                 agent.step = f"cell {agent.cells}"
         elif isinstance(data, ToolCallStartPayload):
-            agent.step = f"tool {data.tool}"
+            agent.step = f"tool {_first_line(data.tool, 60)}"
         elif event.kind == "lm_start":
             agent.step = "calling the model"
         elif isinstance(data, BudgetUpdatePayload):
@@ -191,7 +193,7 @@ class LiveTurnView:
 def _label(agent: _Agent) -> Text:
     from rich.text import Text
 
-    label = Text(agent.agent_id)
+    label = Text(_first_line(agent.agent_id, 80))
     if agent.subtask:
         label.append(f" ({agent.subtask})", style="italic")
     label.append(f": {agent.step} ")
@@ -200,5 +202,8 @@ def _label(agent: _Agent) -> Text:
 
 
 def _first_line(text: str, limit: int) -> str:
+    """The first line of outside text, cut to ``limit`` and shown, never acted on."""
+    from fleet_lsp.terminal import visible
+
     stripped = text.strip()
-    return stripped.splitlines()[0][:limit] if stripped else ""
+    return visible(stripped.splitlines()[0][:limit]) if stripped else ""

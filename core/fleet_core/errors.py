@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+REPORTED = "fleet_reported"
+"""A log record's ``extra`` key: what it says also reaches the caller in a result (a failed
+Turn's error), so a face that shows that result may leave the record out (the CLI does)."""
+
 
 class FleetError(Exception):
     """Base of every error a person may see; the message is written for that person."""

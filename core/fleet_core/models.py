@@ -51,6 +51,9 @@ class WorkspaceFile(Record):
 class TurnError(Record):
     kind: str
     message: str
+    # the engine's traceback of an unexpected failure: for the trace only (redacted, bounded),
+    # never on the wire or in the store
+    traceback: str | None = Field(default=None, exclude=True)
 
 
 class TurnSummary(Record):

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import shutil
+import traceback
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field, replace
@@ -51,7 +52,7 @@ from fleet_core.engine.lm import (
     session_models,
 )
 from fleet_core.engine.stream import EventChannel
-from fleet_core.errors import FleetError, InvalidInput, SessionOwned, TurnBusy
+from fleet_core.errors import REPORTED, FleetError, InvalidInput, SessionOwned, TurnBusy
 from fleet_core.events import TurnEvent
 from fleet_core.models import (
     ArtifactRef,
@@ -83,6 +84,7 @@ if TYPE_CHECKING:
     from fleet_core.engine.program import EngineResult
     from fleet_core.workspace import FileStamp, Workspace
 
+TRACEBACK_CHARS = 20_000  # of a failed Turn's traceback, kept for its trace
 log = logging.getLogger(__name__)
 OnEvent = Callable[[TurnEvent], None]
 T = TypeVar("T")
@@ -721,9 +723,14 @@ class TurnService:
             return "cancelled", TurnError(kind="TurnCancelled", message="The Turn was cancelled")
         if isinstance(error, FleetError):
             return "failed", TurnError(kind=error.kind, message=redact(error.message))
-        log.warning("Turn failed: %s: %s", type(error).__name__, error, exc_info=error)
         message = redact(f"{type(error).__name__}: {error}", 1000)
-        return "failed", TurnError(kind="EngineError", message=f"The Turn failed: {message}")
+        # One line for the log; the traceback only at DEBUG and in the trace (never the wire).
+        log.warning("Turn failed: %s", message.splitlines()[0], extra={REPORTED: True})
+        log.debug("Turn failed", exc_info=error)
+        stack = redact("".join(traceback.format_exception(error)), TRACEBACK_CHARS)
+        return "failed", TurnError(
+            kind="EngineError", message=f"The Turn failed: {message}", traceback=stack
+        )
 
     async def _changed_artifacts(
         self,

@@ -581,6 +581,11 @@ class TraceBuilder:
                     "fleet.sandbox_errors_observed": self._sandbox_errors,
                     "fleet.budget": self._usage,
                     "fleet.duration_seconds": round((end - root.start_ns) / 1e9, 3),
+                    **(
+                        {"fleet.error_traceback": self.redactor.text(result.error.traceback)}
+                        if result.error and result.error.traceback
+                        else {}
+                    ),
                 },
                 status="OK" if outcome == "completed" else "ERROR",
                 message="" if outcome == "completed" else (error or {}).get("message", why),
