@@ -545,10 +545,17 @@ def _log_open_failure(task: asyncio.Task[Any]) -> None:
         log.error("cannot open the Fleet runtime: %s", task.exception())
 
 
+_UNKNOWN_CANCEL = "Cancel notification for unknown message id"
+
+
 class _QuietExpectedErrors(logging.Filter):
     """pygls logs every error response with a traceback; expected ones are not news."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if record.name.startswith("pygls") and str(record.msg).startswith(_UNKNOWN_CANCEL):
+            # a cancel that lost the race with its answer (a flood of them is no news): DEBUG
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+            return logging.getLogger().isEnabledFor(logging.DEBUG)
         exc = record.exc_info[1] if record.exc_info else None
         expected = isinstance(exc, JsonRpcException) and (
             exc.code == INVALID_PARAMS or -32099 <= exc.code <= -32050
