@@ -2,8 +2,22 @@
 // and output channel. Pure: no `vscode` import.
 import type { TurnEvent, TurnProgressValue, TurnResult } from './protocol';
 
+// C0/C1 controls (newlines and tabs aside), DEL and the bidi overrides/isolates: shown, never acted on.
+// eslint-disable-next-line no-control-regex
+const UNSAFE = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+
+/** Outside text (a file name, a task, an answer line) with every control and bidi override as a
+ * visible escape: `\x1b`, `\x9b`, `<U+202E>`; a name that reads "invoice<U+202E>txt.exe" cannot
+ * pass for "invoiceexe.txt" in a tree or picker. */
+export function visible(text: string): string {
+  return text.replace(UNSAFE, (c) => {
+    const code = c.charCodeAt(0);
+    return code < 0x100 ? `\\x${code.toString(16).padStart(2, '0')}` : `<U+${code.toString(16).toUpperCase().padStart(4, '0')}>`;
+  });
+}
+
 export function truncate(text: string, limit: number): string {
-  const flat = text.replace(/\s+/g, ' ').trim();
+  const flat = visible(text.replace(/\s+/g, ' ').trim());
   return flat.length <= limit ? flat : flat.slice(0, Math.max(0, limit - 1)).trimEnd() + '…';
 }
 

@@ -17,6 +17,23 @@ local pending = {} -- sessionId -> true while a render is scheduled
 
 --- Text from the server (model or user written) as safe buffer lines: no control characters
 --- (a NUL or a newline cannot be in a buffer line), bounded in length and in count.
+--- Outside text with C1 controls (U+0080–U+009F) and bidi overrides/isolates (U+061C, U+200E,
+--- U+200F, U+202A–U+202E, U+2066–U+2069) shown as `\x9b` and `<U+202E>`: a name never reorders
+--- or drives the screen. (C0 controls become `?` in M.lines.)
+function M.visible(text)
+  text = tostring(text)
+  text = text:gsub('\194([\128-\159])', function(b)
+    return ('\\x%02x'):format(b:byte())
+  end)
+  text = text:gsub('\226\128([\142\143\170-\174])', function(b)
+    return ('<U+%04X>'):format(0x2000 + b:byte() - 0x80)
+  end)
+  text = text:gsub('\226\129([\166-\169])', function(b)
+    return ('<U+%04X>'):format(0x2040 + b:byte() - 0x80)
+  end)
+  return (text:gsub('\216\156', '<U+061C>'))
+end
+
 function M.lines(text, max_lines, prefix)
   prefix = prefix or ''
   local out = {}
@@ -29,7 +46,7 @@ function M.lines(text, max_lines, prefix)
       table.insert(out, prefix .. '…')
       break
     end
-    line = line:gsub('[%z\1-\31\127]', '?')
+    line = M.visible(line:gsub('[%z\1-\31\127]', '?'))
     if vim.fn.strchars(line) > LIMITS.line_chars then
       line = vim.fn.strcharpart(line, 0, LIMITS.line_chars) .. '…'
     end

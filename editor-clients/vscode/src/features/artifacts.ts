@@ -4,6 +4,7 @@ import { UiCommandName } from '../commands';
 import { Fleet, Handler, formatBytes } from '../fleet';
 import { Artifact, URI_SCHEME } from '../protocol';
 import { artifactUri, isFleetUri, parseFleetUri } from '../uris';
+import { visible } from '../progress';
 
 export function artifactCommands(fleet: Fleet): Partial<Record<UiCommandName, Handler>> {
   return {
@@ -19,7 +20,7 @@ export async function pickArtifact(artifacts: Artifact[]): Promise<Artifact | un
   }
   const picked = await vscode.window.showQuickPick(
     artifacts.map((a) => ({
-      label: a.path.replace(/^artifacts\//, ''),
+      label: visible(a.path.replace(/^artifacts\//, '')),
       description: formatBytes(a.sizeBytes),
       detail: [a.turnId && `turn ${a.turnId}`, a.agentId && `agent ${a.agentId}`].filter(Boolean).join(' · ') || undefined,
       artifact: a,

@@ -3,6 +3,7 @@ import * as vscode from 'vscode';
 import { UiCommandName } from '../commands';
 import { Fleet, Handler, formatBytes } from '../fleet';
 import { AttachResult } from '../protocol';
+import { visible } from '../progress';
 
 export function contextCommands(fleet: Fleet): Partial<Record<UiCommandName, Handler>> {
   return {
@@ -88,13 +89,13 @@ async function setDataset(fleet: Fleet, arg?: { path?: string; description?: str
       return;
     }
     const picked = await vscode.window.showQuickPick(
-      files.map((f) => ({ label: f.path, description: formatBytes(f.sizeBytes) })),
+      files.map((f) => ({ label: visible(f.path), path: f.path, description: formatBytes(f.sizeBytes) })),
       { title: `Fleet: dataset of ${sessionId}` },
     );
     if (!picked) {
       return;
     }
-    path = picked.label;
+    path = picked.path;
     description = await vscode.window.showInputBox({ title: 'Fleet: describe the dataset (optional)' });
     if (description === undefined) {
       return;

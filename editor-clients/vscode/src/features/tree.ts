@@ -9,6 +9,7 @@ import { artifactsOfTurn } from '../answer';
 import { formatError } from '../errors';
 import { Artifact, SessionInfo, TurnSummary } from '../protocol';
 import { agentView, turnView } from '../treeModel';
+import { visible } from '../progress';
 
 export const VIEW_ID = 'fleet.sessions';
 
@@ -202,7 +203,7 @@ export class FleetTree implements vscode.TreeDataProvider<FleetNode>, vscode.Dis
     switch (element.kind) {
       case 'session': {
         const current = element.sessionId === this.fleet.sessionId;
-        const item = new vscode.TreeItem(element.sessionId, vscode.TreeItemCollapsibleState.Collapsed);
+        const item = new vscode.TreeItem(visible(element.sessionId), vscode.TreeItemCollapsibleState.Collapsed);
         item.id = element.id;
         item.description = `${current ? 'current · ' : ''}${element.info.mode} · ${element.info.turnCount} turns`;
         item.tooltip = `Session ${element.sessionId}\nupdated ${element.info.updatedAt}`;
@@ -240,7 +241,7 @@ export class FleetTree implements vscode.TreeDataProvider<FleetNode>, vscode.Dis
         return item;
       }
       case 'artifact': {
-        const item = new vscode.TreeItem(element.path.replace(/^artifacts\//, ''), vscode.TreeItemCollapsibleState.None);
+        const item = new vscode.TreeItem(visible(element.path.replace(/^artifacts\//, '')), vscode.TreeItemCollapsibleState.None);
         item.id = element.id;
         item.description = element.sizeBytes !== undefined ? formatBytes(element.sizeBytes) : undefined;
         item.resourceUri = vscode.Uri.parse(element.uri, true);

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { formatTurnEvent, formatTurnResult, formatUsage, newWorkDoneToken, progressMessage, splitValues, truncate, turnTitle } from '../progress';
+import { formatTurnEvent, formatTurnResult, formatUsage, newWorkDoneToken, progressMessage, splitValues, truncate, turnTitle, visible } from '../progress';
 import type { TurnEvent, TurnResult } from '../protocol';
 
 /** An event as the server may send it: tests feed partial payloads on purpose (the formatter must
@@ -21,6 +21,12 @@ const result: TurnResult = {
 };
 
 describe('progress', () => {
+  it('shows controls and bidi overrides in names instead of acting on them', () => {
+    assert.equal(visible('invoice\u202etxt.exe'), 'invoice<U+202E>txt.exe');
+    assert.equal(visible('x\u001b[31m\u009b2J\u2066'), 'x\\x1b[31m\\x9b2J<U+2066>');
+    assert.equal(visible('a\tb\nc'), 'a\tb\nc');
+    assert.equal(truncate('files/a\u202eb.csv', 40), 'files/a<U+202E>b.csv');
+  });
   it('truncates and titles', () => {
     assert.equal(truncate('a  b\nc', 10), 'a b c');
     assert.equal(truncate('abcdefghij', 5), 'abcd…');
