@@ -31,6 +31,7 @@ HOSTILE = {
     "artifacts/csi\x9b2J.txt": "artifacts/csi%C2%9B2J.txt",
     "artifacts/back\\slash.txt": "artifacts/back%5Cslash.txt",
     "memory/bell\x07.md": "memory/bell%07.md",
+    "skills/sk\x1b/SKILL.md": "skills/sk%1B/SKILL.md",
     "artifacts/dir\x01/inner.txt": "artifacts/dir%01/inner.txt",
 }
 BIDI = "artifacts/invoice\u202etxt.exe"  # a name the workspace holds; renderers show it escaped
