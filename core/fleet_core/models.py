@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
+from pydantic.json_schema import SkipJsonSchema
 
 from fleet_core.optimization.program import DEFAULT_PROGRAM_DIGEST
 
@@ -53,7 +54,7 @@ class TurnError(Record):
     message: str
     # the engine's traceback of an unexpected failure: for the trace only (redacted, bounded),
     # never on the wire or in the store
-    traceback: str | None = Field(default=None, exclude=True)
+    traceback: SkipJsonSchema[str | None] = Field(default=None, exclude=True)
 
 
 class TurnSummary(Record):
