@@ -630,7 +630,7 @@ def config_show(
     from fleet_core.errors import ConfigError
 
     try:
-        config = load_config()
+        config = load_config(log_warnings=False)  # printed below, with the rest
     except ConfigError as exc:
         typer.echo(f"configuration error: {exc.message}", err=True)
         raise typer.Exit(1) from None
@@ -659,6 +659,14 @@ def config_show(
                     "settings": {k: {"value": v, "source": s} for k, v, s in items},
                     "secrets": {k: ("set" if v else "unset") for k, v in secrets.items()},
                     "models": {use.role: use.describe() for use in models},
+                    # where each endpoint and its key came from; names only, never a value
+                    "endpoints": {b.label: b.wire() for b in config.bindings.values()},
+                    "workspace": {
+                        "configFileScope": config.config_file_scope,
+                        "trusted": config.workspace_trusted,
+                        "ignored": [str(path) for path in config.workspace_ignored],
+                    },
+                    "warnings": list(config.warnings),
                 },
                 indent=2,
             )
@@ -683,6 +691,18 @@ def config_show(
     console.print(secret_table)
     for use in models:
         console.print(f"{use.role} role uses: {use.describe()}", markup=False)
+    console.print("endpoints and keys (never their values):")
+    for binding in config.bindings.values():
+        console.print(f"  {binding.describe()}", markup=False)
+    if config.workspace_ignored:
+        names = ", ".join(str(path) for path in config.workspace_ignored)
+        console.print(
+            f"workspace config ignored (FLEET_IGNORE_WORKSPACE_CONFIG): {names}", markup=False
+        )
+    elif config.workspace_trusted:
+        console.print("workspace config trusted (FLEET_TRUST_WORKSPACE_CONFIG)")
+    for warning in config.warnings:
+        console.print(f"warning: {warning}", markup=False, style="yellow")
     console.print(f"digest: {config.digest()}")
 
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import os
+import sqlite3
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
@@ -27,23 +29,58 @@ def run_checks() -> list[Check]:
     from fleet_core.errors import ConfigError
 
     try:
-        config = load_config()
+        config = load_config(log_warnings=False)  # check_configuration reports them
     except ConfigError as exc:
         return [Check("configuration", "fail", exc.message, "fix the named key, then rerun doctor")]
-    checks = [
-        Check(
-            "configuration",
-            "ok",
-            f"{config.config_file or 'defaults (no config/fleet.toml)'}, "
-            f"digest {config.digest()[:12]}",
-        )
-    ]
+    checks = [check_configuration(config)]
     checks.append(check_database(config))
     checks.append(check_sandbox(config))
     checks.append(check_mlflow(config))
     checks += check_models(config)
     checks.append(check_jev(config))
     return checks
+
+
+def check_configuration(config: EffectiveConfig) -> Check:
+    """The file read, the workspace's scope, and every warning of the key-binding rule."""
+    detail = (
+        f"{config.config_file or 'defaults (no config/fleet.toml)'}, digest {config.digest()[:12]}"
+    )
+    if config.workspace_ignored:
+        names = ", ".join(str(path) for path in config.workspace_ignored)
+        detail += f"; workspace config ignored (FLEET_IGNORE_WORKSPACE_CONFIG): {names}"
+    elif config.workspace_trusted:
+        detail += "; workspace config trusted (FLEET_TRUST_WORKSPACE_CONFIG)"
+    if not config.warnings:
+        return Check("configuration", "ok", detail)
+    return Check(
+        "configuration",
+        "warn",
+        "; ".join([detail, *config.warnings]),
+        "`fleet-lsp config show` says where each endpoint and key came from; see "
+        "docs/configuration.md (Scopes: whose settings are trusted)",
+    )
+
+
+def _damaged_sqlite(path: Path) -> str | None:
+    """Why the SQLite file at ``path`` is damaged (not SQLite, or its quick check fails), or
+    ``None`` when it looks sound (or is missing: then the problem is elsewhere)."""
+    try:
+        with path.open("rb") as file:
+            head = file.read(16)
+    except OSError:
+        return None
+    if head and head != b"SQLite format 3\x00":
+        return "it is not an SQLite database"
+    try:
+        connection = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)
+        try:
+            row = connection.execute("PRAGMA quick_check").fetchone()
+        finally:
+            connection.close()
+    except sqlite3.Error as exc:
+        return str(exc)
+    return None if row and row[0] == "ok" else f"its integrity check says {row[0] if row else '?'}"
 
 
 def check_database(config: EffectiveConfig) -> Check:
@@ -62,13 +99,24 @@ def check_database(config: EffectiveConfig) -> Check:
     try:
         return Check("database", "ok", asyncio.run(probe()))
     except FleetError as exc:
+        if config.secrets.database_url:
+            fix = (
+                "check FLEET_DATABASE_URL (postgresql+psycopg://user@host:port/db) "
+                "and that the server is up"
+            )
+            return Check("database", "fail", exc.message, fix)
+        path = config.state_dir / "fleet.db"
+        damage = _damaged_sqlite(path)
+        if damage is None:
+            fix = f"make {config.state_dir} writable, or set FLEET_STATE_DIR to a writable folder"
+            return Check("database", "fail", exc.message, fix)
         fix = (
-            "check FLEET_DATABASE_URL (postgresql+psycopg://user@host:port/db) "
-            "and that the server is up"
-            if config.secrets.database_url
-            else f"make {config.state_dir} writable, or set FLEET_STATE_DIR to a writable folder"
+            f"the database file {path} is damaged and cannot be repaired in place: stop every "
+            f"fleet-lsp using it, then restore {path} from a backup, or move it aside "
+            f"(mv {path} {path}.broken, and its -wal and -shm files if present) so the next "
+            "start creates an empty one (its Sessions stay only in the moved file)"
         )
-        return Check("database", "fail", exc.message, fix)
+        return Check("database", "fail", f"{exc.message} ({path}: {damage})", fix)
     except Exception as exc:
         return Check("database", "fail", f"{type(exc).__name__}: {exc}", "see the message above")
 
@@ -77,6 +125,15 @@ def check_sandbox(config: EffectiveConfig) -> Check:
     settings = config.settings.sandbox
     if settings.backend != "local":
         key = config.secrets.daytona_api_key
+        binding = config.bindings.get("sandbox.daytona")
+        if key is None and binding is not None and binding.key is not None:
+            return Check(
+                "sandbox",
+                "fail",
+                f"backend daytona: {binding.provenance()}",
+                "remove sandbox.daytona_api_url from the workspace's file, or set "
+                "FLEET_TRUST_WORKSPACE_CONFIG=1 if you trust this folder",
+            )
         if key is None:
             return Check(
                 "sandbox",
@@ -84,7 +141,8 @@ def check_sandbox(config: EffectiveConfig) -> Check:
                 "backend daytona without FLEET_DAYTONA_API_KEY",
                 "set FLEET_DAYTONA_API_KEY, or FLEET_SANDBOX_BACKEND=local",
             )
-        return Check("sandbox", "ok", "backend daytona (API key set)")
+        where = f" ({binding.provenance()})" if binding is not None else ""
+        return Check("sandbox", "ok", f"backend daytona (API key set{where})")
     from fleet_core.runtime import FleetRuntime
 
     try:
@@ -215,6 +273,8 @@ def check_models(config: EffectiveConfig) -> list[Check]:
     checks = []
     for found in FleetRuntime.check_models(config):
         name = f"model ({found.role})"
+        binding = config.bindings.get(f"llm.{found.role}")
+        where = f" ({binding.provenance()})" if binding is not None else ""
         if not found.configured:
             status: Status = "fail" if found.role in ("root", "sub") else "warn"
             checks.append(Check(name, status, found.problem.split(":")[0], found.fix))
@@ -223,10 +283,10 @@ def check_models(config: EffectiveConfig) -> list[Check]:
             detail = f"embedded offline model {found.model} ({where}; no endpoint is configured)"
             checks.append(Check(name, "ok", detail))
         elif found.problem:
-            detail = f"{found.model} at {found.api_base}: {found.problem}"
+            detail = f"{found.model} at {found.api_base}: {found.problem}{where}"
             checks.append(Check(name, "fail", detail, found.fix))
         else:
-            checks.append(Check(name, "ok", f"{found.model} at {found.api_base}"))
+            checks.append(Check(name, "ok", f"{found.model} at {found.api_base}{where}"))
     return checks
 
 

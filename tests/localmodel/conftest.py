@@ -105,6 +105,46 @@ def run_owner(home: Path, weights: WeightsSpec) -> Iterator[Callable[..., subpro
         proc.wait()
 
 
+@dataclasses.dataclass
+class Squatter:
+    """Another process listening on a port (tests/localmodel/squatter.py)."""
+
+    proc: subprocess.Popen[str]
+    port: int
+    record: Path
+
+    def received(self) -> list[dict[str, Any]]:
+        """Every connection and request it got (none, when fleet-lsp refused it)."""
+        if not self.record.exists():
+            return []
+        return [json.loads(line) for line in self.record.read_text().splitlines() if line]
+
+
+@pytest.fixture
+def squatter(tmp_path: Path) -> Iterator[Callable[..., Squatter]]:
+    """``squatter(port=0)`` starts an impostor on 127.0.0.1:``port`` (a free one by default)."""
+    started: list[subprocess.Popen[str]] = []
+
+    def start(port: int = 0) -> Squatter:
+        record = tmp_path / f"squatter-{len(started)}.jsonl"
+        argv = ["--record", str(record), "--port", str(port)]
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.localmodel.squatter", *argv],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        started.append(proc)
+        seen = endpoint_line(proc)
+        return Squatter(proc, seen["port"], record)
+
+    yield start
+    for proc in started:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+
+
 def endpoint_line(proc: subprocess.Popen[str]) -> dict[str, Any]:
     assert proc.stdout is not None
     line = proc.stdout.readline()

@@ -64,6 +64,7 @@ def test_no_endpoint_uses_the_embedded_model_through_the_openai_path(
     assert "42" in str(out)
     (request,) = _requests(record)
     assert request["path"] == "/v1/chat/completions"
+    assert request["auth"] is True  # the server's per-start key went with it
     assert request["body"]["model"] == "fake-coder"
     assert request["body"]["max_tokens"] == 1024  # [local_model] max_tokens, not [llm]'s 4000
 

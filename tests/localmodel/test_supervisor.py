@@ -14,19 +14,23 @@ import pytest
 
 from fleet_core.errors import ModelUnavailable
 from fleet_core.localmodel import procs
-from fleet_core.localmodel.supervisor import LocalModel
+from fleet_core.localmodel.supervisor import LocalEndpoint, LocalModel
 from tests.localmodel.conftest import endpoint_line, wait_gone
 
 
-def _models(api_base: str) -> dict:
-    with urllib.request.urlopen(f"{api_base}/models", timeout=5) as response:
+def _models(endpoint: LocalEndpoint) -> dict:
+    """``GET /v1/models`` with the server's key (it answers nothing without)."""
+    request = urllib.request.Request(
+        f"{endpoint.api_base}/models", headers={"Authorization": f"Bearer {endpoint.api_key}"}
+    )
+    with urllib.request.urlopen(request, timeout=5) as response:
         return json.loads(response.read())
 
 
 def test_start_health_check_and_flags(local_model: LocalModel, record: Path) -> None:
     endpoint = local_model.ensure()
     assert endpoint.api_base.startswith("http://127.0.0.1:") and not endpoint.reused
-    assert _models(endpoint.api_base)["data"][0]["id"] == "fake-coder"
+    assert _models(endpoint)["data"][0]["id"] == "fake-coder"
     start = json.loads(record.read_text().splitlines()[0])
     argv = start["argv"]
     flags = dict(zip(argv[::2], argv[1::2], strict=False))
@@ -65,7 +69,7 @@ def test_a_second_process_reuses_the_server(
     assert other.wait(30) == 0
     assert seen["reused"] is True and seen["apiBase"] == mine.api_base
     # the other process released, but this one still uses it: the server keeps running
-    assert procs.alive(mine.guard_pid, None) and _models(mine.api_base)["data"]
+    assert procs.alive(mine.guard_pid, None) and _models(mine)["data"]
     assert len([line for line in record.read_text().splitlines() if '"start"' in line]) == 1
 
 
@@ -99,7 +103,7 @@ def test_kill_9_of_the_guard_takes_the_server_with_it(local_model: LocalModel) -
     assert wait_gone([endpoint.server_pid], timeout=10)  # PR_SET_PDEATHSIG
     restarted = local_model.ensure()  # the dead state is noticed: a new server
     assert restarted.api_base != endpoint.api_base or restarted.guard_pid != endpoint.guard_pid
-    assert _models(restarted.api_base)["data"]
+    assert _models(restarted)["data"]
 
 
 def test_a_pinned_server_outlives_its_starter_until_stop(
@@ -140,7 +144,7 @@ def test_a_busy_server_is_reused_not_restarted(
     from fleet_core.localmodel import supervisor
 
     mine = local_model.ensure()
-    monkeypatch.setattr(supervisor, "_healthy", lambda api_base, timeout=2.0: False)
+    monkeypatch.setattr(supervisor, "_healthy", lambda api_base, api_key, timeout=2.0: False)
     other = LocalModel(local_model.settings, local_model.home, weights=local_model.weights)
     try:
         again = other.ensure()

@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 from urllib.parse import urlsplit
 
-from fleet_core.config import EffectiveConfig, LlmSettings, Secrets
+from pydantic import SecretStr
+
+from fleet_core.config import NO_KEY, EffectiveConfig, LlmSettings, Secrets
 from fleet_core.errors import InvalidInput, ModelUnavailable
 from fleet_core.net import is_loopback_host
 
@@ -86,7 +88,11 @@ def resolve_spec(settings: LlmSettings, secrets: Secrets, role: Role) -> tuple[L
     override = getattr(settings, role)
     model = override.model or settings.model
     api_base = override.api_base or settings.api_base
-    key_secret = secrets.role_api_keys.get(role) or secrets.lm_api_key
+    # The key this role's endpoint may receive (config.py's key-binding rule); a withheld key
+    # (the user's, for an endpoint a workspace file set) leaves the role without one: NO_KEY.
+    key_secret = secrets.lm_key(role)
+    if key_secret is None and secrets.lm_key_withheld(role):
+        key_secret = SecretStr(NO_KEY)
     missing = []
     if not api_base:
         missing.append("FLEET_LM_API_BASE")
@@ -180,7 +186,7 @@ def models_endpoint(config: EffectiveConfig) -> tuple[str, str | None]:
             "FLEET_LM_API_BASE (e.g. https://host/v1) and FLEET_LM_API_KEY",
             missing=["FLEET_LM_API_BASE"],
         )
-    secret = config.secrets.role_api_keys.get("root") or config.secrets.lm_api_key
+    secret = config.secrets.lm_key("root")  # None when withheld (config.py's binding rule)
     key = secret.get_secret_value() if secret is not None else None
     return validate_api_base(api_base, role="root"), key or None
 
@@ -274,22 +280,24 @@ class ConfiguredLmProvider:
 
     def _embedded_lm(self, role: Role, embedded: LocalModel) -> Any:
         """The embedded server's LM, an OpenAI-compatible chat endpoint like a hosted model's
-        (:data:`EMBEDDED_DIALECT`); started or reused now, rebuilt when the server was restarted
-        on another port."""
-        import dspy
+        (:data:`EMBEDDED_DIALECT`); started or reused now (its socket proven the server's),
+        rebuilt when the server was restarted. It sends the server's per-start key and proves
+        the server again before every call (:class:`~fleet_core.engine.embedded_lm.EmbeddedLM`)."""
+        from fleet_core.engine.embedded_lm import EmbeddedLM
 
         endpoint = embedded.ensure()
+        server = (endpoint.port, endpoint.server_pid, endpoint.server_start)
         with self._lock:
             found = self._lms.get(role)
-            current = getattr(found, "kwargs", {}).get("api_base") if found is not None else None
-            if found is not None and current == endpoint.api_base:
+            if found is not None and getattr(found, "fleet_server", None) == server:
                 return found
             override = getattr(self._settings, role)
             temperature = override.temperature
-            found = self._lms[role] = dspy.LM(
+            found = self._lms[role] = EmbeddedLM(
                 f"{EMBEDDED_DIALECT}/{endpoint.model_id}",
+                server=server,
                 api_base=endpoint.api_base,
-                api_key="local",  # not a secret: the embedded server checks none
+                api_key=endpoint.api_key,  # this start's key (registered for redaction)
                 engine="lm15",
                 cache=self._settings.cache if override.cache is None else override.cache,
                 max_tokens=embedded.settings.max_tokens,

@@ -10,6 +10,16 @@ A process that uses the server registers as a user (``<home>/users/<pid>``) and 
 in :meth:`LocalModel.release`; the guard stops the server once no user is alive, so neither an
 exit nor ``kill -9`` leaves a model process behind. ``fleet-lsp model serve`` pins the server
 (it then runs until ``fleet-lsp model stop``).
+
+Identity (docs/security.md, "Another local user and the embedded model"): another local user can
+bind the port first or after the server died, and would then receive the Turn's prompts. So
+nothing is sent to the port until :func:`verify_server` has proven that the socket listening on
+it belongs to the server process the guard started (its inode in ``/proc/net/tcp`` is one of that
+process's descriptors), on start, on reuse and before every model call (``EmbeddedLM``). Each
+start also makes a random API key, given to the server in its environment (``API_KEY``, read by
+llama_cpp.server's settings; never in an argv) and kept in ``server.json`` (``0600`` in a
+``0700`` home): the server answers no one without it, and a start checks that it does refuse a
+request without the key.
 """
 
 from __future__ import annotations
@@ -17,7 +27,9 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import secrets
 import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -25,9 +37,9 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from filelock import FileLock, Timeout
 
@@ -44,9 +56,18 @@ from fleet_core.localmodel.weights import (
     assembled,
     parts_installed,
 )
+from fleet_core.observability.redaction import register_secret
 
 HOST = "127.0.0.1"
 _SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "DATABASE_URL", "CREDENTIAL")
+#: The server's per-start key reaches it in this environment variable: llama_cpp.server's
+#: ``ServerSettings`` (pydantic-settings, no prefix) reads ``api_key`` from it when no
+#: ``--api_key`` is given, so the key never appears in an argv (``ps`` shows argv to everyone).
+API_KEY_ENV = "API_KEY"
+#: Variables llama_cpp.server (uvicorn's host and port, a settings file that replaces every
+#: setting, the key among them) would take over its argv with: never passed on to it.
+_SERVER_OVERRIDES = ("HOST", "PORT", "CONFIG_FILE")
+Holder = Literal["ours", "none", "foreign", "unknown"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +82,8 @@ class LocalEndpoint:
     pinned: bool
     started_at: float
     reused: bool  # found running (by this or another process) rather than started now
+    server_start: int | None = None  # the server's start time (its identity with server_pid)
+    api_key: str = field(default="", repr=False)  # this start's key: a secret, never shown
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,7 +221,9 @@ class LocalModel:
         with self._lock:
             known = self._endpoint
             if known is not None and not pin and self._guard_alive(known):
-                return known
+                holder, _uid = _holder(known.port, known.server_pid, known.server_start)
+                if holder == "ours":
+                    return known
             if not self._registered:
                 procs.register_user(self.home)  # before the lock: a guard never stops it now
                 self._registered = True
@@ -252,15 +277,25 @@ class LocalModel:
             state = self._read_state()
             if state is not None:
                 live = procs.alive(state["guard_pid"], state.get("guard_start"))
-                # Reuse on a live guard and an open port, never on an HTTP answer: the server
-                # serves one request at a time and holds /v1/models while another process's
-                # completion runs, so a busy server would look dead and be killed mid-Turn.
-                if live and _port_open(state["port"]):
-                    if pin and not state.get("pinned"):
-                        state["pinned"] = True
-                        self._write_state(state)
-                    return _endpoint(state, reused=True)
-                self._terminate(state)  # dead, or alive but not answering: start afresh
+                keyed = isinstance(state.get("api_key"), str) and bool(state["api_key"])
+                if live and keyed and isinstance(state.get("port"), int):
+                    # Reuse when the socket on the port is the recorded server's, never on an
+                    # HTTP answer (nothing is sent before that proof; and the server serves one
+                    # request at a time and holds /v1/models while another process's completion
+                    # runs, so a busy server would look dead and be killed mid-Turn).
+                    port = state["port"]
+                    holder, uid = _holder(port, state.get("server_pid"), state.get("server_start"))
+                    if holder == "ours":
+                        if pin and not state.get("pinned"):
+                            state["pinned"] = True
+                            self._write_state(state)
+                        return _endpoint(state, reused=True)
+                    if holder in ("foreign", "unknown"):
+                        self._terminate(state)  # ours is gone; the next start takes a new port
+                        raise _refusal(port, holder, uid)
+                # dead, not listening, or an older version's server without a key (it answers
+                # every local user): stop it and start afresh
+                self._terminate(state)
             model_path = assemble(self.weights, self.home, progress=progress)
             if on_start is not None:
                 on_start(self.model_id)
@@ -269,6 +304,8 @@ class LocalModel:
     def _start(self, model_path: Path, pin: bool) -> LocalEndpoint:
         port = _free_port()
         api_base = f"http://{HOST}:{port}/v1"
+        api_key = secrets.token_urlsafe(32)
+        register_secret(api_key)  # redacted from logs, traces, events and errors from now on
         server = [
             self._python, "-P", "-m", self.settings.server_module,
             "--model", str(model_path),
@@ -290,22 +327,47 @@ class LocalModel:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             cwd=self.home,
-            env=_child_environ(),
+            env={**_child_environ(), API_KEY_ENV: api_key},  # the guard's child inherits it
             start_new_session=True,  # a terminal's Ctrl-C goes to the users, not to the guard
         )
         self._guards.append(guard)
+        guard_start = procs.start_time(guard.pid)
         started = time.time()
         deadline = time.monotonic() + self.settings.start_timeout_seconds
+        server_pid: int | None = None
+        server_start: int | None = None
         while True:
-            if guard.poll() is not None:
+            exited = guard.poll() is not None
+            if server_pid is None and not exited:
+                server_pid = self._server_pid(guard.pid)
+                server_start = procs.start_time(server_pid) if server_pid else None
+            # Nothing is sent before the socket on the port is proven to be the server's. Until
+            # the server is known, a listener is not judged (it may be the server's, just now);
+            # once the guard has exited, its server is gone and any listener is another's.
+            holder: Holder = "none"
+            uid: int | None = None
+            if server_pid is not None or exited:
+                holder, uid = _holder(port, None if exited else server_pid, server_start)
+            if holder in ("foreign", "unknown"):
+                procs.terminate(guard.pid, guard_start)
+                raise _refusal(port, holder, uid)
+            if exited:
                 raise ModelUnavailable(
                     f"The embedded model server exited during start (code {guard.returncode}): "
                     f"{self._log_tail()}"
                 )
-            if _healthy(api_base):
+            if holder == "ours" and _healthy(api_base, api_key):
+                if _answers_without_key(api_base):
+                    procs.terminate(guard.pid, guard_start)
+                    raise ModelUnavailable(
+                        f"The embedded model server on {HOST}:{port} answers requests without "
+                        f"its API key (it did not take {API_KEY_ENV} from its environment), so "
+                        "every local user could use it; it was stopped. Check the "
+                        "llama-cpp-python version ([local_model] server_module)."
+                    )
                 break
             if time.monotonic() > deadline:
-                procs.terminate(guard.pid, procs.start_time(guard.pid))
+                procs.terminate(guard.pid, guard_start)
                 raise ModelUnavailable(
                     f"The embedded model server did not answer within "
                     f"{self.settings.start_timeout_seconds:.0f} s ([local_model] "
@@ -314,10 +376,11 @@ class LocalModel:
             time.sleep(0.25)
         state = {
             "guard_pid": guard.pid,
-            "guard_start": procs.start_time(guard.pid),
-            "server_pid": self._server_pid(guard.pid),
+            "guard_start": guard_start,
+            "server_pid": server_pid,
             "port": port,
             "api_base": api_base,
+            "api_key": api_key,
             "model_id": self.model_id,
             "model_path": str(model_path),
             "pinned": pin,
@@ -350,23 +413,44 @@ class LocalModel:
         return int(pid) if owner == str(guard_pid) else None
 
     def _read_state(self) -> dict[str, Any] | None:
+        path = self.home / STATE_FILE
         try:
-            state = json.loads((self.home / STATE_FILE).read_text(encoding="utf-8"))
+            with path.open(encoding="utf-8") as file:
+                info = os.fstat(file.fileno())
+                if info.st_uid != os.geteuid() or info.st_mode & 0o022:
+                    return None  # another user could have written it: never trusted
+                state = json.loads(file.read())
         except (OSError, ValueError):
             return None
         if not isinstance(state, dict) or not isinstance(state.get("guard_pid"), int):
             return None
+        if info.st_mode & 0o044:  # others could read it (an older version's file): its key is
+            state.pop("api_key", None)  # no secret, so its server is restarted with a new one
         return state
 
     def _write_state(self, state: dict[str, Any]) -> None:
         if isinstance(state.get("server_pid"), int):
             state["server_start"] = procs.start_time(state["server_pid"])
         tmp = self.home / f".{STATE_FILE}.{os.getpid()}"
-        tmp.write_text(json.dumps(state, indent=1), encoding="utf-8")
+        tmp.unlink(missing_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:  # it holds the key: owner only
+            out.write(json.dumps(state, indent=1))
         os.replace(tmp, self.home / STATE_FILE)
 
     def _home_ready(self) -> None:
-        self.home.mkdir(parents=True, exist_ok=True)
+        """The home exists, belongs to this user and is ``0700``: ``server.json`` (the key,
+        which server is ours) must be neither readable nor replaceable by another user."""
+        self.home.mkdir(parents=True, exist_ok=True, mode=0o700)
+        info = self.home.stat()
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
+            raise ModelUnavailable(
+                f"The embedded model's directory {self.home} is not a directory of this user "
+                f"(uid {os.geteuid()}); refusing to keep its server's key there. Set "
+                "[local_model] directory to a folder of your own."
+            )
+        if stat.S_IMODE(info.st_mode) != 0o700:
+            os.chmod(self.home, 0o700)
 
     def _file_lock(self) -> FileLock:
         return FileLock(
@@ -388,6 +472,7 @@ class LocalModel:
 
 
 def _endpoint(state: dict[str, Any], *, reused: bool) -> LocalEndpoint:
+    register_secret(state["api_key"])  # also a key read from another process's server.json
     return LocalEndpoint(
         api_base=state["api_base"],
         model_id=state["model_id"],
@@ -397,24 +482,100 @@ def _endpoint(state: dict[str, Any], *, reused: bool) -> LocalEndpoint:
         pinned=bool(state.get("pinned")),
         started_at=state.get("started_at", 0.0),
         reused=reused,
+        server_start=state.get("server_start"),
+        api_key=state["api_key"],
     )
 
 
-def _healthy(api_base: str, timeout: float = 2.0) -> bool:
-    """``GET <api_base>/models`` answers 200 with a JSON model list."""
+def verify_server(port: int, server_pid: int | None, server_start: int | None) -> None:
+    """Return when the socket listening on 127.0.0.1:``port`` belongs to the server process
+    ``server_pid`` (started at ``server_start``); else ``ModelUnavailable`` saying why, and the
+    caller sends nothing. Cheap (``/proc`` reads, no connection): run before every request."""
+    holder, uid = _holder(port, server_pid, server_start)
+    if holder != "ours":
+        raise _refusal(port, holder, uid)
+
+
+def _holder(
+    port: int, server_pid: int | None, server_start: int | None
+) -> tuple[Holder, int | None]:
+    """Who listens on 127.0.0.1:``port``: ``ours`` (only the server ``server_pid``, alive since
+    ``server_start``), ``none``, ``foreign`` (another process; its uid) or ``unknown`` (the
+    sockets cannot be read, so nothing is proven)."""
+    listeners = procs.loopback_listeners(port)
+    if listeners is None:
+        return "unknown", None
+    if not listeners:
+        return "none", None
+    owned: set[int] | None = None
+    if server_pid is not None and procs.alive(server_pid, server_start):
+        owned = procs.socket_inodes(server_pid)
+        if not procs.alive(server_pid, server_start):  # its descriptors were another's
+            owned = None
+    mine = {listener.inode for listener in listeners} & (owned or set())
+    ipv4_mine = any(
+        listener.inode in mine and listener.address in (HOST, procs.IPV4_ANY)
+        for listener in listeners
+    )
+    # A dual-stack [::] socket cannot be bound beside the server's 127.0.0.1 one, so an IPv6
+    # wildcard next to it is IPv6-only and never receives a connection to 127.0.0.1.
+    foreign = [
+        listener
+        for listener in listeners
+        if listener.inode not in mine and not (ipv4_mine and listener.address == "::")
+    ]
+    if foreign:
+        return "foreign", foreign[0].uid
+    return ("ours", None) if mine else ("none", None)
+
+
+def _refusal(port: int, holder: Holder, uid: int | None) -> ModelUnavailable:
+    where = f"{HOST}:{port}"
+    if holder == "foreign":
+        who = "another process" + (f", uid {uid}," if uid is not None else "")
+        return ModelUnavailable(
+            f"Refusing the embedded model server on {where}: the listening socket does not "
+            f"belong to the server fleet-lsp started ({who} holds the port). Nothing was sent "
+            "to it.",
+            port=port,
+        )
+    if holder == "unknown":
+        return ModelUnavailable(
+            f"Refusing the embedded model server on {where}: its listening socket cannot be "
+            "checked (/proc/net/tcp is not readable), so it cannot be proven to be the server "
+            "fleet-lsp started. Nothing was sent to it.",
+            port=port,
+        )
+    return ModelUnavailable(
+        f"The embedded model server on {where} is no longer running (nothing of it listens on "
+        "its port); nothing was sent. The next Turn starts it again.",
+        port=port,
+    )
+
+
+def _healthy(api_base: str, api_key: str, timeout: float = 2.0) -> bool:
+    """``GET <api_base>/models`` with the key answers 200 with a JSON model list (asked only of
+    a server whose socket was proven ours: :func:`verify_server`)."""
+    request = urllib.request.Request(  # noqa: S310 - http on loopback
+        f"{api_base}/models", headers={"Authorization": f"Bearer {api_key}"}
+    )
     try:
-        with urllib.request.urlopen(f"{api_base}/models", timeout=timeout) as response:  # noqa: S310 - loopback
+        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - loopback
             body = json.loads(response.read(1_000_000) or b"{}")
             return response.status == 200 and isinstance(body, dict) and "data" in body
     except (urllib.error.URLError, OSError, ValueError):
         return False
 
 
-def _port_open(port: int, timeout: float = 5.0) -> bool:
+def _answers_without_key(api_base: str, timeout: float = 5.0) -> bool:
+    """Whether ``GET <api_base>/models`` without the key is answered rather than refused (401):
+    the key would then protect nothing."""
     try:
-        with socket.create_connection((HOST, port), timeout=timeout):
+        with urllib.request.urlopen(f"{api_base}/models", timeout=timeout):  # noqa: S310 - loopback
             return True
-    except OSError:
+    except urllib.error.HTTPError as exc:
+        return exc.code not in (401, 403)
+    except (urllib.error.URLError, OSError):
         return False
 
 
@@ -426,11 +587,13 @@ def _free_port() -> int:
 
 
 def _child_environ() -> dict[str, str]:
-    """This environment without secrets (the model server needs none) and offline."""
+    """This environment without secrets (the model server gets only its own key, added by the
+    caller), without the variables that would override the server's argv, and offline."""
     from fleet_core.offline import offline_environ
 
     return {
         name: value
         for name, value in offline_environ().items()
         if not any(marker in name.upper() for marker in _SECRET_MARKERS)
+        and name.upper() not in _SERVER_OVERRIDES
     }

@@ -11,7 +11,9 @@ Applied to spans, events, log lines, replays and error messages. It removes:
   JWTs;
 - passwords inside URLs (``scheme://user:password@host``);
 - every *configured* secret value (``EffectiveConfig.secrets.values()``), wherever it appears,
-  including inside file names and JSON keys.
+  including inside file names and JSON keys;
+- every secret made at run time and registered with :func:`register_secret` (the embedded
+  model's per-start API key), by every ``Redactor``, also one made before it was registered.
 
 Redaction is pattern based: it is a safety net, not a data-loss-prevention boundary (see
 docs/observability.md). A ``Redactor`` is immutable and cheap to share between threads.
@@ -85,6 +87,28 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]], .
 )
 _CONTROL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
+# Secrets made at run time rather than configured (register_secret); bounded: the oldest go.
+_RUNTIME_MAX = 64
+_RUNTIME_LOCK = threading.Lock()
+_runtime_secrets: tuple[str, ...] = ()
+_runtime_re: re.Pattern[str] | None = None
+
+
+def register_secret(value: str) -> None:
+    """Redact ``value`` from now on wherever this process redacts (every ``Redactor``, the log
+    filter): a secret the process made or read at run time, not one from the configuration
+    (the embedded model server's per-start API key, docs/local-model.md)."""
+    global _runtime_secrets, _runtime_re
+    if not value or len(value) < MIN_SECRET_CHARS:
+        return
+    with _RUNTIME_LOCK:
+        if value in _runtime_secrets:
+            return
+        found = (*_runtime_secrets, value)[-_RUNTIME_MAX:]
+        ordered = sorted(found, key=len, reverse=True)
+        _runtime_re = re.compile("|".join(re.escape(v) for v in ordered))
+        _runtime_secrets = found
+
 
 @dataclass(frozen=True, slots=True)
 class Limits:
@@ -126,6 +150,9 @@ class Redactor:
         """Redact one string, strip control characters and cap its length."""
         if self._secret_re is not None:
             value = self._secret_re.sub(REDACTED, value)
+        runtime = _runtime_re
+        if runtime is not None:
+            value = runtime.sub(REDACTED, value)
         for pattern, replacement in _PATTERNS:
             value = pattern.sub(replacement, value)
         value = _CONTROL_RE.sub("", value)
@@ -134,10 +161,14 @@ class Redactor:
         return value
 
     def contains_secret(self, value: str | bytes) -> bool:
-        """Whether a configured secret value occurs in ``value``."""
+        """Whether a configured (or registered, :func:`register_secret`) secret value occurs in
+        ``value``."""
         if isinstance(value, bytes):
-            return any(s.encode() in value for s in self.secrets)
-        return self._secret_re is not None and self._secret_re.search(value) is not None
+            return any(s.encode() in value for s in (*self.secrets, *_runtime_secrets))
+        runtime = _runtime_re
+        return (self._secret_re is not None and self._secret_re.search(value) is not None) or (
+            runtime is not None and runtime.search(value) is not None
+        )
 
     def value(self, value: Any, limits: Limits = SPAN_LIMITS) -> Any:
         """Redact and bound any JSON-like structure (other objects become their ``repr``)."""

@@ -75,11 +75,14 @@ class DaytonaOptions:
         state_dir: Path | None = None,
         **overrides: Any,
     ) -> DaytonaOptions:
-        key = api_key or os.environ.get(API_KEY_ENV) or _key_from_config()
+        # Through the config loader only: it withholds a key of the user's environment from an
+        # api_url a workspace file set (fleet_core.config's key-binding rule).
+        key = api_key or _key_from_config()
         if not key:
             raise SandboxUnavailableError(
                 f"sandbox.backend = 'daytona' needs an API key: set {API_KEY_ENV} "
-                "(environment or .env)"
+                "(environment or .env; a key from your environment is not sent to an api_url a "
+                "workspace file set, see `fleet-lsp config show`)"
             )
         if state_dir is None:
             state_dir = Path(os.environ.get("FLEET_STATE_DIR") or ".fleet")

@@ -45,6 +45,7 @@ local commands = {
   FleetHistory = { function() ui().history() end, {} },
   FleetMemory = { function() ui().memory() end, {} },
   FleetModels = { function(a) ui().models(a.bang) end, { bang = true } },
+  FleetRestart = { function() fleet().restart() end, {} },
 }
 
 for name, spec in pairs(commands) do

@@ -5,6 +5,8 @@
 // `fleet:` document provider. Logging: the "Fleet" output channel gets the server's stderr (the
 // client pipes it there), this client's own lines, and the JSON-RPC traffic at the level of
 // `fleet.trace.server` (off | messages | verbose; languageclient reads `<id>.trace.server`).
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import * as vscode from 'vscode';
 import {
   DidChangeConfigurationNotification,
@@ -29,6 +31,7 @@ import {
   initializationOptions,
   isServerCommand,
 } from './protocol';
+import { WORKSPACE_CONFIG_FILES, serverLaunch, trustGrantedPrompt } from './trust';
 
 export class FleetServer implements vscode.Disposable {
   private client: LanguageClient | undefined;
@@ -41,6 +44,9 @@ export class FleetServer implements vscode.Disposable {
   /** Fires when the server started (true) or stopped (false). */
   readonly onRunning = new vscode.EventEmitter<boolean>();
   private readonly disposables: vscode.Disposable[];
+  /** Whether the running server was started ignoring the workspace's config files (untrusted). */
+  private ignoringWorkspaceConfig = false;
+  private untrustedNoticeShown = false;
 
   constructor(
     readonly output: vscode.LogOutputChannel,
@@ -57,6 +63,7 @@ export class FleetServer implements vscode.Disposable {
           void this.configurationChanged();
         }
       }),
+      vscode.workspace.onDidGrantWorkspaceTrust(() => void this.trustGranted()),
     ];
   }
 
@@ -93,8 +100,22 @@ export class FleetServer implements vscode.Disposable {
   async start(): Promise<void> {
     const [command, ...args] = this.config.serverCommand;
     const cwd = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
+    // Restricted Mode: the server reads neither the workspace's config/fleet.toml nor its .env.
+    const launch = serverLaunch(process.env, vscode.workspace.isTrusted, this.workspaceConfigFiles(cwd));
+    this.ignoringWorkspaceConfig = launch.ignoresWorkspaceConfig;
+    if (launch.ignoresWorkspaceConfig) {
+      this.output.info('the workspace is not trusted: the server ignores its config/fleet.toml and .env');
+    }
+    if (launch.notice && !this.untrustedNoticeShown) {
+      this.untrustedNoticeShown = true;
+      void vscode.window.showInformationMessage(launch.notice, 'Manage Workspace Trust').then((choice) => {
+        if (choice) {
+          void vscode.commands.executeCommand('workbench.trust.manage');
+        }
+      });
+    }
     // The command runs verbatim and must speak LSP on stdin/stdout (`fleet-lsp serve` does).
-    const serverOptions: ServerOptions = { command, args, options: { cwd, env: process.env } };
+    const serverOptions: ServerOptions = { command, args, options: { cwd, env: launch.env } };
     const clientOptions: LanguageClientOptions = {
       documentSelector: [], // no text synchronization: fleet-lsp offers no language features
       // The tree view and the progress notification need every Turn event, so the client always
@@ -164,6 +185,24 @@ export class FleetServer implements vscode.Disposable {
     await this.stop();
     this.config = this.readConfig();
     await this.start();
+  }
+
+  /** The workspace configuration files present in the server's working directory. */
+  private workspaceConfigFiles(cwd: string | undefined): string[] {
+    return cwd ? WORKSPACE_CONFIG_FILES.filter((name) => existsSync(join(cwd, name))) : [];
+  }
+
+  /** Trust was granted: offer a restart that reads the workspace's configuration files. */
+  private async trustGranted(): Promise<void> {
+    const cwd = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
+    const prompt = trustGrantedPrompt(this.ignoringWorkspaceConfig && this.client !== undefined, this.workspaceConfigFiles(cwd));
+    if (!prompt) {
+      return;
+    }
+    const choice = await vscode.window.showInformationMessage(prompt, 'Restart');
+    if (choice === 'Restart') {
+      await this.restart();
+    }
   }
 
   private checkServer(client: LanguageClient): void {

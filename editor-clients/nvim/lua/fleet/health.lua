@@ -35,6 +35,10 @@ function M.check()
   local server = info.server or {}
   health.ok(('fleet-lsp %s (protocol %s, Python %s)'):format(line(server.version),
     line(info.protocolVersion), line(server.python)))
+  if fleet.ignoring_workspace_config() then
+    health.warn('the workspace configuration (config/fleet.toml, .env) is ignored: not trusted',
+      { ':trust each file (or setup({ trust_workspace_config = true })), then :FleetRestart' })
+  end
 
   health.start('fleet: database')
   health.ok(('%s, state in %s, %s sessions'):format(line(info.database), line(info.stateDir),

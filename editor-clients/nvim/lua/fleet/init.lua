@@ -7,7 +7,15 @@ local defaults = {
   settings = {}, -- initializationOptions.fleet.settings (configuration overrides)
   turn_events = true, -- receive fleet/turn/didEmit (the session buffer's live agent tree)
   on_event = nil, -- function(event) called for each fleet/turn/didEmit
+  -- The root's config/fleet.toml and .env (a cloned repository wrote them): nil = read them only
+  -- if vim.secure trusts them (it asks), true = read them, false = never (:help fleet-trust).
+  trust_workspace_config = nil,
 }
+
+--- The workspace files the server reads from its working directory (config/fleet.toml, .env).
+M.WORKSPACE_CONFIG_FILES = { 'config/fleet.toml', '.env' }
+--- The server's switch that makes it read neither (docs/configuration.md, Scopes).
+M.IGNORE_WORKSPACE_CONFIG_ENV = 'FLEET_IGNORE_WORKSPACE_CONFIG'
 
 local state = {
   opts = vim.deepcopy(defaults),
@@ -15,23 +23,75 @@ local state = {
   session_id = nil,
   turn = nil, -- { id = ..., token = ..., request_id = ... }
   progress = {}, -- token -> last progress value
+  ignoring_workspace_config = false, -- the running server ignores the root's config files
+  trust_notified = false, -- the one notification about ignored workspace files was given
 }
 
 local function notify(msg, level)
   vim.notify('fleet: ' .. msg, level or vim.log.levels.INFO)
 end
 
+--- Whether the server may read `root`'s config/fleet.toml and .env: true when there are none,
+--- when `trust_workspace_config` is true, or when |vim.secure.read()| trusts every one of them
+--- (it asks about a file it does not know). Second result: the files not trusted.
+function M.workspace_trusted(root)
+  local present = {}
+  for _, name in ipairs(M.WORKSPACE_CONFIG_FILES) do
+    local path = vim.fs.joinpath(root, name)
+    if vim.fn.filereadable(path) == 1 then
+      table.insert(present, path)
+    end
+  end
+  local choice = state.opts.trust_workspace_config
+  if #present == 0 or choice == true then
+    return true, {}
+  end
+  if choice == false then
+    return false, present
+  end
+  local untrusted = {}
+  for _, path in ipairs(present) do
+    if vim.secure.read(path) == nil then -- nil: not trusted (denied, or not allowed when asked)
+      table.insert(untrusted, path)
+    end
+  end
+  return #untrusted == 0, untrusted
+end
+
+--- Whether the running server ignores the workspace's config/fleet.toml and .env.
+function M.ignoring_workspace_config()
+  return state.ignoring_workspace_config
+end
+
 --- The running fleet-lsp client, started on first use.
 function M.client()
   local client = state.client_id and vim.lsp.get_client_by_id(state.client_id)
-  if client then
+  if client and not client:is_stopped() then
     return client
   end
   local opts = state.opts
+  local root = opts.root_dir or vim.fn.getcwd()
+  local trusted, untrusted = M.workspace_trusted(root)
+  local cmd_env = nil
+  state.ignoring_workspace_config = not trusted
+  if not trusted then
+    cmd_env = { [M.IGNORE_WORKSPACE_CONFIG_ENV] = '1' }
+    if not state.trust_notified then
+      state.trust_notified = true
+      local names = vim.tbl_map(function(path)
+        return vim.fn.fnamemodify(path, ':~:.')
+      end, untrusted)
+      notify(('not trusted: %s, so the server ignores the workspace configuration '
+        .. '(config/fleet.toml and .env). If you trust them: :trust each file, or '
+        .. 'trust_workspace_config = true, then :FleetRestart (:help fleet-trust)')
+        :format(table.concat(names, ', ')), vim.log.levels.WARN)
+    end
+  end
   local id = vim.lsp.start({
     name = 'fleet',
     cmd = opts.cmd,
-    root_dir = opts.root_dir or vim.fn.getcwd(),
+    cmd_env = cmd_env,
+    root_dir = root,
     cmd_cwd = opts.root_dir, -- the server keeps .fleet/ in its working directory
     init_options = {
       fleet = {
@@ -53,6 +113,30 @@ function M.client()
   }, { attach = false })
   state.client_id = id
   return vim.lsp.get_client_by_id(id)
+end
+
+--- Stop the server (if it runs) and start it again: after |:trust|, to read the workspace's
+--- configuration files. `callback(client)` runs once the new one is started.
+function M.restart(callback)
+  local old = state.client_id and vim.lsp.get_client_by_id(state.client_id)
+  state.client_id = nil
+  state.turn = nil
+  state.progress = {}
+  state.trust_notified = false -- a restart the user asked for says again what it ignores
+  local function start()
+    local client = M.client()
+    if callback then
+      callback(client)
+    end
+  end
+  if not old then
+    return start()
+  end
+  old:stop()
+  if not vim.wait(5000, function() return old:is_stopped() end, 20) then
+    old:stop(true)
+  end
+  return start()
 end
 
 --- Send a fleet/* request; `callback(err, result)` runs on the main loop.
