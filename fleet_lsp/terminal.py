@@ -70,9 +70,9 @@ class VisibleStream:
 def install() -> None:
     """Wrap this process's stdout and stderr (the CLI's; never the server's protocol stream)."""
     if not isinstance(sys.stdout, VisibleStream):
-        sys.stdout = VisibleStream(sys.stdout)  # type: ignore[assignment]
+        sys.stdout = VisibleStream(sys.stdout)
     if not isinstance(sys.stderr, VisibleStream):
-        sys.stderr = VisibleStream(sys.stderr)  # type: ignore[assignment]
+        sys.stderr = VisibleStream(sys.stderr)
 
 
 class _CliLogFilter(logging.Filter):
