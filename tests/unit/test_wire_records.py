@@ -11,7 +11,9 @@ from fleet_lsp import protocol
 
 
 def _aliases(record: type[BaseModel]) -> set[str]:
-    return {f.alias or name for name, f in record.model_fields.items()}
+    """The fields ``.wire()`` sends (an excluded field, like a failed Turn's traceback kept for
+    its trace only, is not on the wire)."""
+    return {f.alias or name for name, f in record.model_fields.items() if not f.exclude}
 
 
 @pytest.mark.parametrize(
