@@ -12,10 +12,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 from pydantic.json_schema import SkipJsonSchema
 
-from fleet_core.optimization.program import DEFAULT_PROGRAM_DIGEST
+from fleet_core.digests import DEFAULT_PROGRAM_DIGEST
 
 TurnStatus = Literal["running", "completed", "failed", "cancelled"]
-Route = Literal["direct", "flex", "rlm"]
 
 
 class Record(BaseModel):

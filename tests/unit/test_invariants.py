@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import itertools
 import subprocess
 import sys
 from pathlib import Path
@@ -91,6 +92,9 @@ FACE_IMPORTS: dict[str, frozenset[str]] = {
     "fleet_core.localmodel.selection": frozenset({"models_in_use"}),
     # records, their parsers and typed errors of the rooms behind the facade (no behaviour)
     "fleet_core.observability.errors": frozenset({"TraceNotFound", "TracingUnavailable"}),
+    # a Turn's stored outcome as a TraceView, for the one trace renderer (runtime.trace_markdown)
+    # when its trace cannot be read (pure: no mlflow, no store)
+    "fleet_core.observability.traceview": frozenset({"stored_trace_view"}),
     "fleet_core.evaluation.labels": frozenset(
         {"LabelUpdate", "parse_expectations", "load_expectations_file"}
     ),
@@ -349,3 +353,169 @@ def test_the_circle_check_finds_a_planted_circle(tmp_path: Path) -> None:
     (package / "c.py").write_text("from fleet_core.sub import b\n")  # no circle through c
     graph = import_graph(core_modules(package))
     assert import_cycles(graph) == [["fleet_core.a", "fleet_core.sub.b"]]
+
+
+# --- layers: no package circle, and the core never imports its api ----------------------------
+# The same graph one level up: each sub-package (engine, localmodel, sandbox, store,
+# observability, evaluation, optimization, skills, api, ...) is one node, each top-level module
+# (models.py, turns.py, runtime.py, ...) its own, and ``fleet_core/__init__.py`` the node
+# ``fleet_core``. As for modules, every import counts, type-only ones too: a package that names
+# another's type under TYPE_CHECKING still stands on it, so the layering holds for both.
+
+# the leaves every layer may import: they import nothing but other leaves, so no circle runs
+# through them (``fleet_core`` is the package's __init__)
+LEAVES = frozenset(
+    {
+        "fleet_core",
+        "fleet_core.errors",
+        "fleet_core.config",
+        "fleet_core.events",
+        "fleet_core.event_payloads",
+        "fleet_core.workspace",
+        "fleet_core.names",
+        "fleet_core.net",
+        "fleet_core.offline",
+        "fleet_core.models",
+        "fleet_core.paging",
+        "fleet_core.digests",
+        "fleet_core.endpoints",
+    }
+)
+API = "fleet_core.api"  # the boundary the faces use; nothing else in fleet_core imports it
+
+PackageGraph = dict[str, dict[str, set[str]]]  # package -> package -> the module imports behind
+
+
+def package_of(module: str) -> str:
+    """``fleet_core.engine.lm`` -> ``fleet_core.engine``; ``fleet_core.models`` stays itself."""
+    return ".".join(module.split(".")[:2])
+
+
+def package_graph(graph: dict[str, set[str]]) -> PackageGraph:
+    packages: PackageGraph = {}
+    for module, targets in graph.items():
+        edges = packages.setdefault(package_of(module), {})
+        for target in targets:
+            if package_of(target) != package_of(module):
+                edges.setdefault(package_of(target), set()).add(f"{module} -> {target}")
+    return packages
+
+
+def shortest_cycle(graph: PackageGraph, start: str, inside: set[str]) -> list[str]:
+    """A shortest circle from ``start`` back to it within ``inside`` (its component)."""
+    paths = {start: [start]}
+    frontier = [start]
+    while frontier:
+        following = []
+        for node in frontier:
+            for child in sorted(graph.get(node, {})):
+                if child == start:
+                    return [*paths[node], start]
+                if child in inside and child not in paths:
+                    paths[child] = [*paths[node], child]
+                    following.append(child)
+        frontier = following
+    raise AssertionError(f"{start} is on no circle")  # not reached: a component always closes
+
+
+def describe_package_cycles(graph: PackageGraph) -> list[str]:
+    """Per circle (a strongly connected component): its packages, and the shortest circle
+    through each of them with the module imports that make every step."""
+    found = []
+    for members in import_cycles({node: set(edges) for node, edges in graph.items()}):
+        lines = [f"{len(members)} packages in one circle: {', '.join(members)}"]
+        seen: set[frozenset[tuple[str, str]]] = set()
+        for start in members:
+            cycle = shortest_cycle(graph, start, set(members))
+            steps = frozenset(itertools.pairwise(cycle))
+            if steps in seen:
+                continue
+            seen.add(steps)
+            lines.append("  " + " -> ".join(cycle))
+            lines += [
+                f"    {a} -> {b}  ({'; '.join(sorted(graph[a][b]))})"
+                for a, b in itertools.pairwise(cycle)
+            ]
+        found.append("\n".join(lines))
+    return found
+
+
+def leaf_problems(graph: PackageGraph) -> list[str]:
+    return [
+        f"{leaf} imports {target} ({'; '.join(sorted(modules))})"
+        for leaf in sorted(LEAVES & set(graph))
+        for target, modules in sorted(graph[leaf].items())
+        if target not in LEAVES
+    ]
+
+
+def api_imports(modules: dict[str, Path]) -> list[str]:
+    """Where a module outside ``fleet_core/api/`` imports the api (read from the statements, so
+    it holds before the package exists as well)."""
+
+    def is_api(name: str) -> bool:
+        return name == API or name.startswith(f"{API}.")
+
+    found = []
+    for name, path in sorted(modules.items()):
+        if is_api(name):
+            continue
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                named = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*anchor, *([node.module] if node.module else [])])
+                named = [base, *(f"{base}.{alias.name}" for alias in node.names)]
+            else:
+                continue
+            if any(is_api(target) for target in named):
+                found.append(f"{name}:{node.lineno} imports {API}")
+    return found
+
+
+def test_fleet_core_has_no_package_circles() -> None:
+    cycles = describe_package_cycles(package_graph(import_graph(core_modules())))
+    assert cycles == [], "package circles in fleet_core:\n" + "\n".join(cycles)
+
+
+def test_the_leaves_import_only_leaves() -> None:
+    assert leaf_problems(package_graph(import_graph(core_modules()))) == []
+
+
+def test_the_core_never_imports_its_api() -> None:
+    assert api_imports(core_modules()) == []
+
+
+def test_the_layer_checks_find_planted_violations(tmp_path: Path) -> None:
+    package = tmp_path / "fleet_core"
+    for sub in ("low", "high", "api"):
+        (package / sub).mkdir(parents=True)
+        (package / sub / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("")
+    (package / "models.py").write_text("from fleet_core.low import a\n")  # a leaf that is not
+    (package / "low" / "a.py").write_text("def f():\n    from fleet_core.high import b\n")
+    (package / "high" / "b.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from fleet_core.low import c\n"
+    )
+    (package / "low" / "c.py").write_text("from fleet_core import api\n")
+    (package / "high" / "d.py").write_text("from ..api.facade import Runtime\n")
+    (package / "api" / "facade.py").write_text("class Runtime: ...\n")
+    modules = core_modules(package)
+    graph = package_graph(import_graph(modules))
+    # no module circle (a -> b -> c), but low and high stand on each other
+    assert import_cycles(import_graph(modules)) == []
+    [cycle] = describe_package_cycles(graph)
+    assert cycle.startswith("2 packages in one circle: fleet_core.high, fleet_core.low\n")
+    assert "fleet_core.low -> fleet_core.high  (fleet_core.low.a -> fleet_core.high.b)" in cycle
+    assert "fleet_core.high -> fleet_core.low  (fleet_core.high.b -> fleet_core.low.c)" in cycle
+    assert api_imports(modules) == [
+        "fleet_core.high.d:1 imports fleet_core.api",
+        "fleet_core.low.c:1 imports fleet_core.api",
+    ]
+    assert leaf_problems(graph) == [
+        "fleet_core.models imports fleet_core.low (fleet_core.models -> fleet_core.low.a)"
+    ]

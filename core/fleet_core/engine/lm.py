@@ -10,27 +10,23 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol
-from urllib.parse import urlsplit
+from typing import TYPE_CHECKING, Any, Protocol
 
-from pydantic import SecretStr
+from fleet_core.config import EffectiveConfig, LlmSettings, Secrets
 
-from fleet_core.config import NO_KEY, EffectiveConfig, LlmSettings, Secrets
+# re-exported: the engine's names for them (fleet_core.endpoints, a leaf, defines them)
+from fleet_core.endpoints import ROLES as ROLES
+from fleet_core.endpoints import LmSpec as LmSpec
+from fleet_core.endpoints import Role as Role
+from fleet_core.endpoints import endpoint_configured as endpoint_configured
+from fleet_core.endpoints import resolve_spec as resolve_spec
+from fleet_core.endpoints import validate_api_base as validate_api_base
 from fleet_core.errors import InvalidInput, ModelUnavailable
-from fleet_core.net import is_loopback_host
 
 if TYPE_CHECKING:
     import dspy
 
     from fleet_core.localmodel.supervisor import LocalModel
-
-Role = Literal["root", "sub", "judge", "reflection"]
-ROLES: tuple[Role, ...] = ("root", "sub", "judge", "reflection")
-CONFIGURE_HINT = (
-    "set FLEET_LM_API_BASE, FLEET_LM_MODEL and FLEET_LM_API_KEY "
-    "(or [llm] model/api_base in config/fleet.toml plus FLEET_LM_API_KEY in the environment)"
-)
 
 
 class LmProvider(Protocol):
@@ -44,80 +40,6 @@ class LmProvider(Protocol):
 
     def uses_embedded(self, role: Role) -> bool:
         """Whether ``role`` runs on the embedded offline model (it selects the small profile)."""
-
-
-@dataclass(frozen=True, slots=True)
-class LmSpec:
-    """One role's resolved, validated model settings (the key is never shown)."""
-
-    role: Role
-    model: str
-    api_base: str
-    max_tokens: int
-    temperature: float
-    num_retries: int
-    cache: bool
-
-    @property
-    def dspy_model(self) -> str:
-        return self.model if self.model.startswith("openai/") else f"openai/{self.model}"
-
-
-def validate_api_base(api_base: str, *, role: str) -> str:
-    """HTTPS is required, except for loopback addresses (local model servers)."""
-    parts = urlsplit(api_base)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ModelUnavailable(
-            f"The {role} model's api_base {api_base!r} is not an http(s) URL; "
-            "set FLEET_LM_API_BASE to e.g. https://host/v1"
-        )
-    if parts.username or parts.password:
-        raise ModelUnavailable(
-            f"The {role} model's api_base contains credentials; put the key in FLEET_LM_API_KEY"
-        )
-    if parts.scheme != "https" and not is_loopback_host(parts.hostname):
-        raise ModelUnavailable(
-            f"The {role} model's api_base must use https (plain http is allowed only on "
-            f"loopback addresses); got host {parts.hostname!r}"
-        )
-    return api_base.rstrip("/")
-
-
-def resolve_spec(settings: LlmSettings, secrets: Secrets, role: Role) -> tuple[LmSpec, str]:
-    """The role's settings and its API key, or ``ModelUnavailable`` naming what is missing."""
-    override = getattr(settings, role)
-    model = override.model or settings.model
-    api_base = override.api_base or settings.api_base
-    # The key this role's endpoint may receive (config.py's key-binding rule); a withheld key
-    # (the user's, for an endpoint a workspace file set) leaves the role without one: NO_KEY.
-    key_secret = secrets.lm_key(role)
-    if key_secret is None and secrets.lm_key_withheld(role):
-        key_secret = SecretStr(NO_KEY)
-    missing = []
-    if not api_base:
-        missing.append("FLEET_LM_API_BASE")
-    if not model:
-        missing.append("FLEET_LM_MODEL")
-    if key_secret is None or not key_secret.get_secret_value():
-        missing.append("FLEET_LM_API_KEY")
-    if missing:
-        raise ModelUnavailable(
-            f"No model is configured for the {role} role (missing {', '.join(missing)}): "
-            f"{CONFIGURE_HINT}",
-            missing=missing,
-            role=role,
-        )
-    assert model is not None and api_base is not None and key_secret is not None
-    spec = LmSpec(
-        role=role,
-        model=model,
-        api_base=validate_api_base(api_base, role=role),
-        max_tokens=override.max_tokens or settings.max_tokens,
-        temperature=settings.temperature if override.temperature is None else override.temperature,
-        num_retries=settings.num_retries if override.num_retries is None else override.num_retries,
-        cache=settings.cache if override.cache is None else override.cache,
-    )
-    return spec, key_secret.get_secret_value()
 
 
 # A Session's model selection (fleet/session/setModels): a model id per role, nothing else.
@@ -206,12 +128,6 @@ def select_models(provider: LmProvider, models: Mapping[Role, str]) -> LmProvide
 #: which llama_cpp.server 0.3.36 ignores (it then generates until the context is full); the
 #: vLLM dialect is the same OpenAI chat-completions wire with ``max_tokens``.
 EMBEDDED_DIALECT = "hosted_vllm"
-
-
-def endpoint_configured(settings: LlmSettings, role: Role) -> bool:
-    """Whether ``role`` has an endpoint of its own or ``[llm]``'s: an api_base or a model."""
-    override = getattr(settings, role)
-    return bool(override.api_base or settings.api_base or override.model or settings.model)
 
 
 class ConfiguredLmProvider:

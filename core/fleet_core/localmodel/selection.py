@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fleet_core.config import EffectiveConfig
-from fleet_core.engine.lm import CONFIGURE_HINT, Role, endpoint_configured, resolve_spec
+from fleet_core.endpoints import CONFIGURE_HINT, Role, endpoint_configured, resolve_spec
 from fleet_core.errors import ModelUnavailable
 from fleet_core.localmodel.supervisor import LocalModel
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from fleet_core.errors import InvalidInput
 from fleet_core.evaluation.labels import TraceLabels
@@ -126,7 +126,3 @@ def require_minimum(dataset: Dataset) -> None:
         examples=n,
         groups=groups,
     )
-
-
-def example_inputs(example: OptExample) -> dict[str, Any]:
-    return {"task": example.task, "example_id": example.example_id}

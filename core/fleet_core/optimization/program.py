@@ -31,9 +31,12 @@ import tempfile
 import threading
 from collections import OrderedDict
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from fleet_core.digests import DEFAULT_PROGRAM_DIGEST as DEFAULT_PROGRAM_DIGEST  # re-exported
+from fleet_core.digests import canonical_json
 
 log = logging.getLogger(__name__)
 
@@ -69,9 +72,7 @@ class ProgramState(BaseModel):
 
     def canonical(self) -> bytes:
         """The bytes that are stored and digested (sorted keys, compact, UTF-8)."""
-        return json.dumps(
-            self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"), ensure_ascii=False
-        ).encode()
+        return canonical_json(self.model_dump(mode="json"))
 
     def digest(self) -> str:
         return hashlib.sha256(self.canonical()).hexdigest()
@@ -84,7 +85,8 @@ class ProgramState(BaseModel):
 
 
 DEFAULT_PROGRAM = ProgramState()
-DEFAULT_PROGRAM_DIGEST = DEFAULT_PROGRAM.digest()
+if DEFAULT_PROGRAM.digest() != DEFAULT_PROGRAM_DIGEST:  # the leaf's constant (models.py uses it)
+    raise RuntimeError("fleet_core.digests.DEFAULT_PROGRAM_DIGEST is not ProgramState()'s digest")
 
 
 def optimization_dir(state_dir: Path, session_id: str) -> Path:
@@ -172,7 +174,3 @@ class ActivePrograms:
 def changed_components(baseline: dict[str, str], candidate: dict[str, str]) -> dict[str, str]:
     """The components whose text differs from the baseline's."""
     return {k: v for k, v in candidate.items() if k in COMPONENTS and baseline.get(k) != v}
-
-
-def program_from(values: dict[str, Any]) -> ProgramState:
-    return ProgramState(components={k: str(v) for k, v in values.items()})

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import re
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from fleet_core.engine.testing import fields, scripted_lm, submit
-from fleet_core.models import TurnRequest
+from fleet_core.models import TurnRequest, TurnResult
 
 if TYPE_CHECKING:
-    from fleet_core.runtime import FleetRuntime
+    from fleet_core.store import Store
 
 MARK = "ALWAYS ANSWER WITH DIGITS"
 TASK = "What is six times seven?"
@@ -56,8 +56,21 @@ def scripted_models() -> tuple[Any, Any, Any]:
     )
 
 
+class ExampleRuntime(Protocol):
+    """What ``add_examples`` drives: a ``FleetRuntime``, named by what it offers (the core does
+    not import the facade)."""
+
+    store: Store
+
+    async def new_session(self, session_id: str | None = None, mode: str | None = None) -> Any: ...
+
+    async def write_file(self, session_id: str, path: str, data: bytes) -> Any: ...
+
+    async def run_turn(self, request: TurnRequest) -> TurnResult: ...
+
+
 async def add_examples(
-    runtime: FleetRuntime,
+    runtime: ExampleRuntime,
     groups: dict[str, int],
     *,
     critical: tuple[str, ...] = (),

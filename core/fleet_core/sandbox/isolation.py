@@ -251,9 +251,6 @@ class CgroupScope:
     def memory(self) -> bool:
         return "memory" in self.directories
 
-    def procs_files(self) -> list[str]:
-        return [str(d / "cgroup.procs") for d in self.directories.values()]
-
     def join_tree(self, root_pid: int, *, min_depth: int = 0) -> set[int]:
         """Move the descendants of ``root_pid`` at ``min_depth`` or deeper in (repeating until
         no new process appears); returns them. Processes forked later by a member inherit the
