@@ -10,16 +10,16 @@ Artifacts are served as text when they look like text, or as a readable summary 
 type) when they are binary. Trace documents come from :class:`fleet_lsp.traces.TraceService`,
 which renders the stored MLflow trace; :class:`StoreTraceSource` here is its fallback when
 tracing is off or unavailable: what the store holds (Turn, route, answer, usage, artifacts with
-provenance) plus any TurnEvents this server process saw.
+provenance) plus any TurnEvents this server process saw. Both are rendered by the core's one
+trace renderer (``runtime.trace_markdown``).
 """
 
 from __future__ import annotations
 
-import json
 import mimetypes
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 from urllib.parse import quote, unquote
 
 from fleet_core.errors import InvalidInput, TurnNotFound
@@ -28,7 +28,7 @@ from fleet_lsp.protocol import URI_SCHEME, ArtifactReadResult
 
 if TYPE_CHECKING:
     from fleet_core.events import TurnEvent
-    from fleet_core.models import TurnResult, TurnSummary
+    from fleet_core.models import TurnSummary
     from fleet_core.runtime import FleetRuntime
 
 MAX_TEXT_BYTES = 2_000_000
@@ -189,210 +189,42 @@ EventLookup = Mapping[str, Sequence["TurnEvent"]]
 
 
 class StoreTraceSource:
-    """Renders a Turn's trace document from its stored outcome and the events this process
-    observed (the fallback when its MLflow trace cannot be read)."""
+    """A Turn's trace document from its stored outcome and the events this process observed
+    (the fallback when its MLflow trace cannot be read), rendered by the core's one trace
+    renderer (``fleet_core.observability.traceview``) through the facade."""
 
     def __init__(self, events: EventLookup | None = None) -> None:
         self._events: EventLookup = events if events is not None else {}
 
-    async def get(self, runtime: FleetRuntime, turn: TurnSummary) -> TraceDocument:
+    async def get(
+        self, runtime: FleetRuntime, turn: TurnSummary, note: str | None = None
+    ) -> TraceDocument:
+        """The document; ``note`` (why there is no trace) is rendered at its top."""
+        from fleet_core.observability.traceview import stored_trace_view
+
         session_id = await runtime.turn_session(turn.turn_id)
         try:
             result = await runtime.turn_result(turn.turn_id)
         except TurnNotFound:  # still running: no stored result yet
             result = {}
-        artifacts = await runtime.list_artifacts(session_id)
-        tid = turn.trace_id or turn.turn_id
-        markdown = render_trace(
-            session_id=session_id,
-            turn=turn,
-            result=result,
-            artifacts=[
-                {
-                    "path": a.path,
-                    "sizeBytes": a.size_bytes,
-                    "sha256": a.sha256,
-                    "provenance": [p.wire() for p in a.provenance],
-                }
-                for a in artifacts
-            ],
-            events=self._events.get(turn.turn_id, ()),
-        )
-        return TraceDocument(tid, turn.turn_id, session_id, trace_uri(session_id, tid), markdown)
-
-
-def _stored_result(result: Mapping[str, Any]) -> TurnResult | None:
-    """The stored ``TurnResult`` (wire form), or ``None`` while the Turn has none."""
-    from fleet_core.models import TurnResult
-
-    try:
-        return TurnResult.model_validate(result) if result else None
-    except ValueError:
-        return None
-
-
-def _short(text: str, limit: int = 4000) -> str:
-    return (
-        text if len(text) <= limit else text[:limit] + f"\n… [{len(text) - limit} more characters]"
-    )
-
-
-def _fence(text: str, lang: str = "") -> str:
-    ticks = "````" if "```" in text else "```"
-    return f"{ticks}{lang}\n{_short(text).rstrip()}\n{ticks}"
-
-
-def render_trace(
-    *,
-    session_id: str,
-    turn: TurnSummary,
-    result: Mapping[str, Any],
-    artifacts: Iterable[Mapping[str, Any]],
-    events: Sequence[TurnEvent] = (),
-) -> str:
-    """A Turn as a readable markdown document."""
-    from fleet_core.event_payloads import TriageDecisionPayload  # pydantic: not at server start
-
-    first_line = turn.task.strip().splitlines()[0] if turn.task.strip() else ""
-    lines = [f"# Turn {turn.seq}: {_short(first_line, 120)}", ""]
-    stored = _stored_result(result)
-    route = turn.route or (stored.route if stored else None)
-    reason = None
-    for event in events:
-        triage = event.data
-        if isinstance(triage, TriageDecisionPayload):
-            route = route or triage.route
-            reason = reason or triage.summary
-    lines += [
-        f"- Session: `{session_id}`",
-        f"- Turn: `{turn.turn_id}` (#{turn.seq})",
-        f"- Status: **{turn.status}**",
-        f"- Started: {turn.created_at.isoformat()}",
-        f"- Route: {route or 'n/a'}" + (f" — {reason}" if reason else ""),
-    ]
-    if turn.trace_id:
-        lines.append(f"- Trace: `{turn.trace_id}`")
-    lines += ["", "## Task", "", _short(turn.task), ""]
-    answer = turn.answer or (stored.answer if stored else "")
-    lines += ["## Answer", "", answer or "_(no answer)_", ""]
-    note = turn.learned_note or (stored.learned_note if stored else None)
-    if note:
-        lines += ["## Learned note", "", str(note), ""]
-    error = turn.error or (stored.error if stored else None)
-    if error:
-        lines += ["## Error", "", f"**{error.kind}**: {error.message}", ""]
-    lines += _render_agents(events)
-    usage = stored.usage.wire() if stored else {}
-    if usage:
-        lines += ["## Usage", "", "| measure | value |", "|---|---|"]
-        for key, value in usage.items():
-            if isinstance(value, Mapping):
-                value = ", ".join(f"{k}: {v}" for k, v in value.items()) or "—"
-            lines.append(f"| {key} | {value} |")
-        lines.append("")
-    lines += _render_artifacts(session_id, turn.turn_id, artifacts)
-    return "\n".join(lines).rstrip() + "\n"
-
-
-def _render_artifacts(
-    session_id: str, turn_id: str, artifacts: Iterable[Mapping[str, Any]]
-) -> list[str]:
-    mine = []
-    for artifact in artifacts:
-        provenance = artifact.get("provenance", [])
-        records = [record for record in provenance if record.get("turnId") == turn_id]
-        if records:
-            mine.append((artifact, records))
-    if not mine:
-        return ["## Artifacts", "", "_(none)_", ""]
-    lines = ["## Artifacts", ""]
-    for artifact, records in mine:
-        path = str(artifact["path"])
-        lines.append(
-            f"- [`{path}`]({artifact_uri(session_id, path)}) — {artifact['sizeBytes']:,} bytes, "
-            f"sha256 `{str(artifact['sha256'])[:16]}…`"
-        )
-        for record in records:
-            chain = " → ".join([*record.get("parentChain", []), record.get("agentId", "?")])
-            source = record.get("sourceSandbox")
-            lines.append(
-                f"  - from agent `{record.get('agentId')}` ({chain})"
-                + (f", sandbox `{source}`" if source else "")
-                + f", copied from `{record.get('rootPath')}`"
-                + f", sha256 `{str(record.get('sha256'))[:16]}…`"
-            )
-    lines.append("")
-    return lines
-
-
-def _event_lines(event: TurnEvent, cell: int) -> list[str]:
-    """One event of an agent as markdown lines (typed payloads; unknown kinds show nothing)."""
-    from fleet_core.event_payloads import (
-        ArtifactPayload,
-        CellOutputPayload,
-        CodeCellPayload,
-        ToolCallEndPayload,
-        ToolCallStartPayload,
-        TriageDecisionPayload,
-        TurnEndedPayload,
-    )
-
-    data = event.data
-    if isinstance(data, CodeCellPayload):
-        return [f"**Cell {cell}**", "", _fence(data.code, "python"), ""]
-    if isinstance(data, CellOutputPayload):
-        lines = []
-        if data.output:
-            lines += ["Output:", "", _fence(data.output), ""]
-        if data.error:
-            lines += ["Error:", "", _fence(data.error), ""]
-        return lines
-    if isinstance(data, ToolCallStartPayload):
-        shown = json.dumps(data.inputs, default=str)[:500] if data.inputs else ""
-        return [f"- Tool call `{data.tool}` {shown}".rstrip()]
-    if isinstance(data, ToolCallEndPayload):
-        return [f"- Tool `{data.tool}`: {'done' if data.ok else data.error_type or 'failed'}"]
-    if isinstance(data, ArtifactPayload):
-        return [f"- Artifact `{data.path}`"]
-    if isinstance(data, TriageDecisionPayload):
-        return [f"- Triage: {data.route} — {data.summary}"]
-    if isinstance(data, TurnEndedPayload) and event.kind != "turn_completed":
-        message = data.error.message if data.error else ""
-        return [f"- {event.kind.replace('_', ' ')}: {message}"]
-    return []
-
-
-def _render_agents(events: Sequence[TurnEvent]) -> list[str]:
-    if not events:
-        return [
-            "## Agents",
-            "",
-            "_Agent steps were not recorded by this server process; the stored outcome is below._",
-            "",
+        artifacts = [
+            {
+                "path": a.path,
+                "size_bytes": a.size_bytes,
+                "sha256": a.sha256,
+                "uri": artifact_uri(session_id, a.path),
+                "provenance": [p.model_dump(mode="json") for p in a.provenance],
+            }
+            for a in await runtime.list_artifacts(session_id)
         ]
-    by_agent: dict[str, list[TurnEvent]] = {}
-    parents: dict[str, str | None] = {}
-    for event in events:
-        by_agent.setdefault(event.agent_id, []).append(event)
-        parents.setdefault(event.agent_id, event.parent_agent_id)
-    lines = ["## Agents", ""]
-
-    def walk(agent: str, depth: int) -> None:
-        heading = "#" * min(3 + depth, 6)
-        parent = parents.get(agent)
-        lines.append(f"{heading} Agent `{agent}`" + (f" (child of `{parent}`)" if parent else ""))
-        lines.append("")
-        cell = 0
-        for event in by_agent.get(agent, []):
-            if event.kind == "code_cell":
-                cell += 1
-            lines.extend(_event_lines(event, cell))
-        lines.append("")
-        for child, parent_of in parents.items():
-            if parent_of == agent and child != agent:
-                walk(child, depth + 1)
-
-    roots = [a for a, parent in parents.items() if parent is None or parent not in parents]
-    for agent in roots:
-        walk(agent, 0)
-    return lines
+        view = stored_trace_view(
+            turn,
+            session_id=session_id,
+            result=result,
+            artifacts=artifacts,
+            events=self._events.get(turn.turn_id, ()),
+            note=note,
+        )
+        markdown = await runtime.trace_markdown(view)
+        tid = view.trace_id
+        return TraceDocument(tid, turn.turn_id, session_id, trace_uri(session_id, tid), markdown)

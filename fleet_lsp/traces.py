@@ -3,7 +3,8 @@
 A Turn's trace document is rendered from the **stored** MLflow trace (``runtime.load_trace``,
 ``runtime.trace_markdown``), so it is the same in every process and after a restart. Only when
 tracing is off or the destination cannot be read does it fall back to the store's Turn outcome
-(:class:`fleet_lsp.documents.StoreTraceSource`), with a note at the top saying why. Labels go
+(:class:`fleet_lsp.documents.StoreTraceSource`), with a note at the top saying why; both are
+rendered by the one renderer, ``fleet_core.observability.traceview``. Labels go
 through ``FleetRuntime.label_trace``: MLflow expectations on the trace and the store's
 ``fleet_trace_labels`` row.
 
@@ -136,14 +137,13 @@ class TraceService:
                     source="mlflow",
                 )
         assert turn is not None
-        doc = await self.fallback.get(runtime, turn)
-        quoted = f"> **Note:** {note}\n\n"
+        doc = await self.fallback.get(runtime, turn, note)
         return TraceDoc(
             trace_id=doc.trace_id,
             turn_id=doc.turn_id,
             session_id=doc.session_id,
             uri=doc.uri,
-            markdown=quoted + doc.markdown,
+            markdown=doc.markdown,
             source="store",
             note=note,
         )

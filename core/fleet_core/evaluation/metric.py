@@ -26,7 +26,7 @@ import io
 import json
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -382,38 +382,4 @@ def delegation_check(
         used.add(match)
     return CheckResult(
         "delegation_correctness", 1, f"all {len(required)} required child agent(s) matched"
-    )
-
-
-def evidence_from_trace(
-    view: Any, read_artifact: Callable[[str], bytes | None], paths: Sequence[str]
-) -> Evidence:
-    """Evidence from a stored ``TraceView`` (children) and the workspace (artifact bytes)."""
-    artifacts: dict[str, bytes] = {}
-    complete = True
-    for path in paths:
-        try:
-            data = read_artifact(path)
-        except Exception:
-            data, complete = None, False
-        if data is not None:
-            artifacts[path] = data
-    children = []
-    for agent in view.agents() if view is not None else []:
-        if agent.parent_agent_id is None:
-            continue
-        promoted = agent.artifacts if isinstance(agent.artifacts, list) else []
-        children.append(
-            ChildEvidence(
-                agent_id=agent.agent_id,
-                status=agent.status,
-                input_paths=tuple(agent.input_paths),
-                promoted=tuple(str(p) for p in promoted),
-            )
-        )
-    return Evidence(
-        artifacts=artifacts,
-        complete=complete,
-        children=children,
-        children_complete=view is not None,
     )

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fleet_core.observability import attributes as attr
 from fleet_core.observability.destination import MlflowDestination, Scope
 from fleet_core.observability.errors import TraceNotFound, TracingUnavailable
 from fleet_core.observability.records import SpanRecord, TraceRecord
@@ -187,9 +188,9 @@ class MlflowBackend:
         attrs = (root.attributes if root is not None else None) or {}
         return TraceInfoView(
             trace_id=trace_id,
-            session_id=info.trace_metadata.get("mlflow.trace.session"),
-            turn_id=info.trace_metadata.get("fleet.turn_id") or info.client_request_id,
-            replay_sha256=info.tags.get("fleet.replay_sha256") or attrs.get("fleet.replay_sha256"),
+            session_id=info.trace_metadata.get(attr.TRACE_SESSION),
+            turn_id=info.trace_metadata.get(attr.TURN_ID) or info.client_request_id,
+            replay_sha256=info.tags.get(attr.REPLAY_SHA256) or attrs.get(attr.REPLAY_SHA256),
             replay_selected=bool(inputs.get("replay_snapshot_selected")),
             state=str(info.state),
             experiment_id=getattr(info, "experiment_id", None),
@@ -382,7 +383,7 @@ def _span_record(span: Any) -> SpanRecord:
         parent_id=int(span.parent_id, 16) if span.parent_id else None,
         name=span.name,
         span_type=str(span.span_type),
-        kind=str(attributes.get("fleet.kind") or ("turn" if span.parent_id is None else "other")),
+        kind=str(attributes.get(attr.KIND) or ("turn" if span.parent_id is None else "other")),
         start_ns=int(span.start_time_ns),
         end_ns=int(span.end_time_ns) if span.end_time_ns else None,
         inputs=span.inputs if isinstance(span.inputs, dict) else {"value": span.inputs},

@@ -1,7 +1,8 @@
 """The span builder: a Turn's ``TurnEvent``s become a tree of ``SpanRecord``s.
 
 Pure Python and thread-safe (children emit from their own threads); it never touches a backend.
-Span tree (names are stable; ``fleet.kind`` tells a reader what each span is)::
+Span tree (names are stable; ``fleet.kind`` tells a reader what each span is; every attribute key
+is a constant of ``attributes``)::
 
     fleet_turn [CHAIN]                      session, turn, mode, route + reason, digests, usage
       turn.prepare_inputs [CHAIN]           (and any other ``phase``: capture_replay, commit)
@@ -57,6 +58,7 @@ from fleet_core.event_payloads import (
 )
 from fleet_core.events import ROOT_AGENT, TurnEvent
 from fleet_core.models import TurnResult
+from fleet_core.observability import attributes as attr
 from fleet_core.observability.records import (
     SpanRecord,
     SpanStatus,
@@ -120,14 +122,14 @@ class TraceBuilder:
                 "replay_snapshot_selected": start.record_replay,
             },
             attributes={
-                "fleet.session_id": start.session_id,
-                "fleet.turn_id": start.turn_id,
-                "fleet.execution_mode": start.mode,
-                "fleet.configuration_digest": start.configuration_digest,
-                "fleet.compiled_program_digest": start.compiled_program_digest,
-                "fleet.idempotency_key": start.idempotency_key,
-                "fleet.model_settings": start.model_settings,
-                "fleet.turn_timeout_seconds": start.turn_timeout_seconds,
+                attr.SESSION_ID: start.session_id,
+                attr.TURN_ID: start.turn_id,
+                attr.EXECUTION_MODE: start.mode,
+                attr.CONFIGURATION_DIGEST: start.configuration_digest,
+                attr.COMPILED_PROGRAM_DIGEST: start.compiled_program_digest,
+                attr.IDEMPOTENCY_KEY: start.idempotency_key,
+                attr.MODEL_SETTINGS: start.model_settings,
+                attr.TURN_TIMEOUT_SECONDS: start.turn_timeout_seconds,
             },
         )
 
@@ -151,8 +153,8 @@ class TraceBuilder:
         attributes: dict[str, Any] | None = None,
     ) -> int:
         if len(self.spans) >= MAX_SPANS:
-            self.spans[self.root].attributes["fleet.spans_dropped"] = (
-                int(self.spans[self.root].attributes.get("fleet.spans_dropped", 0)) + 1
+            self.spans[self.root].attributes[attr.SPANS_DROPPED] = (
+                int(self.spans[self.root].attributes.get(attr.SPANS_DROPPED, 0)) + 1
             )
             return self.root if parent is None else parent
         span_id = self._span_id()
@@ -164,7 +166,7 @@ class TraceBuilder:
             kind=kind,
             start_ns=start_ns,
             inputs={k: v for k, v in (inputs or {}).items() if v is not None},
-            attributes={"fleet.kind": kind}
+            attributes={attr.KIND: kind}
             | {k: v for k, v in (attributes or {}).items() if v is not None},
         )
         return span_id
@@ -205,7 +207,7 @@ class TraceBuilder:
             "AGENT",
             "agent",
             at,
-            attributes={"fleet.agent_id": agent_id, "fleet.parent_agent_id": parent_agent_id},
+            attributes={attr.AGENT_ID: agent_id, attr.PARENT_AGENT_ID: parent_agent_id},
         )
         self._agents[agent_id] = span_id
         return span_id
@@ -221,7 +223,7 @@ class TraceBuilder:
                 "CHAIN",
                 "phase",
                 self._clock(),
-                attributes={f"fleet.{k}": v for k, v in attributes.items()},
+                attributes={attr.fleet_key(k): v for k, v in attributes.items()},
             )
         try:
             yield
@@ -232,7 +234,7 @@ class TraceBuilder:
                     self._clock(),
                     status="ERROR",
                     message=self.redactor.error(exc),
-                    attributes={"fleet.error_type": type(exc).__name__},
+                    attributes={attr.ERROR_TYPE: type(exc).__name__},
                 )
             raise
         with self._lock:
@@ -241,7 +243,7 @@ class TraceBuilder:
     def annotate(self, **attributes: Any) -> None:
         with self._lock:
             self.spans[self.root].attributes.update(
-                {f"fleet.{k}": v for k, v in attributes.items() if v is not None}
+                {attr.fleet_key(k): v for k, v in attributes.items() if v is not None}
             )
 
     # events -------------------------------------------------------------------------------
@@ -284,7 +286,7 @@ class TraceBuilder:
         self.on_event(event)
 
     def _on_turn_started(self, event: TurnEvent, at: int, data: TurnStartedPayload) -> None:
-        self.spans[self.root].attributes["fleet.mode"] = data.mode
+        self.spans[self.root].attributes[attr.MODE] = data.mode
 
     def _triage_span(self, at: int) -> int:
         if self._triage is None:
@@ -300,17 +302,17 @@ class TraceBuilder:
             at,
             outputs={"route": route, "reason": reason},
             attributes={
-                "fleet.route": route,
-                "fleet.route_reason": reason,
-                "fleet.override_reason": data.override_reason,
-                "fleet.route_evidence": evidence,
+                attr.ROUTE: route,
+                attr.ROUTE_REASON: reason,
+                attr.OVERRIDE_REASON: data.override_reason,
+                attr.ROUTE_EVIDENCE: evidence,
             },
         )
         root = self.spans[self.root].attributes
-        root["fleet.route"] = route
-        root["fleet.route_reason"] = reason
+        root[attr.ROUTE] = route
+        root[attr.ROUTE_REASON] = reason
         if data.override_reason:
-            root["fleet.override_reason"] = data.override_reason
+            root[attr.OVERRIDE_REASON] = data.override_reason
 
     def _parent_for(self, event: TurnEvent, at: int) -> int:
         return self._agent(event.agent_id, event.parent_agent_id, at)
@@ -330,9 +332,9 @@ class TraceBuilder:
             at,
             inputs={"model": data.model, "category": category},
             attributes={
-                "fleet.agent_id": event.agent_id,
-                "fleet.category": category,
-                "model": data.model,
+                attr.AGENT_ID: event.agent_id,
+                attr.CATEGORY: category,
+                attr.MODEL: data.model,
             },
         )
         self._open[("lm", f"{event.agent_id}:{data.call_id}")] = span_id
@@ -347,10 +349,10 @@ class TraceBuilder:
             self._on_lm_start(event, at - int(data.duration_ms * 1e6), data)
             span_id = self._open.pop(key)
         usage = data.usage.model_dump(mode="json") if data.usage else None
-        attributes: dict[str, Any] = {"fleet.duration_ms": data.duration_ms}
+        attributes: dict[str, Any] = {attr.DURATION_MS: data.duration_ms}
         if data.usage:
             inp, out = data.usage.input_tokens or 0, data.usage.output_tokens or 0
-            attributes["mlflow.chat.tokenUsage"] = {
+            attributes[attr.TOKEN_USAGE] = {
                 "input_tokens": inp,
                 "output_tokens": out,
                 "total_tokens": inp + out,
@@ -373,10 +375,10 @@ class TraceBuilder:
             at,
             inputs={"code": code[:MAX_CODE_CHARS]},
             attributes={
-                "fleet.agent_id": event.agent_id,
-                "fleet.cell_id": cell,
-                "fleet.phase": phase,
-                "fleet.code_chars": len(code),
+                attr.AGENT_ID: event.agent_id,
+                attr.CELL_ID: cell,
+                attr.PHASE: phase,
+                attr.CODE_CHARS: len(code),
             },
         )
         self._open_cells.setdefault(event.agent_id, []).append(span_id)
@@ -407,9 +409,9 @@ class TraceBuilder:
             at,
             outputs={"stdout": _bounded(data.output), "error": _bounded(data.error)},
             attributes={
-                "fleet.outcome": outcome,
-                "fleet.error_type": data.error_type,
-                "fleet.duration_ms": data.duration_ms,
+                attr.OUTCOME: outcome,
+                attr.ERROR_TYPE: data.error_type,
+                attr.DURATION_MS: data.duration_ms,
             },
             status="ERROR" if failed else "OK",
             message=(data.error_type or f"cell {outcome}") if failed else "",
@@ -424,12 +426,12 @@ class TraceBuilder:
         if cell is not None:
             self.spans[cell].attributes.update(
                 {
-                    "fleet.ungrounded_figures": list(data.figures),
-                    "fleet.submit_rejected": data.rejected,
+                    attr.UNGROUNDED_FIGURES: list(data.figures),
+                    attr.SUBMIT_REJECTED: data.rejected,
                 }
             )
         agent = self.spans[self._parent_for(event, at)].attributes
-        key = "fleet.submit_rejections" if data.rejected else "fleet.ungrounded_submits_accepted"
+        key = attr.SUBMIT_REJECTIONS if data.rejected else attr.UNGROUNDED_SUBMITS_ACCEPTED
         agent[key] = int(agent.get(key, 0)) + 1
 
     def _open_tool(
@@ -444,9 +446,9 @@ class TraceBuilder:
             at,
             inputs={"inputs": inputs},
             attributes={
-                "fleet.agent_id": event.agent_id,
-                "fleet.tool": data.tool,
-                "fleet.source": data.source,
+                attr.AGENT_ID: event.agent_id,
+                attr.TOOL: data.tool,
+                attr.SOURCE: data.source,
             },
         )
         self._open[("tool", f"{event.agent_id}:{data.call_id}")] = span_id
@@ -464,7 +466,7 @@ class TraceBuilder:
             span_id,
             at,
             outputs={"output": data.output, "error_type": data.error_type},
-            attributes={"fleet.duration_ms": data.duration_ms},
+            attributes={attr.DURATION_MS: data.duration_ms},
             status="OK" if data.ok else "ERROR",
             message=data.error_type or "",
         )
@@ -475,7 +477,7 @@ class TraceBuilder:
         span.inputs["subtask"] = data.subtask
         if data.input_paths is not None:
             span.inputs["input_paths"] = data.input_paths
-        span.attributes["fleet.depth"] = data.depth
+        span.attributes[attr.DEPTH] = data.depth
 
     def _on_child_finished(self, event: TurnEvent, at: int, data: ChildFinishedPayload) -> None:
         span_id = self._agent(event.agent_id, event.parent_agent_id, at)
@@ -486,7 +488,7 @@ class TraceBuilder:
             span_id,
             at,
             outputs={"status": data.status, "artifacts": artifacts, "error": data.error},
-            attributes={"fleet.status": data.status},
+            attributes={attr.STATUS: data.status},
             status="OK" if ok else "ERROR",
             message="" if ok else (data.error or data.status),
         )
@@ -497,10 +499,10 @@ class TraceBuilder:
         self._artifacts.append(record)
 
     def _on_memory_proposed(self, event: TurnEvent, at: int, data: MemoryProposedPayload) -> None:
-        self._listed("fleet.memories_proposed", event, data)
+        self._listed(attr.MEMORIES_PROPOSED, event, data)
 
     def _on_skill_saved(self, event: TurnEvent, at: int, data: SkillSavedPayload) -> None:
-        self._listed("fleet.skills_saved", event, data)
+        self._listed(attr.SKILLS_SAVED, event, data)
 
     def _listed(self, key: str, event: TurnEvent, data: EventPayload) -> None:
         """Append the event's record to a bounded list attribute of the root span."""
@@ -509,10 +511,10 @@ class TraceBuilder:
             records.append(data.model_dump(mode="json") | {"agent_id": event.agent_id})
 
     def _on_jev_decision(self, event: TurnEvent, at: int, data: JevDecisionPayload) -> None:
-        self._listed("fleet.jev_decisions", event, data)
+        self._listed(attr.JEV_DECISIONS, event, data)
 
     def _on_skill_selection(self, event: TurnEvent, at: int, data: SkillSelectionPayload) -> None:
-        self.spans[self.root].attributes["fleet.skill_selection"] = data.model_dump(mode="json")
+        self.spans[self.root].attributes[attr.SKILL_SELECTION] = data.model_dump(mode="json")
 
     def _on_budget_update(self, event: TurnEvent, at: int, data: BudgetUpdatePayload) -> None:
         self._usage = data.model_dump(mode="json")
@@ -537,7 +539,7 @@ class TraceBuilder:
                     at,
                     status="ERROR",
                     message=why,
-                    attributes={"fleet.unfinished": True},
+                    attributes={attr.UNFINISHED: True},
                 )
 
     def finish(self, result: TurnResult) -> TraceRecord:
@@ -558,7 +560,7 @@ class TraceBuilder:
             self.finished = True
             usage = result.usage.model_dump(mode="json")
             root = self.spans[self.root]
-            route = result.route or root.attributes.get("fleet.route")
+            route = result.route or root.attributes.get(attr.ROUTE)
             error = result.error.model_dump(mode="json") if result.error else None
             self._end(
                 self.root,
@@ -567,6 +569,7 @@ class TraceBuilder:
                     "turn_id": result.turn_id,
                     "status": outcome,
                     "answer": result.answer,
+                    "learned_note": result.learned_note,
                     "route": route,
                     "usage": usage,
                     "artifacts": [a.model_dump(mode="json") for a in result.artifacts]
@@ -575,14 +578,14 @@ class TraceBuilder:
                     "error": error,
                 },
                 attributes={
-                    "fleet.route": route,
-                    "fleet.outcome": outcome,
-                    "fleet.usage": usage,
-                    "fleet.sandbox_errors_observed": self._sandbox_errors,
-                    "fleet.budget": self._usage,
-                    "fleet.duration_seconds": round((end - root.start_ns) / 1e9, 3),
+                    attr.ROUTE: route,
+                    attr.OUTCOME: outcome,
+                    attr.USAGE: usage,
+                    attr.SANDBOX_ERRORS_OBSERVED: self._sandbox_errors,
+                    attr.BUDGET: self._usage,
+                    attr.DURATION_SECONDS: round((end - root.start_ns) / 1e9, 3),
                     **(
-                        {"fleet.error_traceback": self.redactor.text(result.error.traceback)}
+                        {attr.ERROR_TRACEBACK: self.redactor.text(result.error.traceback)}
                         if result.error and result.error.traceback
                         else {}
                     ),
@@ -592,7 +595,7 @@ class TraceBuilder:
             )
             if usage.get("input_tokens") is not None or usage.get("output_tokens") is not None:
                 inp, out = usage.get("input_tokens") or 0, usage.get("output_tokens") or 0
-                root.attributes["mlflow.chat.tokenUsage"] = {
+                root.attributes[attr.TOKEN_USAGE] = {
                     "input_tokens": inp,
                     "output_tokens": out,
                     "total_tokens": inp + out,
@@ -622,21 +625,21 @@ class TraceBuilder:
         root = self.spans[self.root]
         start = self.start_info
         tags = {
-            "fleet.execution_mode": start.mode,
-            "fleet.configuration_digest": start.configuration_digest,
-            "fleet.route": str(route or ""),
-            "fleet.outcome": result.status,
-            "fleet.turn_id": start.turn_id,
+            attr.EXECUTION_MODE: start.mode,
+            attr.CONFIGURATION_DIGEST: start.configuration_digest,
+            attr.ROUTE: str(route or ""),
+            attr.OUTCOME: result.status,
+            attr.TURN_ID: start.turn_id,
         }
         if start.idempotency_key:
-            tags["fleet.idempotency_key"] = start.idempotency_key
-        replay = root.attributes.get("fleet.replay_sha256")
+            tags[attr.IDEMPOTENCY_KEY] = start.idempotency_key
+        replay = root.attributes.get(attr.REPLAY_SHA256)
         if replay:
-            tags["fleet.replay_sha256"] = str(replay)
+            tags[attr.REPLAY_SHA256] = str(replay)
         metadata = {
-            "mlflow.trace.session": start.session_id,
-            "fleet.session_id": start.session_id,
-            "fleet.turn_id": start.turn_id,
+            attr.TRACE_SESSION: start.session_id,
+            attr.SESSION_ID: start.session_id,
+            attr.TURN_ID: start.turn_id,
         }
         return TraceRecord(
             trace_id=self.trace_id,

@@ -1,18 +1,27 @@
-"""A stored Turn trace as a typed structure, and its markdown rendering.
+"""A stored Turn trace as a typed structure, and its markdown rendering: the one renderer.
 
 ``fleet-lsp trace show ID`` and the LSP trace document (``fleet:/sessions/<id>/traces/<id>.md``)
-call ``tracer.load_trace(trace_id)`` (or ``load_trace(config, trace_id)``) and then
-``render_trace_markdown(view)``.
+call ``runtime.load_trace(trace_id)`` (``tracer.load_trace`` or ``load_trace(config, trace_id)``)
+and then ``render_trace_markdown(view)``. When a Turn's trace cannot be read (tracing off, the
+destination unreadable), the same renderer shows ``stored_trace_view(...)``: the store's outcome
+and the events this process saw, with a note saying why.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
+from fleet_core.observability import attributes as attr
 from fleet_core.observability.records import SpanRecord
+
+if TYPE_CHECKING:
+    from fleet_core.events import TurnEvent
+    from fleet_core.models import TurnSummary
 
 MD_CODE_CHARS = 4_000
 MD_OUTPUT_CHARS = 2_000
@@ -122,7 +131,7 @@ class TraceView:
     compiled_program_digest: str | None
     replay_sha256: str | None
     started_ms: int
-    duration_ms: int
+    duration_ms: int | None  # None: not known (the stored outcome of a Turn still running)
     artifacts: list[dict[str, Any]]
     phases: list[PhaseView]
     triage_lm_calls: list[LmCallView]
@@ -131,6 +140,11 @@ class TraceView:
     span_count: int = 0
     turn_retrievals: list[RetrievalView] = field(default_factory=list)
     pending: bool = False  # read from the export queue: not in MLflow yet
+    learned_note: str | None = None
+    # built from the store's Turn outcome, not a trace (``stored_trace_view``): what only a
+    # trace records (phases, digests, the replay) is left out rather than shown as absent
+    stored: bool = False
+    note: str | None = None  # why this document shows less than a trace; rendered first
 
     def agents(self) -> list[AgentView]:
         """Every agent, depth first from the root."""
@@ -148,9 +162,6 @@ class TraceView:
     def retrievals(self) -> list[RetrievalView]:
         """Every retrieval span, the Turn's own (outside agents) first."""
         return list(self.turn_retrievals) + [r for a in self.agents() for r in a.retrievals]
-
-    def has_span_kind(self, kind: str) -> bool:
-        return any(getattr(a, kind, None) for a in self.agents())
 
 
 def build_view(
@@ -190,23 +201,23 @@ def build_view(
         elif child.kind == "agent":
             root_agent = _agent(child, by_parent)
     outputs = root.outputs
-    usage = outputs.get("usage") or attrs.get("fleet.usage") or {}
+    usage = outputs.get("usage") or attrs.get(attr.USAGE) or {}
     artifacts = outputs.get("artifacts") or []
     return TraceView(
         trace_id=trace_id,
-        session_id=_str(root.inputs.get("session_id") or attrs.get("fleet.session_id")),
-        turn_id=_str(root.inputs.get("turn_id") or attrs.get("fleet.turn_id")),
+        session_id=_str(root.inputs.get("session_id") or attrs.get(attr.SESSION_ID)),
+        turn_id=_str(root.inputs.get("turn_id") or attrs.get(attr.TURN_ID)),
         task=str(root.inputs.get("task") or ""),
-        mode=_str(attrs.get("fleet.execution_mode")),
-        route=_str(attrs.get("fleet.route") or outputs.get("route")),
-        route_reason=_str(attrs.get("fleet.route_reason")),
-        outcome=str(attrs.get("fleet.outcome") or outputs.get("status") or "unknown"),
+        mode=_str(attrs.get(attr.EXECUTION_MODE) or attrs.get(attr.MODE)),
+        route=_str(attrs.get(attr.ROUTE) or outputs.get("route")),
+        route_reason=_str(attrs.get(attr.ROUTE_REASON)),
+        outcome=str(attrs.get(attr.OUTCOME) or outputs.get("status") or "unknown"),
         answer=_str(outputs.get("answer")),
         error=outputs.get("error"),
         usage=dict(usage) if isinstance(usage, Mapping) else {},
-        configuration_digest=_str(attrs.get("fleet.configuration_digest")),
-        compiled_program_digest=_str(attrs.get("fleet.compiled_program_digest")),
-        replay_sha256=_str(attrs.get("fleet.replay_sha256")),
+        configuration_digest=_str(attrs.get(attr.CONFIGURATION_DIGEST)),
+        compiled_program_digest=_str(attrs.get(attr.COMPILED_PROGRAM_DIGEST)),
+        replay_sha256=_str(attrs.get(attr.REPLAY_SHA256)),
         started_ms=root.start_ns // 1_000_000,
         duration_ms=int(_ms(root)),
         artifacts=[a for a in artifacts if isinstance(a, dict)]
@@ -218,15 +229,88 @@ def build_view(
         labels=dict(labels or {}),
         span_count=len(spans),
         turn_retrievals=turn_retrievals,
+        learned_note=_str(outputs.get("learned_note")),
+    )
+
+
+def stored_trace_view(
+    turn: TurnSummary,
+    *,
+    session_id: str,
+    result: Mapping[str, Any] | None = None,
+    artifacts: Iterable[Mapping[str, Any]] = (),
+    events: Sequence[TurnEvent] = (),
+    note: str | None = None,
+) -> TraceView:
+    """A Turn's document when its trace cannot be read (tracing off, or the destination
+    unreadable), for ``render_trace_markdown``: the Turn's summary and stored ``TurnResult``
+    (wire form; empty while it runs), the workspace artifacts whose provenance names this Turn
+    (mappings with ``path``, ``size_bytes``, ``sha256``, an optional ``uri`` and ``provenance``
+    records in ``ProvenanceRecord``'s snake_case), and the agent steps of the ``TurnEvent``s this
+    process saw, through the same ``TraceBuilder`` a trace is written with. ``note`` says why."""
+    from fleet_core.models import TurnResult
+    from fleet_core.observability.records import TurnTraceStart
+    from fleet_core.observability.spans import TraceBuilder
+
+    try:
+        stored = TurnResult.model_validate(result) if result else None
+    except ValueError:
+        stored = None
+    trace_id = turn.trace_id or turn.turn_id
+    steps: TraceView | None = None
+    if events:
+        builder = TraceBuilder(
+            TurnTraceStart(turn.turn_id, session_id, turn.task, mode="", configuration_digest=""),
+            trace_id=trace_id,
+        )
+        for event in events:
+            builder.on_event(event)
+        spans = builder.finish(stored).spans if stored else list(builder.spans.values())
+        steps = build_view(trace_id, spans)
+    error = turn.error or (stored.error if stored else None)
+    seconds = turn.duration_seconds
+    if seconds is None and stored is not None:
+        seconds = stored.duration_seconds
+    mine = []
+    for artifact in artifacts:
+        records = [
+            dict(r) for r in artifact.get("provenance") or () if r.get("turn_id") == turn.turn_id
+        ]
+        if records:
+            mine.append({**artifact, "provenance": records})
+    return TraceView(
+        trace_id=trace_id,
+        session_id=session_id,
+        turn_id=turn.turn_id,
+        task=turn.task,
+        mode=steps.mode if steps else None,
+        route=turn.route or (stored.route if stored else None) or (steps.route if steps else None),
+        route_reason=steps.route_reason if steps else None,
+        outcome=turn.status,
+        answer=turn.answer or (stored.answer if stored else None) or None,
+        error=error.model_dump(mode="json", include={"kind", "message"}) if error else None,
+        usage=stored.usage.model_dump(mode="json") if stored else {},
+        configuration_digest=None,
+        compiled_program_digest=stored.compiled_program_digest if stored else None,
+        replay_sha256=None,
+        started_ms=int(turn.created_at.timestamp() * 1000),
+        duration_ms=round(seconds * 1000) if seconds is not None else None,
+        artifacts=mine,
+        phases=[],
+        triage_lm_calls=steps.triage_lm_calls if steps else [],
+        root=steps.root if steps else None,
+        learned_note=turn.learned_note or (stored.learned_note if stored else None),
+        stored=True,
+        note=note,
     )
 
 
 def _agent(span: SpanRecord, by_parent: Mapping[int | None, list[SpanRecord]]) -> AgentView:
     outputs = span.outputs
     agent = AgentView(
-        agent_id=str(span.attributes.get("fleet.agent_id") or span.name.removeprefix("agent.")),
-        parent_agent_id=_str(span.attributes.get("fleet.parent_agent_id")),
-        status=str(outputs.get("status") or ("failed" if span.status == "ERROR" else "succeeded")),
+        agent_id=str(span.attributes.get(attr.AGENT_ID) or span.name.removeprefix("agent.")),
+        parent_agent_id=_str(span.attributes.get(attr.PARENT_AGENT_ID)),
+        status=str(outputs.get("status") or _agent_status(span)),
         subtask=_str(span.inputs.get("subtask")),
         input_paths=list(span.inputs.get("input_paths") or []),
         answer=_str(outputs.get("answer")),
@@ -243,23 +327,21 @@ def _agent(span: SpanRecord, by_parent: Mapping[int | None, list[SpanRecord]]) -
                 CellView(
                     code=str(child.inputs.get("code") or ""),
                     outcome=str(
-                        child.attributes.get("fleet.outcome")
+                        child.attributes.get(attr.OUTCOME)
                         or ("error" if child.status == "ERROR" else "ok")
                     ),
                     stdout=_str(child.outputs.get("stdout")),
                     stderr=_str(child.outputs.get("stderr")),
                     error=_str(child.outputs.get("error")) or (child.status_message or None),
-                    error_type=_str(child.attributes.get("fleet.error_type")),
-                    duration_ms=_float(child.attributes.get("fleet.duration_ms")),
-                    phase=_str(child.attributes.get("fleet.phase")),
+                    error_type=_str(child.attributes.get(attr.ERROR_TYPE)),
+                    duration_ms=_float(child.attributes.get(attr.DURATION_MS)),
+                    phase=_str(child.attributes.get(attr.PHASE)),
                 )
             )
         elif child.kind == "tool":
             agent.steps.append(
                 ToolCallView(
-                    tool=str(
-                        child.attributes.get("fleet.tool") or child.name.removeprefix("tool.")
-                    ),
+                    tool=str(child.attributes.get(attr.TOOL) or child.name.removeprefix("tool.")),
                     ok=child.status != "ERROR",
                     inputs=child.inputs.get("inputs"),
                     output=child.outputs.get("output"),
@@ -273,6 +355,12 @@ def _agent(span: SpanRecord, by_parent: Mapping[int | None, list[SpanRecord]]) -
         elif child.kind == "agent":
             agent.steps.append(_agent(child, by_parent))
     return agent
+
+
+def _agent_status(span: SpanRecord) -> str:
+    if span.status == "ERROR":
+        return "failed"
+    return "running" if span.end_ns is None else "succeeded"  # open: a Turn still running
 
 
 def _is_retrieval(span: SpanRecord) -> bool:
@@ -296,15 +384,15 @@ def _retrieval(span: SpanRecord) -> RetrievalView:
 
 
 def _lm(span: SpanRecord) -> LmCallView:
-    usage = span.attributes.get("mlflow.chat.tokenUsage")
+    usage = span.attributes.get(attr.TOKEN_USAGE)
     usage = usage if isinstance(usage, Mapping) else {}
     return LmCallView(
-        model=_str(span.inputs.get("model") or span.attributes.get("model")),
-        category=_str(span.inputs.get("category") or span.attributes.get("fleet.category")),
+        model=_str(span.inputs.get("model") or span.attributes.get(attr.MODEL)),
+        category=_str(span.inputs.get("category") or span.attributes.get(attr.CATEGORY)),
         ok=span.status != "ERROR",
         input_tokens=_int(usage.get("input_tokens")),
         output_tokens=_int(usage.get("output_tokens")),
-        duration_ms=_float(span.attributes.get("fleet.duration_ms")) or _ms(span),
+        duration_ms=_float(span.attributes.get(attr.DURATION_MS)) or _ms(span),
     )
 
 
@@ -333,8 +421,14 @@ def _float(value: Any) -> float | None:
 
 def render_trace_markdown(view: TraceView) -> str:
     """The Turn, route and reason, each agent with its cells, outputs, tool calls and children,
-    usage, artifacts with provenance, and labels."""
-    out: list[str] = [f"# Turn trace `{view.trace_id}`", ""]
+    usage, artifacts with provenance, and labels; a ``stored_trace_view`` (no trace) the same
+    way, after its note, leaving out what only a trace records."""
+    out: list[str] = []
+    if view.note:
+        out += ["> **Note:** " + view.note.replace("\n", " "), ""]
+    out += [f"# Turn trace `{view.trace_id}`", ""]
+    duration = None if view.duration_ms is None else f"{view.duration_ms / 1000:.2f} s"
+    replay = _short(view.replay_sha256) or (None if view.stored else "not captured")
     rows = [
         ("Session", view.session_id),
         ("Turn", view.turn_id),
@@ -342,15 +436,18 @@ def render_trace_markdown(view: TraceView) -> str:
         ("Mode", view.mode),
         ("Route", view.route),
         ("Route reason", view.route_reason),
-        ("Duration", f"{view.duration_ms / 1000:.2f} s"),
+        ("Started", _started(view.started_ms)),
+        ("Duration", duration),
         ("Configuration digest", _short(view.configuration_digest)),
         ("Compiled program digest", _short(view.compiled_program_digest)),
-        ("Replay snapshot", _short(view.replay_sha256) or "not captured"),
+        ("Replay snapshot", replay),
     ]
     out += ["| | |", "|---|---|"]
     out += [f"| {k} | {_cell(v)} |" for k, v in rows if v is not None]
     out += ["", "## Task", "", _quote(view.task), ""]
     out += ["## Answer", "", _quote(view.answer) if view.answer else "_(no answer)_", ""]
+    if view.learned_note:
+        out += ["## Learned note", "", _quote(view.learned_note), ""]
     if view.error:
         err = view.error if isinstance(view.error, Mapping) else {"message": view.error}
         out += ["## Error", "", f"**{err.get('kind', 'error')}**: {err.get('message', '')}", ""]
@@ -382,7 +479,9 @@ def render_trace_markdown(view: TraceView) -> str:
             )
         out.append("")
     out += ["## Agents", ""]
-    if view.root is None:
+    if view.root is None and view.stored:
+        out += ["_Agent steps were not recorded by this process; the stored outcome is shown._", ""]
+    elif view.root is None:
         out += ["_(no agent activity recorded)_", ""]
     else:
         _render_agent(view.root, out, level=3)
@@ -390,16 +489,18 @@ def render_trace_markdown(view: TraceView) -> str:
     if not view.artifacts:
         out += ["_(none)_", ""]
     for artifact in view.artifacts:
-        path = artifact.get("path", "?")
+        path = _link(f"`{artifact.get('path', '?')}`", artifact.get("uri"))
         out.append(
-            f"- `{path}` ({artifact.get('size_bytes', '?')} bytes, "
+            f"- {path} ({artifact.get('size_bytes', '?')} bytes, "
             f"sha256 `{_short(artifact.get('sha256'))}`)"
         )
         for record in artifact.get("provenance") or []:
             chain = " → ".join(record.get("parent_chain") or [])
+            sandbox = record.get("source_sandbox")
             out.append(
                 f"  - from agent `{record.get('agent_id')}` at `{record.get('root_path')}`"
-                f" (sha256 `{_short(record.get('sha256'))}`){' via ' + chain if chain else ''}"
+                + (f" in sandbox `{sandbox}`" if sandbox else "")
+                + f" (sha256 `{_short(record.get('sha256'))}`){' via ' + chain if chain else ''}"
             )
     if view.artifacts:
         out.append("")
@@ -449,14 +550,12 @@ def _render_agent(agent: AgentView, out: list[str], level: int) -> None:
                 "",
                 f"Cell {cell_no} — **{step.outcome}**",
                 "",
-                "```python",
-                _clip(step.code, MD_CODE_CHARS),
-                "```",
+                *_fence(_clip(step.code, MD_CODE_CHARS), "python"),
             ]
             if step.stdout:
-                out += ["", "stdout:", "", "```text", _clip(step.stdout, MD_OUTPUT_CHARS), "```"]
+                out += ["", "stdout:", "", *_fence(_clip(step.stdout, MD_OUTPUT_CHARS), "text")]
             if step.stderr:
-                out += ["", "stderr:", "", "```text", _clip(step.stderr, MD_OUTPUT_CHARS), "```"]
+                out += ["", "stderr:", "", *_fence(_clip(step.stderr, MD_OUTPUT_CHARS), "text")]
             if step.error and step.outcome != "ok":
                 out += ["", f"error: {_inline(step.error)}"]
             out.append("")
@@ -472,6 +571,29 @@ def _render_agent(agent: AgentView, out: list[str], level: int) -> None:
 
 def _short(value: Any) -> str | None:
     return None if not value else str(value)[:12]
+
+
+def _fence(text: str, lang: str) -> list[str]:
+    """A fenced block that ``text`` cannot close: longer than any backtick run in it."""
+    runs = re.findall(r"`{3,}", text)
+    ticks = "`" * max([3, *(len(r) + 1 for r in runs)])
+    return [ticks + lang, text, ticks]
+
+
+def _started(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="seconds")
+
+
+def _link(text: str, uri: Any) -> str:
+    """``text`` linked to ``uri`` (an artifact's ``fleet:/`` URI) when it can be a link target."""
+    if (
+        not isinstance(uri, str)
+        or not uri
+        or not uri.isprintable()
+        or any(c in "<>\\ " for c in uri)
+    ):
+        return text
+    return f"[{text}](<{uri}>)"
 
 
 def _cell(value: Any) -> str:
