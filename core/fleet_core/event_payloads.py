@@ -1,14 +1,17 @@
 """One payload model per ``TurnEvent`` kind: the fields the engine emits, typed and documented.
 
-The wire form of an event's payload is the plain dict the emitter built (``TurnEvent.payload``),
-so these models describe the wire; they never rewrite it. Policy for keys a model does not define:
+Emitters build their kind's model and hand it to the event channel (``EventChannel.emit(kind,
+model)``; a dict is refused), which serializes it once into the wire form ``TurnEvent.payload``:
+the fields the emitter set (``exclude_unset``), in the order it set them, numbers as given. Policy
+for keys a model does not define:
 
-- consumers tolerate them (``extra="allow"``; a newer server may add fields, and the published
-  schema allows additional properties: the protocol extends, it never breaks);
-- emitters may not send them: the event channel checks every payload (``check_payload``), and with
-  ``FLEET_STRICT_EVENTS=1`` (set by the test suite) an undefined key, a missing required field or a
-  wrong type raises ``EventPayloadError`` at the emitter. Without it the event is sent unchanged
-  and the problem is logged once per kind, so a payload defect never breaks a user's Turn.
+- emitters may not send them: building a model (``Model(field=...)``) validates every field, and
+  a missing or mistyped field or an undefined one, nested models included, is a pydantic
+  ``ValidationError`` at the emitter, always (``extra="forbid"``); the channel refuses a payload
+  that is not its kind's model (``EventPayloadError``);
+- consumers tolerate them (``parse_payload`` validates with ``extra="allow"``; a newer server may
+  add fields, and the published schema allows additional properties: the protocol extends, it
+  never breaks).
 
 ``parse_payload`` (``TurnEvent.data``) is what consumers read: the kind's model, with fields that
 do not validate (e.g. bounded away by redaction) dropped, or ``None`` if a required field is gone.
@@ -20,19 +23,27 @@ do not validate (e.g. bounded away by redaction) dropped, or ``None`` if a requi
 from __future__ import annotations
 
 import json
-import logging
-import os
 import sys
 from collections.abc import Mapping
-from typing import Any, Literal, TypeAlias
+from typing import Annotated, Any, Literal, TypeAlias
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    WrapValidator,
+    model_serializer,
+    model_validator,
+)
 from pydantic.json_schema import models_json_schema
 
 from fleet_core.models import TurnResult
 
 EVENT_VERSION = 1
-STRICT_ENV = "FLEET_STRICT_EVENTS"
 EventKind = Literal[
     "turn_started",
     "triage_decision",
@@ -63,13 +74,78 @@ Terminal = Literal["cancelled", "deadline", "budget"]
 
 
 class EventPayloadError(ValueError):
-    """A payload does not match its kind's model (raised only in strict mode)."""
+    """An emitted payload is not its kind's model (a dict, another kind's model, an unknown
+    kind, or a model carrying keys its class does not define)."""
+
+
+def _keep_int(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    """An int stays an int (``5`` goes out as ``5``, not ``5.0``); anything else is a float."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    return handler(value)
+
+
+# A float field that sends a number as the emitter gave it (its JSON schema is "number").
+Number = Annotated[float, WrapValidator(_keep_int)]
 
 
 class EventPayload(BaseModel):
-    """Base of the snake_case payload models."""
+    """Base of the snake_case payload models.
 
-    model_config = ConfigDict(extra="allow", frozen=True)
+    ``Model(field=...)`` is the emitter's constructor: an undefined key (nested ones too) is a
+    ``ValidationError`` there (``extra="forbid"``). ``parse_payload`` is the consumer's: it
+    validates with ``extra="allow"``, so undefined keys are tolerated (and the published schema
+    allows additional properties). ``wire()`` is the payload as it goes out: the fields set, in
+    the order they were given (that order is not part of a payload's value: ``==`` ignores it).
+    """
+
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, json_schema_extra={"additionalProperties": True}
+    )
+    _order: tuple[str, ...] = PrivateAttr(default=())
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _remember_order(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        model = handler(data)
+        if isinstance(data, Mapping) and isinstance(model, EventPayload):
+            model._order = tuple(str(key) for key in data)
+        return model
+
+    @model_serializer(mode="wrap")
+    def _in_given_order(self, handler: SerializerFunctionWrapHandler) -> Any:
+        out = handler(self)
+        if not self._order or not isinstance(out, dict):
+            return out
+        ordered = {key: out[key] for key in self._order if key in out}
+        return ordered | {key: value for key, value in out.items() if key not in ordered}
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, BaseModel):
+            return NotImplemented
+        return (
+            type(self) is type(other)
+            and self.__dict__ == other.__dict__
+            and (self.__pydantic_extra__ or {}) == (other.__pydantic_extra__ or {})
+        )
+
+    def wire(self) -> dict[str, Any]:
+        """The wire form: the fields set (explicit ``None`` included), in the order given."""
+        return self.model_dump(exclude_unset=True)
+
+
+def _undefined(model: BaseModel, at: tuple[str | int, ...] = ()) -> list[tuple[Any, Any]]:
+    """Undefined keys anywhere in a payload model (nested models included): (location, value)."""
+    extra = model.model_extra or {}
+    found: list[tuple[Any, Any]] = [((*at, str(k)), v) for k, v in extra.items()]
+    for name in type(model).model_fields:
+        value = getattr(model, name)
+        items = enumerate(value) if isinstance(value, list) else [(None, value)]
+        for index, item in items:
+            if isinstance(item, EventPayload):
+                where = (*at, name) if index is None else (*at, name, index)
+                found += _undefined(item, where)
+    return found
 
 
 class TurnStartedPayload(EventPayload):
@@ -86,10 +162,10 @@ class TriageEvidence(EventPayload):
     effective_route: str | None = None
     override_reason: str | None = None
     error: str | None = None
-    probabilities: dict[str, float] | None = Field(
+    probabilities: dict[str, Number] | None = Field(
         None, description="Jev's probability per route (backend jev only)."
     )
-    confidence: float | None = Field(None, description="Jev's confidence (backend jev only).")
+    confidence: Number | None = Field(None, description="Jev's confidence (backend jev only).")
     jev_error: str | None = Field(
         None, description="Why Jev could not triage, when the sub LM decided instead."
     )
@@ -120,7 +196,7 @@ class ModuleEndPayload(EventPayload):
 
     call_id: str
     module: str
-    duration_ms: float
+    duration_ms: Number
     ok: bool
     error_type: str | None = None
 
@@ -144,7 +220,7 @@ class LmEndPayload(EventPayload):
     call_id: str
     model: str
     category: str
-    duration_ms: float
+    duration_ms: Number
     ok: bool
     error_type: str | None = None
     usage: TokenUsage | None = None
@@ -174,7 +250,7 @@ class CellOutputPayload(EventPayload):
         "deadline",
         "budget",
     ] = Field(description="submit_rejected: an ungrounded SUBMIT was refused (not an error).")
-    duration_ms: float
+    duration_ms: Number
     output: str | None = Field(None, description="The cell's output (bounded), when ok.")
     error: str | None = Field(None, description="The error message (bounded), when not ok.")
     error_type: str | None = None
@@ -195,7 +271,7 @@ class ToolCallEndPayload(EventPayload):
     call_id: str
     tool: str
     source: str
-    duration_ms: float
+    duration_ms: Number
     ok: bool
     error_type: str | None = None
     output: Any = Field(None, description="The output (bounded), when ok.")
@@ -289,7 +365,7 @@ class JevDecisionPayload(EventPayload):
     model: str | None = None
     items: int = Field(description="How many items were decided (= units charged).")
     ok: bool
-    duration_ms: float
+    duration_ms: Number
     error: str | None = Field(None, description="Why the Jev call failed (never the key).")
     fallback_from: str | None = Field(
         None, description="The Jev failure this sub-LM batch replaced."
@@ -301,8 +377,8 @@ class SkillDecision(EventPayload):
     skill: str
     decision: str | None
     raw_choice: str | None = None
-    probabilities: dict[str, float] = Field(default_factory=dict)
-    confidence: float | None = None
+    probabilities: dict[str, Number] = Field(default_factory=dict)
+    confidence: Number | None = None
     backend: str
     model: str | None = None
 
@@ -382,54 +458,47 @@ PAYLOADS: dict[str, PayloadModel] = {
     "turn_failed": TurnEndedPayload,
     "turn_cancelled": TurnEndedPayload,
 }
-_LOGGED: set[str] = set()
-log = logging.getLogger(__name__)
+# What an emitter hands the event channel: its kind's model (a TurnResult for turn_completed,
+# turn_failed and turn_cancelled).
+Payload: TypeAlias = EventPayload | TurnResult
 
 
-def strict_events() -> bool:
-    """Whether emitters must match the payload models exactly (``FLEET_STRICT_EVENTS=1``)."""
-    return os.environ.get(STRICT_ENV, "").strip().lower() in ("1", "true", "yes", "on")
-
-
-def _extra_keys(model: BaseModel) -> list[str]:
-    """Undefined keys anywhere in a parsed payload (nested models included)."""
-    found = [str(k) for k in (model.model_extra or {})]
-    for name in type(model).model_fields:
-        value = getattr(model, name)
-        items = value if isinstance(value, list) else [value]
-        for item in items:
-            if isinstance(item, EventPayload):
-                found += [f"{name}.{key}" for key in _extra_keys(item)]
-    return found
+def wire_payload(kind: str, payload: Payload) -> dict[str, Any]:
+    """The wire form of an emitted payload, once it is known to be its kind's model (else
+    ``EventPayloadError``): ``EventPayload.wire()``, or a ``TurnResult``'s camelCase ``wire()``."""
+    model = PAYLOADS.get(kind)
+    if model is None:
+        raise EventPayloadError(f"unknown event kind {kind!r}")
+    expected: type[BaseModel] = TurnResult if model is TurnEndedPayload else model
+    if not isinstance(payload, expected):
+        raise EventPayloadError(
+            f"a {kind} event takes a {expected.__name__}, not {type(payload).__name__}"
+        )
+    if isinstance(payload, EventPayload):
+        undefined = _undefined(payload)  # a model parsed with extra="allow" may carry some
+        if undefined:
+            where = ", ".join(".".join(str(p) for p in loc) for loc, _ in undefined)
+            raise EventPayloadError(f"{kind}: not fields of {model.__name__}: {where}")
+    return payload.wire()
 
 
 def check_payload(kind: str, payload: Mapping[str, Any]) -> list[str]:
-    """What is wrong with ``payload`` for ``kind``: unknown kind, invalid or undefined fields."""
+    """What is wrong with a wire ``payload`` for ``kind``: unknown kind, invalid or undefined
+    fields (e.g. after redaction and bounding; emitted payloads are models, checked when built)."""
     model = PAYLOADS.get(kind)
     if model is None:
         return [f"unknown event kind {kind!r}"]
     try:
-        parsed = model.model_validate(payload)
+        parsed = model.model_validate(payload, extra="allow")
     except ValidationError as exc:
         return [
             f"{'.'.join(str(p) for p in err['loc']) or '(payload)'}: {err['msg']}"
             for err in exc.errors()
         ]
-    return [f"{key}: not a field of {model.__name__}" for key in _extra_keys(parsed)]
-
-
-def validate_emitted(kind: str, payload: Mapping[str, Any], *, strict: bool) -> bool:
-    """Check an emitted payload; raise ``EventPayloadError`` if ``strict``, else note it once."""
-    problems = check_payload(kind, payload)
-    if not problems:
-        return True
-    message = f"{kind} payload does not match its model: " + "; ".join(problems)
-    if strict:
-        raise EventPayloadError(message)
-    if kind not in _LOGGED:
-        _LOGGED.add(kind)
-        log.warning("%s (sent unchanged)", message)
-    return False
+    return [
+        f"{'.'.join(str(p) for p in loc)}: not a field of {model.__name__}"
+        for loc, _ in _undefined(parsed)
+    ]
 
 
 def parse_payload(kind: str, payload: Mapping[str, Any]) -> AnyPayload | None:
@@ -440,7 +509,7 @@ def parse_payload(kind: str, payload: Mapping[str, Any]) -> AnyPayload | None:
     data = dict(payload)
     for _ in range(len(data) + 1):
         try:
-            return model.model_validate(data)  # type: ignore[return-value]
+            return model.model_validate(data, extra="allow")  # type: ignore[return-value]
         except ValidationError as exc:
             bad = {str(err["loc"][0]) for err in exc.errors() if err["loc"]} & data.keys()
             if not bad:

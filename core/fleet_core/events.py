@@ -1,7 +1,9 @@
 """Typed, versioned events a Turn emits; front ends turn them into progress and documents.
 
-``TurnEvent.payload`` is the wire form (the dict the emitter built); ``TurnEvent.data`` is the same
-payload as its kind's model (``fleet_core.event_payloads``), which is what consumers read.
+Emitters build their kind's payload model (``fleet_core.event_payloads``) and the event channel
+(``engine/stream.py``) serializes it once: ``TurnEvent.payload`` is that wire form (redacted and
+bounded), and ``TurnEvent.data`` is the same payload parsed back into its kind's model, which is
+what consumers read.
 """
 
 from __future__ import annotations

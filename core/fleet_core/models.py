@@ -48,6 +48,10 @@ class WorkspaceFile(Record):
     sha256: str
 
 
+# the error kind of a cancelled Turn (fleet_core.engine.control.TurnCancelled.kind)
+TURN_CANCELLED = "TurnCancelled"
+
+
 class TurnError(Record):
     kind: str
     message: str
@@ -150,6 +154,20 @@ class TurnResult(Record):
     # the digest of the program that served the Turn (the approved candidate's or the built-in
     # default's; fleet_core.optimization.program): never null
     compiled_program_digest: str = DEFAULT_PROGRAM_DIGEST
+
+    @classmethod
+    def cancelled(
+        cls, turn_id: str, session_id: str, message: str = "The Turn was cancelled"
+    ) -> TurnResult:
+        """A cancelled Turn's result when nothing more is known of it (e.g. cancelled before it
+        started): status ``cancelled`` and error kind ``TurnCancelled``, as the Turn service
+        classifies a cancellation; every other field its default."""
+        return cls(
+            turn_id=turn_id,
+            session_id=session_id,
+            status="cancelled",
+            error=TurnError(kind=TURN_CANCELLED, message=message),
+        )
 
 
 class ModelEntry(Record):

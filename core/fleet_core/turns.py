@@ -53,6 +53,7 @@ from fleet_core.engine.lm import (
 )
 from fleet_core.engine.stream import EventChannel
 from fleet_core.errors import REPORTED, FleetError, InvalidInput, SessionOwned, TurnBusy
+from fleet_core.event_payloads import SandboxEnvironmentIncompletePayload, TurnStartedPayload
 from fleet_core.events import TurnEvent
 from fleet_core.models import (
     ArtifactRef,
@@ -385,7 +386,7 @@ class TurnService:
     ) -> TurnResult:
         session_id = request.session_id
         control, trace = running.control, running.trace
-        control.emit("turn_started", {"task": request.task[:2000], "mode": mode})
+        control.emit("turn_started", TurnStartedPayload(task=request.task[:2000], mode=mode))
         box: dict[str, Any] = {}
         finished = anyio.Event()
         cancelled = anyio.get_cancelled_exc_class()
@@ -579,7 +580,7 @@ class TurnService:
         self._env_told[session_id] = None
         while len(self._env_told) > ENV_TOLD_MAX:
             self._env_told.popitem(last=False)
-        payload = {"missing": env.missing, "python": env.python}
+        payload = SandboxEnvironmentIncompletePayload(missing=env.missing, python=env.python)
         control.emit("sandbox_environment_incomplete", payload)
 
     async def _artifact_stamps(self, session_id: str) -> dict[str, FileStamp]:
@@ -613,7 +614,7 @@ class TurnService:
             )
         if export is not None and self._on_trace_queued is not None:
             await self._on_trace_queued(export.trace_id)
-        channel.emit(kind, result.wire())  # durationSeconds included
+        channel.emit(kind, result)  # durationSeconds included
         channel.close()
         channel.flush(on_event)
         return result
@@ -775,7 +776,7 @@ class TurnService:
     ) -> TurnResult:
         result = TurnResult.model_validate(stored).model_copy(update={"replayed": True})
         channel = EventChannel(turn_id, session_id)
-        channel.emit("turn_completed", result.wire())
+        channel.emit("turn_completed", result)
         channel.flush(on_event)
         return result
 

@@ -173,16 +173,17 @@ async def _turn_seq(runtime: FleetRuntime, turn_id: str) -> int | None:
 
 
 async def _cancelled_result(ls: FleetServer, running: Any) -> dict[str, Any]:
-    """The TurnResult of a Turn cancelled by progress-cancel or fleet/turn/cancel."""
-    base: dict[str, Any] = {
-        "turnId": running.turn_id or "",
-        "sessionId": running.session_id,
-        "status": "cancelled",
-        "answer": "",
-        "artifacts": [],
-        "usage": {"modelCalls": 0, "sandboxErrors": 0, "submitRejections": 0},
-        "error": {"kind": "cancelled", "message": f"Cancelled by {running.cancel_route}"},
-    }
+    """The TurnResult of a Turn cancelled by progress-cancel or fleet/turn/cancel: the one the
+    core committed, else (nothing committed yet, e.g. cancelled before it started) the core's
+    ``TurnResult.cancelled``."""
+    from fleet_core.models import TurnResult
+
+    route = running.cancel_route
+    base: dict[str, Any] = TurnResult.cancelled(
+        running.turn_id or "",
+        running.session_id,
+        f"The Turn was cancelled by {route}" if route else "The Turn was cancelled",
+    ).wire()
     if running.turn_id:
         runtime = await ls.runtime()
         try:

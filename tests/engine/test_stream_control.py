@@ -14,24 +14,35 @@ from fleet_core.engine.control import (
     TurnControl,
 )
 from fleet_core.engine.stream import EventChannel
+from fleet_core.event_payloads import (
+    BudgetUpdatePayload,
+    CodeCellPayload,
+    LmStartPayload,
+    StatusPayload,
+    TurnStartedPayload,
+)
+from fleet_core.models import TurnResult
 
-LM_START = {"call_id": "lm1", "model": "openai/scripted", "category": "generation"}
+LM_START = LmStartPayload(call_id="lm1", model="openai/scripted", category="generation")
 
 
 def test_progress_events_are_coalesced_and_the_queue_is_bounded() -> None:
     channel = EventChannel("t", "s", max_pending=10)
-    channel.emit("turn_started", {"task": "t", "mode": "hybrid"})
+    channel.emit("turn_started", TurnStartedPayload(task="t", mode="hybrid"))
     for used in range(1, 500):
-        channel.emit("budget_update", {"used": used, "max": 500, "category": "generation"})
+        channel.emit(
+            "budget_update", BudgetUpdatePayload(used=used, max=500, category="generation")
+        )
     for i in range(50):
-        channel.emit("code_cell", {"cell": i, "phase": "task", "code": "pass"})
-    channel.emit("turn_completed", {"turnId": "t", "sessionId": "s", "status": "completed"})
+        channel.emit("code_cell", CodeCellPayload(cell=i, phase="task", code="pass"))
+    channel.emit("turn_completed", TurnResult(turn_id="t", session_id="s", status="completed"))
     events = channel.drain()
-    budget = [e for e in events if e.kind == "budget_update"]
-    assert len(budget) == 1 and budget[0].payload["used"] == 499
+    budget = [e.data for e in events if e.kind == "budget_update"]
+    assert budget == [BudgetUpdatePayload(used=499, max=500, category="generation")]
     assert events[0].kind == "turn_started"
     assert any(e.kind == "turn_completed" for e in events)  # essential kinds are never dropped
-    assert events[-1].payload == {"status": "events_dropped", "dropped": 42}
+    assert events[-1].data == StatusPayload(status="events_dropped", dropped=42)
+    assert events[-1].payload == {"status": "events_dropped", "dropped": 42}  # the wire
     seqs = [e.seq for e in events]
     assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
 

@@ -266,6 +266,7 @@ async def test_cancel_by_progress_cancel(lsp: LanguageClient) -> None:
     lsp.window_work_done_progress_cancel(types.WorkDoneProgressCancelParams(token=token))
     result = _plain(await asyncio.wait_for(future, 30))
     assert result["status"] == "cancelled" and result["turnId"] == turn_id
+    assert result["error"]["kind"] == "TurnCancelled"
     await _ended_cancelled(lsp, session_id, token)
     await assert_clean(lsp)
 
@@ -282,6 +283,7 @@ async def test_a_progress_cancel_sent_right_after_the_run_request_is_not_lost(
     lsp.window_work_done_progress_cancel(types.WorkDoneProgressCancelParams(token=token))
     result = _plain(await asyncio.wait_for(future, 60))
     assert result["status"] == "cancelled"
+    assert result["error"]["kind"] == "TurnCancelled"  # the core's kind, whatever route
     turns = (await call(lsp, "fleet/session/history", {"sessionId": session_id}))["turns"]
     assert all(t["status"] != "running" for t in turns)
     await assert_clean(lsp)
@@ -341,3 +343,23 @@ async def test_run_turn_command_with_server_token(lsp: LanguageClient) -> None:
     assert result["status"] == "cancelled"
     assert lsp.progress_reports[token][-1].message == "cancelled"
     await assert_clean(lsp)
+
+
+async def test_a_turn_cancelled_before_it_started_has_the_cores_cancelled_result() -> None:
+    """Nothing committed yet: the face answers the core's ``TurnResult.cancelled``, not a
+    hand-built record (whose error kind was "cancelled" where the core says TurnCancelled)."""
+    from fleet_core.engine.control import TurnCancelled
+    from fleet_core.models import TurnResult
+    from fleet_lsp.features.turns import _cancelled_result
+    from fleet_lsp.server import RunningTurn
+
+    running = RunningTurn(session_id="s1", cancel_route="window/workDoneProgress/cancel")
+    result = await _cancelled_result(None, running)  # type: ignore[arg-type]  # no runtime needed
+    assert result["error"] == {
+        "kind": TurnCancelled.kind,
+        "message": "The Turn was cancelled by window/workDoneProgress/cancel",
+    }
+    expected = TurnResult.cancelled("", "s1", result["error"]["message"])
+    assert TurnResult.model_validate(result) == expected
+    assert result == expected.wire()
+    assert result["status"] == "cancelled" and result["usage"]["callsByCategory"] == {}

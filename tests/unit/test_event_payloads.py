@@ -1,35 +1,52 @@
-"""TurnEvent payload models: they match what the engine emits, the emission point enforces them,
-consumers read only their fields, and the published schema and protocol docs are current."""
+"""TurnEvent payload models: they match what the engine emits, emitters build them (a wrong field
+fails there, always), the channel takes nothing else and sends the same wire as before, consumers
+read only their fields, and the published schema and protocol docs are current."""
 
 from __future__ import annotations
 
 import ast
 import json
-import logging
 import re
 import typing
 from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
+from fleet_core.digests import DEFAULT_PROGRAM_DIGEST
 from fleet_core.engine.control import TurnControl
 from fleet_core.engine.stream import EventChannel
 from fleet_core.event_payloads import (
     PAYLOADS,
+    ArtifactPayload,
+    ArtifactReceipt,
     BudgetUpdatePayload,
+    CellOutputPayload,
+    ChildFinishedPayload,
     ChildSpawnedPayload,
+    CodeCellPayload,
     EventKind,
     EventPayloadError,
+    LmEndPayload,
+    LmStartPayload,
+    Payload,
+    StatusPayload,
+    TokenUsage,
+    ToolCallEndPayload,
     ToolCallStartPayload,
+    TriageDecisionPayload,
+    TriageEvidence,
     TurnEndedPayload,
+    TurnStartedPayload,
     check_payload,
     json_schema,
     parse_payload,
     schema_text,
+    wire_payload,
 )
 from fleet_core.events import TurnEvent
-from fleet_core.models import TurnResult
+from fleet_core.models import ArtifactRef, ProvenanceRecord, TurnError, TurnResult, Usage
 from fleet_core.observability.redaction import EVENT_LIMITS, Redactor
 from fleet_core.observability.testing import scripted_turn_events
 
@@ -151,6 +168,15 @@ EMITTED: dict[str, dict[str, Any]] = {
 }
 
 
+def _model(kind: str, payload: dict[str, Any] | None = None) -> Payload:
+    """The model an emitter builds for ``payload`` (default: the kind's example)."""
+    payload = EMITTED[kind] if payload is None else payload
+    model = PAYLOADS[kind]
+    if model is TurnEndedPayload:
+        return TurnResult.model_validate(payload)
+    return model(**payload)
+
+
 def test_every_kind_has_a_model_and_an_example() -> None:
     kinds = set(typing.get_args(EventKind))
     assert set(PAYLOADS) == kinds
@@ -164,11 +190,21 @@ def test_emitted_payloads_validate_strictly(kind: str) -> None:
 
 
 @pytest.mark.parametrize("kind", sorted(EMITTED))
+def test_the_model_an_emitter_builds_goes_out_as_the_dict_it_used_to_build(kind: str) -> None:
+    """The wire is what the emitter set: the same keys, explicit nulls kept, unset fields left
+    out, ints as ints, and (except for a TurnResult, camelCase in field order) the same order."""
+    wire = wire_payload(kind, _model(kind))
+    assert wire == EMITTED[kind]
+    if PAYLOADS[kind] is not TurnEndedPayload:
+        assert json.dumps(wire) == json.dumps(EMITTED[kind])
+
+
+@pytest.mark.parametrize("kind", sorted(EMITTED))
 def test_redacted_and_bounded_payloads_still_validate(kind: str) -> None:
     redactor = Redactor.from_values(["hunter2-secret"])
     payload = json.loads(json.dumps(EMITTED[kind]).replace("Chart", "hunter2-secret"))
-    channel = EventChannel("t", "s", redact=lambda p: redactor.value(p, EVENT_LIMITS), strict=True)
-    channel.emit(kind, payload)
+    channel = EventChannel("t", "s", redact=lambda p: redactor.value(p, EVENT_LIMITS))
+    channel.emit(kind, _model(kind, payload))
     (event,) = channel.drain()
     assert "hunter2-secret" not in json.dumps(event.payload)
     assert check_payload(kind, event.payload) == []
@@ -176,10 +212,11 @@ def test_redacted_and_bounded_payloads_still_validate(kind: str) -> None:
 
 def test_credential_looking_tool_inputs_and_huge_values_still_validate() -> None:
     inputs = {"api_key": "sk-abcdefghijklmnopqrstuvwx", "rows": list(range(500)), "x": "y " * 10**4}
-    channel = EventChannel(
-        "t", "s", redact=lambda p: Redactor().value(p, EVENT_LIMITS), strict=True
+    channel = EventChannel("t", "s", redact=lambda p: Redactor().value(p, EVENT_LIMITS))
+    channel.emit(
+        "tool_call_start",
+        _model("tool_call_start", EMITTED["tool_call_start"] | {"inputs": inputs}),
     )
-    channel.emit("tool_call_start", EMITTED["tool_call_start"] | {"inputs": inputs})
     (event,) = channel.drain()
     data = event.data
     assert isinstance(data, ToolCallStartPayload)
@@ -187,15 +224,15 @@ def test_credential_looking_tool_inputs_and_huge_values_still_validate() -> None
 
 
 def test_coalesced_payloads_validate_and_the_latest_wins() -> None:
-    channel = EventChannel("t", "s", strict=True)
+    channel = EventChannel("t", "s")
     for used in (1, 2, 3):
-        channel.emit("budget_update", {"used": used, "max": 9, "category": "generation"})
+        channel.emit("budget_update", BudgetUpdatePayload(used=used, max=9, category="generation"))
     (event,) = channel.drain()
     assert event.data == BudgetUpdatePayload(used=3, max=9, category="generation")
 
 
-def test_the_control_emits_through_a_strict_channel() -> None:
-    channel = EventChannel("t", "s", strict=True)
+def test_the_control_emits_through_the_channel() -> None:
+    channel = EventChannel("t", "s")
     control = TurnControl(max_units=2, timeout_seconds=None, emit=channel.emit)
     control.charge(1, "triage", "agent-1")
     control.cancel()
@@ -203,39 +240,312 @@ def test_the_control_emits_through_a_strict_channel() -> None:
     assert kinds == [("budget_update", "agent-1", True), ("status", "root", True)]
 
 
-def test_a_strict_channel_rejects_an_undefined_key_at_the_emitter() -> None:
-    channel = EventChannel("t", "s", strict=True)
-    with pytest.raises(EventPayloadError, match=r"limit: not a field of BudgetUpdatePayload"):
-        channel.emit("budget_update", {"used": 1, "max": 2, "category": "g", "limit": 2})
-    with pytest.raises(EventPayloadError, match=r"evidence.why"):
-        channel.emit("triage_decision", EMITTED["triage_decision"] | {"evidence": {"why": 1}})
-    with pytest.raises(EventPayloadError, match="subtask"):
-        channel.emit("child_spawned", {"depth": 1})
+@pytest.fixture
+def lenient(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No FLEET_STRICT_EVENTS (as for a user): payload errors must fail at the emitter anyway."""
+    monkeypatch.delenv("FLEET_STRICT_EVENTS", raising=False)
+
+
+@pytest.mark.usefixtures("lenient")
+def test_a_wrong_field_fails_at_the_emitter_with_a_validation_error() -> None:
+    with pytest.raises(ValidationError, match=r"(?s)BudgetUpdatePayload\nlimit\n.*Extra inputs"):
+        BudgetUpdatePayload(used=1, max=2, category="g", limit=2)  # type: ignore[call-arg]
+    with pytest.raises(ValidationError, match=r"(?s)CellOutputPayload\nouput\n"):
+        CellOutputPayload(  # type: ignore[call-arg]  # a misspelled optional field
+            cell=1, phase="task", ok=True, outcome="completed", duration_ms=1.0, ouput="1\n"
+        )
+    with pytest.raises(ValidationError, match=r"evidence\.why"):  # nested: still at the emitter
+        TriageDecisionPayload(mode="m", route="rlm", summary="s", evidence={"why": 1})
+    with pytest.raises(ValidationError, match=r"(?s)subtask\n.*Field required"):
+        ChildSpawnedPayload(depth=1)  # type: ignore[call-arg]
+    with pytest.raises(ValidationError, match=r"(?s)outcome\n.*Input should be"):
+        CellOutputPayload(cell=1, phase="task", ok=True, outcome="fine", duration_ms=1.0)
+
+
+@pytest.mark.usefixtures("lenient")
+def test_the_channel_takes_only_the_kinds_model() -> None:
+    """Before, a dict with an undefined key was only logged (and sent) outside the tests."""
+    channel = EventChannel("t", "s")
+    control = TurnControl(max_units=2, timeout_seconds=None, emit=channel.emit)
+    budget = {"used": 1, "max": 2, "category": "g", "limit": 2}
+    with pytest.raises(EventPayloadError, match="budget_update event takes a BudgetUpdatePayload"):
+        control.emit("budget_update", budget)  # type: ignore[arg-type]
+    with pytest.raises(EventPayloadError, match="not dict"):  # even a well-formed dict
+        channel.emit("budget_update", {"used": 1, "max": 2, "category": "g"})  # type: ignore[arg-type]
+    with pytest.raises(EventPayloadError, match="takes a BudgetUpdatePayload, not StatusPayload"):
+        channel.emit("budget_update", StatusPayload(status="stopping"))
+    with pytest.raises(EventPayloadError, match="turn_completed event takes a TurnResult"):
+        channel.emit("turn_completed", StatusPayload(status="stopping"))
     with pytest.raises(EventPayloadError, match="unknown event kind"):
-        channel.emit("child_started", {})
+        channel.emit("child_started", StatusPayload(status="stopping"))
+    parsed = BudgetUpdatePayload.model_validate(budget, extra="allow")  # as a consumer parses
+    with pytest.raises(EventPayloadError, match="not fields of BudgetUpdatePayload: limit"):
+        channel.emit("budget_update", parsed)
     assert channel.drain() == []
 
 
-def test_a_lenient_channel_sends_the_payload_unchanged_and_logs(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    channel = EventChannel("t", "s", strict=False)
-    payload = {"used": 1, "max": 2, "category": "g", "new_field": True}
-    with caplog.at_level(logging.WARNING, logger="fleet_core.event_payloads"):
-        channel.emit("budget_update", payload)
-    (event,) = channel.drain()
-    assert event.payload == payload  # the wire is what the emitter sent
-    assert "new_field" in caplog.text
+def test_consumers_tolerate_keys_a_newer_server_adds() -> None:
+    budget = parse_payload("budget_update", {"used": 1, "max": 2, "category": "g", "new": 1})
+    assert isinstance(budget, BudgetUpdatePayload) and budget.model_extra == {"new": 1}
+    triage = parse_payload("triage_decision", EMITTED["triage_decision"] | {"evidence": {"x": 1}})
+    assert isinstance(triage, TriageDecisionPayload) and triage.evidence is not None
+    assert triage.evidence.model_extra == {"x": 1}
+    assert check_payload("budget_update", {"used": 1, "max": 2, "category": "g", "new": 1}) == [
+        "new: not a field of BudgetUpdatePayload"
+    ]
 
 
-def test_the_tests_run_strict() -> None:
-    assert EventChannel("t", "s").strict  # tests/conftest.py sets FLEET_STRICT_EVENTS=1
+def test_payload_equality_ignores_the_order_fields_were_given_in() -> None:
+    a = BudgetUpdatePayload(used=1, max=2, category="g")
+    b = BudgetUpdatePayload(category="g", max=2, used=1)
+    assert a == b and hash(a) == hash(b)
+    assert list(a.wire()) == ["used", "max", "category"]
+    assert list(b.wire()) == ["category", "max", "used"]
+    assert a != BudgetUpdatePayload(used=2, max=2, category="g")
 
 
 @pytest.mark.parametrize("outcome", ["completed", "failed", "cancelled"])
 def test_the_scripted_trace_events_have_the_engine_shapes(outcome: str) -> None:
     for event in scripted_turn_events("t1", "s1", outcome=outcome):
         assert check_payload(event.kind, event.payload) == [], event.kind
+
+
+# --- the wire is unchanged ------------------------------------------------------------------
+
+WIRE = Path(__file__).with_name("turn_events_wire.jsonl")  # captured before payloads were models
+CHILD = "root.1"
+
+
+def _scripted_models(outcome: str) -> list[tuple[str, Payload, str]]:
+    """``scripted_turn_events`` as an emitter builds it: (kind, payload model, agent)."""
+    chart = "artifacts/root.1/chart.txt"
+    return [
+        ("turn_started", TurnStartedPayload(mode="hybrid", task="Sum revenue"), "root"),
+        (
+            "lm_start",
+            LmStartPayload(call_id="lm1", model="openai/scripted", category="triage"),
+            "root",
+        ),
+        (
+            "lm_end",
+            LmEndPayload(
+                call_id="lm1",
+                model="openai/scripted",
+                category="triage",
+                ok=True,
+                duration_ms=5,
+                usage=TokenUsage(input_tokens=10, output_tokens=5),
+            ),
+            "root",
+        ),
+        (
+            "triage_decision",
+            TriageDecisionPayload(
+                mode="hybrid",
+                route="rlm",
+                override_reason=None,
+                summary="needs code over files/sales.csv",
+                evidence=TriageEvidence(
+                    raw_choice="rlm", backend="generative", effective_route="rlm"
+                ),
+            ),
+            "root",
+        ),
+        (
+            "lm_start",
+            LmStartPayload(call_id="lm2", model="openai/scripted", category="root"),
+            "root",
+        ),
+        (
+            "lm_end",
+            LmEndPayload(
+                call_id="lm2",
+                model="openai/scripted",
+                category="root",
+                ok=True,
+                duration_ms=5,
+                usage=TokenUsage(input_tokens=100, output_tokens=20),
+            ),
+            "root",
+        ),
+        ("code_cell", CodeCellPayload(cell=1, phase="task", code="print(1/0)"), "root"),
+        (
+            "cell_output",
+            CellOutputPayload(
+                cell=1,
+                phase="task",
+                ok=False,
+                outcome="error",
+                error_type="ZeroDivisionError",
+                error="ZeroDivisionError: division by zero",
+                duration_ms=3,
+            ),
+            "root",
+        ),
+        (
+            "code_cell",
+            CodeCellPayload(
+                cell=2,
+                phase="task",
+                code="import pandas as pd\nprint(pd.read_csv('files/sales.csv').revenue.sum())",
+            ),
+            "root",
+        ),
+        (
+            "cell_output",
+            CellOutputPayload(
+                cell=2, phase="task", ok=True, outcome="completed", output="42\n", duration_ms=7
+            ),
+            "root",
+        ),
+        (
+            "tool_call_start",
+            ToolCallStartPayload(
+                call_id="t1", tool="spawn_agent", source="dspy", inputs={"subtask": "Chart revenue"}
+            ),
+            "root",
+        ),
+        (
+            "child_spawned",
+            ChildSpawnedPayload(subtask="Chart revenue", input_paths=["files/sales.csv"], depth=1),
+            CHILD,
+        ),
+        (
+            "lm_start",
+            LmStartPayload(call_id="lm3", model="openai/scripted", category="child"),
+            CHILD,
+        ),
+        (
+            "lm_end",
+            LmEndPayload(
+                call_id="lm3",
+                model="openai/scripted",
+                category="child",
+                ok=True,
+                duration_ms=5,
+                usage=TokenUsage(input_tokens=50, output_tokens=10),
+            ),
+            CHILD,
+        ),
+        (
+            "code_cell",
+            CodeCellPayload(
+                cell=1, phase="task", code="open('artifacts/chart.txt','w').write('##')"
+            ),
+            CHILD,
+        ),
+        (
+            "cell_output",
+            CellOutputPayload(cell=1, phase="task", ok=True, outcome="completed", duration_ms=2),
+            CHILD,
+        ),
+        (
+            "artifact",
+            ArtifactPayload(path=chart, sha256="ab" * 32, size_bytes=2, root_path=chart),
+            CHILD,
+        ),
+        (
+            "child_finished",
+            ChildFinishedPayload(
+                status="succeeded",
+                artifacts=[
+                    ArtifactReceipt(
+                        path=chart,
+                        sha256="ab" * 32,
+                        agent_id=CHILD,
+                        root_path="artifacts/chart.txt",
+                    )
+                ],
+            ),
+            CHILD,
+        ),
+        (
+            "tool_call_end",
+            ToolCallEndPayload(
+                call_id="t1",
+                tool="spawn_agent",
+                source="dspy",
+                ok=True,
+                output="chart saved",
+                duration_ms=30,
+            ),
+            "root",
+        ),
+        ("budget_update", BudgetUpdatePayload(used=3, max=150, category="generation"), "root"),
+        (f"turn_{outcome}", _scripted_result(outcome), "root"),
+    ]
+
+
+def _scripted_result(outcome: str) -> TurnResult:
+    """The TurnResult the captured sequence ends with (as ``scripted_turn_result`` built it)."""
+    chart = "artifacts/root.1/chart.txt"
+    artifact = ArtifactRef(
+        uri=f"fleet:/sessions/s1/{chart}",
+        path=chart,
+        size_bytes=2,
+        sha256="ab" * 32,
+        turn_id="t1",
+        agent_id=CHILD,
+        provenance=[
+            ProvenanceRecord(
+                path=chart,
+                root_path="artifacts/chart.txt",
+                sha256="ab" * 32,
+                size_bytes=2,
+                agent_id=CHILD,
+                parent_chain=["root"],
+                turn_id="t1",
+            )
+        ],
+    )
+    errors = {
+        "failed": TurnError(kind="SandboxError", message="worker died"),
+        "cancelled": TurnError(kind="cancelled", message="The Turn was cancelled"),
+    }
+    return TurnResult(
+        turn_id="t1",
+        session_id="s1",
+        status=outcome,  # type: ignore[arg-type]
+        answer="Total revenue is 42" if outcome == "completed" else "",
+        route="rlm",
+        artifacts=[artifact] if outcome == "completed" else [],
+        usage=Usage(
+            model_calls=3,
+            sandbox_errors=1,
+            input_tokens=160,
+            output_tokens=35,
+            calls_by_category={"triage": 1, "root": 1, "child": 1},
+        ),
+        error=errors.get(outcome),
+    )
+
+
+def _wire_lines(events: list[TurnEvent]) -> list[str]:
+    lines = []
+    for event in events:
+        wire = event.wire()
+        wire.pop("at")
+        lines.append(json.dumps(wire).replace(DEFAULT_PROGRAM_DIGEST, "<default-program-digest>"))
+    return lines
+
+
+def _through_the_channel(outcome: str) -> list[TurnEvent]:
+    channel = EventChannel("t1", "s1")
+    for kind, payload, agent in _scripted_models(outcome):
+        parent = None if agent == "root" else "root"
+        channel.emit(kind, payload, agent_id=agent, parent_agent_id=parent)
+    channel.close()
+    return channel.drain()
+
+
+def test_the_wire_json_is_byte_identical_to_before_payloads_were_models() -> None:
+    """Events emitted as payload models through the channel go out byte for byte as the dicts
+    emitters built before: tests/unit/turn_events_wire.jsonl is the wire (``at`` left out) of
+    ``scripted_turn_events`` (completed, then the failed and cancelled ends), captured before."""
+    expected = WIRE.read_text(encoding="utf-8").splitlines()
+    emitted = _wire_lines(_through_the_channel("completed"))
+    emitted += [_wire_lines(_through_the_channel(o))[-1] for o in ("failed", "cancelled")]
+    assert emitted == expected
 
 
 def test_parse_payload_drops_invalid_fields_and_gives_up_without_required_ones() -> None:

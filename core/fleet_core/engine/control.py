@@ -13,13 +13,35 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, TypedDict
 
 from fleet_core.errors import FleetError
+from fleet_core.event_payloads import BudgetUpdatePayload, Payload, StatusPayload
 from fleet_core.models import Usage
 
 Terminal = Literal["cancelled", "deadline", "budget"]
-Emit = Callable[..., None]
+
+
+class Emit(Protocol):
+    """How the engine emits an event: ``emit(kind, payload)``, the payload being the kind's model
+    (``fleet_core.event_payloads``; ``EventChannel.emit``, or ``tee_emit`` of it)."""
+
+    def __call__(
+        self,
+        kind: str,
+        payload: Payload,
+        /,
+        *,
+        agent_id: str = ...,
+        parent_agent_id: str | None = ...,
+    ) -> None: ...
+
+
+class Lineage(TypedDict):
+    """The agent an event is about (``emit(kind, payload, **lineage)``)."""
+
+    agent_id: str
+    parent_agent_id: str | None
 
 
 class TurnStopped(FleetError):
@@ -157,7 +179,7 @@ class TurnControl:
             self._reason = reason
             hooks = self._hooks.all()
         self._stopped.set()
-        self.emit("status", {"status": "stopping", "reason": terminal, "message": reason})
+        self.emit("status", StatusPayload(status="stopping", reason=terminal, message=reason))
         for hook in hooks:
             try:
                 hook()
@@ -208,16 +230,9 @@ class TurnControl:
             raise self.error()
         self.emit(
             "budget_update",
-            {"used": used, "max": self.max_units, "category": category},
+            BudgetUpdatePayload(used=used, max=self.max_units, category=category),
             agent_id=agent_id,
         )
-
-    def recategorize(self, units: int, source: str, target: str) -> None:
-        with self._lock:
-            moved = min(units, self.by_category.get(source, 0))
-            if moved:
-                self.by_category[source] -= moved
-                self.by_category[target] = self.by_category.get(target, 0) + moved
 
     def add_tokens(self, input_tokens: int | None, output_tokens: int | None) -> None:
         with self._lock:

@@ -28,6 +28,7 @@ from fleet_core.engine.control import TurnControl, TurnStopped
 from fleet_core.engine.jev import ChoiceAnswer, ChoiceQuestion, JevClient, JevError
 from fleet_core.engine.metering import MeteredLM
 from fleet_core.errors import InvalidInput
+from fleet_core.event_payloads import JevDecisionPayload, TokenUsage
 
 MAX_ITEMS = 100
 MAX_ITEM_CHARS = 100_000
@@ -130,9 +131,13 @@ class Decider:
         self.agent_id = agent_id
         self.parent_agent_id = parent_agent_id
 
-    def _emit(self, payload: dict[str, Any]) -> None:
+    def _emit(self, fields: dict[str, Any]) -> None:
+        """One ``jev_decision`` event of ``fields`` (``JevDecisionPayload``'s, in wire order)."""
         self.control.emit(
-            "jev_decision", payload, agent_id=self.agent_id, parent_agent_id=self.parent_agent_id
+            "jev_decision",
+            JevDecisionPayload(**fields),
+            agent_id=self.agent_id,
+            parent_agent_id=self.parent_agent_id,
         )
 
     def with_jev(
@@ -180,10 +185,9 @@ class Decider:
         control.note_jev_decisions(category, len(items))
         event.update(ok=True, model=answers.model or jev.model)
         if answers.input_tokens is not None or answers.output_tokens is not None:
-            event["usage"] = {
-                "input_tokens": answers.input_tokens,
-                "output_tokens": answers.output_tokens,
-            }
+            event["usage"] = TokenUsage(
+                input_tokens=answers.input_tokens, output_tokens=answers.output_tokens
+            )
         self._emit(event)
         return [
             _jev_decision(item, answers.answers[f"item-{i}"], event["model"])

@@ -23,11 +23,12 @@ from typing import Any, Literal
 from dspy.primitives.code_interpreter import CodeExecutionError, FinalOutput
 from dspy.primitives.facade import HOST_TOKEN_VAR
 
-from fleet_core.engine.control import TurnControl
+from fleet_core.engine.control import Lineage, TurnControl
 from fleet_core.engine.grounding import Grounding, Verdict
 from fleet_core.engine.learning import INSTRUCTIONS as LEARNING_INSTRUCTIONS
 from fleet_core.engine.learning import WORKSPACE_HELPER
 from fleet_core.engine.stream import clip
+from fleet_core.event_payloads import CellOutputPayload, CodeCellPayload, UngroundedSubmitPayload
 from fleet_core.sandbox.interpreter import EXECUTION_INSTRUCTIONS, SandboxInterpreter
 
 CODE_CHARS = 20_000
@@ -101,7 +102,7 @@ class TurnInterpreter:
     ) -> None:
         self._inner = inner
         self._control = control
-        self._lineage = {"agent_id": agent_id, "parent_agent_id": parent_agent_id}
+        self._lineage = Lineage(agent_id=agent_id, parent_agent_id=parent_agent_id)
         self._interrupt = interrupt
         self._host_inputs = frozenset(host_inputs)
         self._cells = itertools.count(1)
@@ -177,14 +178,17 @@ class TurnInterpreter:
         cell = next(self._cells)
         phase: Phase = "bootstrap" if bootstrap else "task"
         shown = shown or clip(code, CODE_CHARS)
-        control.emit("code_cell", {"cell": cell, "phase": phase, "code": shown}, **self._lineage)
-        payload: dict[str, Any] = {"cell": cell, "phase": phase}
+        control.emit(
+            "code_cell", CodeCellPayload(cell=cell, phase=phase, code=shown), **self._lineage
+        )
+        payload: dict[str, Any] = {"cell": cell, "phase": phase}  # CellOutputPayload's fields
         if not bootstrap:
             self._grounding.observe_inputs(variables)
         rejection: CodeExecutionError | None = None
         started = time.perf_counter()
         try:
             self._inner.cell_timeout = self._cell_timeout()
+            self._inner.host_code = bootstrap  # the host's own cell: no model code in it
             with control.on_stop(self._interrupt):
                 result = self._inner.execute(code, variables)
         except Exception as exc:
@@ -206,8 +210,10 @@ class TurnInterpreter:
             else:
                 payload |= _success(result)
         finally:
+            if "ok" not in payload:  # not an Exception: still a complete event
+                payload |= {"ok": False, "outcome": control.terminal or "sandbox_error"}
             payload["duration_ms"] = round((time.perf_counter() - started) * 1000, 2)
-            control.emit("cell_output", payload, **self._lineage)
+            control.emit("cell_output", CellOutputPayload(**payload), **self._lineage)
         control.check()
         if rejection is not None:
             raise rejection  # RLM shows it to the model and the loop goes on
@@ -232,7 +238,7 @@ class TurnInterpreter:
             self._control.note_submit_rejection()
         self._control.emit(
             "ungrounded_submit",
-            {"cell": cell, "figures": verdict.figures, "rejected": verdict.rejected},
+            UngroundedSubmitPayload(cell=cell, figures=verdict.figures, rejected=verdict.rejected),
             **self._lineage,
         )
         return verdict

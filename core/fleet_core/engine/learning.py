@@ -29,6 +29,7 @@ from typing import Any
 from fleet_core import skills as skill_lib
 from fleet_core.engine.control import TurnControl
 from fleet_core.errors import InvalidInput
+from fleet_core.event_payloads import MemoryProposedPayload, SkillSavedPayload
 from fleet_core.models import Memory
 from fleet_core.workspace import Workspace
 
@@ -149,12 +150,9 @@ class TurnLearning:
             self._memories.append(memory)
         self.control.emit(
             "memory_proposed",
-            {
-                "memory_id": memory.memory_id,
-                "name": name,
-                "kind": SANDBOX_MEMORY_KIND,
-                "chars": len(text),
-            },
+            MemoryProposedPayload(
+                memory_id=memory.memory_id, name=name, kind=SANDBOX_MEMORY_KIND, chars=len(text)
+            ),
             agent_id=agent_id,
             parent_agent_id=parent_agent_id,
         )
@@ -233,13 +231,13 @@ class TurnLearning:
             info = self.workspace.write(path, data)
         self.control.emit(
             "skill_saved",
-            {
-                "name": name,
-                "path": path,
-                "size_bytes": info.size_bytes,
-                "sha256": info.sha256,
-                "replaced": exists,
-            },
+            SkillSavedPayload(
+                name=name,
+                path=path,
+                size_bytes=info.size_bytes,
+                sha256=info.sha256,
+                replaced=exists,
+            ),
             agent_id=agent_id,
             parent_agent_id=parent_agent_id,
         )

@@ -18,7 +18,8 @@ import dspy
 from dspy.clients._deprecation import adapter_message_call
 from dspy.primitives.facade import SandboxLM
 
-from fleet_core.engine.control import TurnControl
+from fleet_core.engine.control import Lineage, TurnControl
+from fleet_core.event_payloads import LmEndPayload, LmStartPayload, TokenUsage
 
 _category: ContextVar[str | None] = ContextVar("fleet_charge_category", default=None)
 _ids = itertools.count(1)
@@ -73,8 +74,8 @@ class MeteredLM(SandboxLM):  # type: ignore[misc]
         call_id = f"lm{next(_ids)}"
         model = str(getattr(self._lm, "model", "") or "")[:150]
         emit = self._control.emit
-        lineage = {"agent_id": self._agent_id, "parent_agent_id": self._parent}
-        emit("lm_start", {"call_id": call_id, "model": model, "category": category}, **lineage)
+        lineage = Lineage(agent_id=self._agent_id, parent_agent_id=self._parent)
+        emit("lm_start", LmStartPayload(call_id=call_id, model=model, category=category), **lineage)
         started = time.perf_counter()
         ok, error_type = True, None
         prompt = completion = None
@@ -90,18 +91,18 @@ class MeteredLM(SandboxLM):  # type: ignore[misc]
         finally:
             usage = None
             if prompt is not None or completion is not None:
-                usage = {"input_tokens": prompt, "output_tokens": completion}
+                usage = TokenUsage(input_tokens=prompt, output_tokens=completion)
             emit(
                 "lm_end",
-                {
-                    "call_id": call_id,
-                    "model": model,
-                    "category": category,
-                    "duration_ms": round((time.perf_counter() - started) * 1000, 2),
-                    "ok": ok,
-                    "error_type": error_type,
-                    "usage": usage,
-                },
+                LmEndPayload(
+                    call_id=call_id,
+                    model=model,
+                    category=category,
+                    duration_ms=round((time.perf_counter() - started) * 1000, 2),
+                    ok=ok,
+                    error_type=error_type,
+                    usage=usage,
+                ),
                 **lineage,
             )
 

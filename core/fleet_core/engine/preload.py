@@ -14,6 +14,7 @@ from html import escape
 from fleet_core.engine.control import TurnStopped
 from fleet_core.engine.decisions import Decider, Decision
 from fleet_core.engine.jev import JevError
+from fleet_core.event_payloads import SkillDecision, SkillSelectionPayload
 from fleet_core.skills import Skill
 
 MAX_EVALUATED = 20
@@ -66,21 +67,21 @@ def preload(decider: Decider, task: str, skills: Sequence[Skill], catalog: str) 
     chosen = [skill for skill, _ in relevant[:MAX_PRELOADED]]
     decider.control.emit(
         "skill_selection",
-        {
-            "selected": [s.name for s in chosen],
-            "decisions": [
-                {
-                    "skill": skill.name,
-                    "decision": d.decision,
-                    "raw_choice": d.raw_choice,
-                    "probabilities": d.probabilities,
-                    "confidence": d.confidence,
-                    "backend": d.backend,
-                    "model": d.model,
-                }
+        SkillSelectionPayload(
+            selected=[s.name for s in chosen],
+            decisions=[
+                SkillDecision(
+                    skill=skill.name,
+                    decision=d.decision,
+                    raw_choice=d.raw_choice,
+                    probabilities=d.probabilities,
+                    confidence=d.confidence,
+                    backend=d.backend,
+                    model=d.model,
+                )
                 for skill, d in zip(candidates, decisions, strict=True)
             ],
-        },
+        ),
     )
     if not chosen:
         return catalog

@@ -24,7 +24,7 @@ from fleet_core.engine.adapter import FleetChatAdapter
 from fleet_core.engine.callbacks import EventCallback
 from fleet_core.engine.codefirst import SYSTEM
 from fleet_core.engine.context import TurnInputs
-from fleet_core.engine.control import ChildCapacityError, TurnControl, TurnStopped
+from fleet_core.engine.control import ChildCapacityError, Lineage, TurnControl, TurnStopped
 from fleet_core.engine.dataset import DatasetHandle
 from fleet_core.engine.decisions import Decider, check_request, triage_with_jev
 from fleet_core.engine.interpreter import TURN_EXECUTION_INSTRUCTIONS, TurnInterpreter
@@ -43,6 +43,13 @@ from fleet_core.engine.signatures import (
     TurnTriage,
 )
 from fleet_core.errors import FleetError, InvalidInput
+from fleet_core.event_payloads import (
+    ArtifactReceipt,
+    ChildFinishedPayload,
+    ChildSpawnedPayload,
+    TriageDecisionPayload,
+    TriageEvidence,
+)
 from fleet_core.models import ProvenanceRecord
 from fleet_core.sandbox.interpreter import SandboxInterpreter
 from fleet_core.skills import Skill, use_skill_text
@@ -87,24 +94,24 @@ class RouteDecision:
     confidence: float | None = None
     jev_error: str | None = None  # Jev failed; the sub LM decided
 
-    def payload(self, mode: str) -> dict[str, Any]:
-        return {
-            "mode": mode,
-            "route": self.route,
-            "override_reason": self.override_reason,
-            "summary": _summary(self, mode),
-            "evidence": {
-                "raw_choice": self.raw_choice,
-                "backend": self.backend,
-                "model": self.model,
-                "effective_route": self.route,
-                "override_reason": self.override_reason,
-                "error": self.error,
-                "probabilities": self.probabilities,
-                "confidence": self.confidence,
-                "jev_error": self.jev_error,
-            },
-        }
+    def payload(self, mode: str) -> TriageDecisionPayload:
+        return TriageDecisionPayload(
+            mode=mode,
+            route=self.route,
+            override_reason=self.override_reason,
+            summary=_summary(self, mode),
+            evidence=TriageEvidence(
+                raw_choice=self.raw_choice,
+                backend=self.backend,
+                model=self.model,
+                effective_route=self.route,
+                override_reason=self.override_reason,
+                error=self.error,
+                probabilities=self.probabilities,
+                confidence=self.confidence,
+                jev_error=self.jev_error,
+            ),
+        )
 
 
 def read_skill_file(skills: Sequence[Skill], name: str, path: str) -> str:
@@ -554,15 +561,17 @@ class TurnProgram:
         if not (isinstance(max_llm_calls, int) and 1 <= max_llm_calls <= self.child_max_llm_calls):
             raise InvalidInput(f"max_llm_calls must be an integer 1-{self.child_max_llm_calls}")
         if input_paths is not None and (
-            not isinstance(input_paths, list) or len(input_paths) > 100
+            not isinstance(input_paths, list)
+            or len(input_paths) > 100
+            or not all(isinstance(path, str) for path in input_paths)
         ):
             raise InvalidInput("input_paths must be a list of at most 100 workspace paths")
         agent_id = f"agent-{uuid.uuid4().hex[:8]}"
-        lineage = {"agent_id": agent_id, "parent_agent_id": parent.agent_id}
+        lineage = Lineage(agent_id=agent_id, parent_agent_id=parent.agent_id)
         with control.child_slot(parent.depth) as depth:
             control.emit(
                 "child_spawned",
-                {"depth": depth, "subtask": subtask[:500], "input_paths": input_paths},
+                ChildSpawnedPayload(depth=depth, subtask=subtask[:500], input_paths=input_paths),
                 **lineage,
             )
             try:
@@ -571,20 +580,24 @@ class TurnProgram:
                 raise
             except FleetError as exc:
                 control.emit(
-                    "child_finished", {"status": "failed", "error": exc.message}, **lineage
+                    "child_finished",
+                    ChildFinishedPayload(status="failed", error=exc.message),
+                    **lineage,
                 )
                 raise
             try:
                 result = self._child_program(space, subtask, max_iters, max_llm_calls)
             except BaseException as exc:
                 space.close()
-                if control.terminal is not None:
-                    control.emit("child_finished", {"status": control.terminal}, **lineage)
+                terminal = control.terminal
+                if terminal is not None:
+                    control.emit("child_finished", ChildFinishedPayload(status=terminal), **lineage)
                     raise control.error() from exc
                 if isinstance(exc, TurnStopped | KeyboardInterrupt | SystemExit):
                     raise
                 error = f"child agent failed ({type(exc).__name__}): {str(exc)[:500]}"
-                control.emit("child_finished", {"status": "failed", "error": error}, **lineage)
+                failed = ChildFinishedPayload(status="failed", error=error)
+                control.emit("child_finished", failed, **lineage)
                 return {"findings": "", "error": error, "artifacts": []}
             try:
                 records = space.promote()
@@ -597,7 +610,16 @@ class TurnProgram:
             {"path": r.path, "sha256": r.sha256, "agent_id": r.agent_id, "root_path": r.root_path}
             for r in records
         ]
-        control.emit("child_finished", {"status": "succeeded", "artifacts": receipts}, **lineage)
+        finished = ChildFinishedPayload(
+            status="succeeded",
+            artifacts=[
+                ArtifactReceipt(
+                    path=r.path, sha256=r.sha256, agent_id=r.agent_id, root_path=r.root_path
+                )
+                for r in records
+            ],
+        )
+        control.emit("child_finished", finished, **lineage)
         return {"findings": result[:MAX_FINDINGS_CHARS], "artifacts": receipts}
 
     def _child_program(

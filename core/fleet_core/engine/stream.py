@@ -7,10 +7,10 @@ one of the same kind and agent. When the queue is full, non-essential events are
 counted, so a slow consumer can never stall the Turn. With ``redact`` every payload is redacted
 (credentials, configured secrets) in the producer's thread before it is queued.
 
-``emit`` is the single point every event passes: the payload, as it will go out (redacted and
-bounded), is checked against its kind's model (``fleet_core.event_payloads``). With ``strict``
-(default: ``FLEET_STRICT_EVENTS=1``, set by the tests) a mismatch raises ``EventPayloadError`` in
-the emitter; otherwise the event goes out unchanged and the mismatch is logged once per kind.
+``emit`` is the single point every event passes, and it takes the kind's payload model
+(``fleet_core.event_payloads``), never a dict: the model was validated when the emitter built it,
+``emit`` checks that it is the kind's model (``EventPayloadError`` in the emitter otherwise) and
+serializes it once (``wire_payload``) into the payload that goes out, redacted and bounded.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from fleet_core.event_payloads import EventPayloadError, strict_events, validate_emitted
+from fleet_core.event_payloads import Payload, StatusPayload, wire_payload
 from fleet_core.events import ROOT_AGENT, TurnEvent
 
 log = logging.getLogger(__name__)
@@ -67,11 +67,9 @@ class EventChannel:
         *,
         max_pending: int = MAX_PENDING,
         redact: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
-        strict: bool | None = None,
     ) -> None:
         self.turn_id = turn_id
         self.redact = redact
-        self.strict = strict_events() if strict is None else strict
         self.session_id = session_id
         self.max_pending = max_pending
         self._lock = threading.Lock()
@@ -90,21 +88,18 @@ class EventChannel:
     def emit(
         self,
         kind: str,
-        payload: dict[str, Any] | None = None,
+        payload: Payload,
         *,
         agent_id: str = ROOT_AGENT,
         parent_agent_id: str | None = None,
     ) -> None:
-        """Queue an event (any thread); never blocks, and raises only a strict payload error."""
+        """Queue an event (any thread); never blocks. ``payload`` is the kind's model; anything
+        else raises ``EventPayloadError`` here, in the emitter."""
+        wire = wire_payload(kind, payload)  # the one serialization
         try:
-            payload = payload or {}
             if self.redact is not None:  # in the producer's thread, before anything leaves
-                payload = self.redact(payload)
-            payload = clip(payload)
-            validate_emitted(kind, payload, strict=self.strict)
-            self._emit(kind, payload, agent_id, parent_agent_id)
-        except EventPayloadError:
-            raise  # strict mode: the emitter sent a payload its kind's model does not define
+                wire = self.redact(wire)
+            self._emit(kind, clip(wire), agent_id, parent_agent_id)
         except Exception:  # pragma: no cover - emission must never break a Turn
             log.exception("dropping a %s event", kind)
 
@@ -159,7 +154,7 @@ class EventChannel:
             session_id=self.session_id,
             seq=seq,
             kind="status",
-            payload={"status": "events_dropped", "dropped": dropped},
+            payload=wire_payload("status", StatusPayload(status="events_dropped", dropped=dropped)),
         )
 
     def close(self) -> None:
