@@ -19,9 +19,6 @@ from psycopg import sql
 from fleet_core.config import EffectiveConfig, load_config
 from fleet_core.runtime import FleetRuntime
 
-# Emitters must match the TurnEvent payload models (fleet_core.event_payloads); servers the
-# tests start inherit it.
-os.environ.setdefault("FLEET_STRICT_EVENTS", "1")
 ADMIN_URL = os.environ.get(
     "FLEET_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
 )

@@ -56,6 +56,7 @@ from fleet_core.errors import REPORTED, FleetError, InvalidInput, SessionOwned, 
 from fleet_core.event_payloads import SandboxEnvironmentIncompletePayload, TurnStartedPayload
 from fleet_core.events import TurnEvent
 from fleet_core.models import (
+    TURN_CANCELLED,
     ArtifactRef,
     DatasetContext,
     Memory,
@@ -721,7 +722,7 @@ class TurnService:
         if isinstance(error, TurnStopped):
             return error.status, TurnError(kind=error.kind, message=redact(error.message))
         if isinstance(error, anyio.get_cancelled_exc_class()):
-            return "cancelled", TurnError(kind="TurnCancelled", message="The Turn was cancelled")
+            return "cancelled", TurnError(kind=TURN_CANCELLED, message="The Turn was cancelled")
         if isinstance(error, FleetError):
             return "failed", TurnError(kind=error.kind, message=redact(error.message))
         message = redact(f"{type(error).__name__}: {error}", 1000)

@@ -117,10 +117,9 @@ def _read_message(stream: IO[bytes]) -> dict[str, Any] | None:
 
 
 def server_env(state: Path, script: Path | None, **extra: str) -> dict[str, str]:
-    """The environment of a server under test: no FLEET_* from the caller but strict events,
-    a private state dir and the scripted models."""
+    """The environment of a server under test: no FLEET_* from the caller, a private state
+    dir and the scripted models."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLEET_")}
-    env["FLEET_STRICT_EVENTS"] = "1"
     env["FLEET_STATE_DIR"] = str(state)
     if script is not None:
         env["FLEET_TEST_SCRIPT"] = str(script)

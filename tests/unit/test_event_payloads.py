@@ -240,13 +240,6 @@ def test_the_control_emits_through_the_channel() -> None:
     assert kinds == [("budget_update", "agent-1", True), ("status", "root", True)]
 
 
-@pytest.fixture
-def lenient(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No FLEET_STRICT_EVENTS (as for a user): payload errors must fail at the emitter anyway."""
-    monkeypatch.delenv("FLEET_STRICT_EVENTS", raising=False)
-
-
-@pytest.mark.usefixtures("lenient")
 def test_a_wrong_field_fails_at_the_emitter_with_a_validation_error() -> None:
     with pytest.raises(ValidationError, match=r"(?s)BudgetUpdatePayload\nlimit\n.*Extra inputs"):
         BudgetUpdatePayload(used=1, max=2, category="g", limit=2)  # type: ignore[call-arg]
@@ -262,7 +255,6 @@ def test_a_wrong_field_fails_at_the_emitter_with_a_validation_error() -> None:
         CellOutputPayload(cell=1, phase="task", ok=True, outcome="fine", duration_ms=1.0)
 
 
-@pytest.mark.usefixtures("lenient")
 def test_the_channel_takes_only_the_kinds_model() -> None:
     """Before, a dict with an undefined key was only logged (and sent) outside the tests."""
     channel = EventChannel("t", "s")

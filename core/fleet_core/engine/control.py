@@ -17,7 +17,7 @@ from typing import Any, Literal, Protocol, TypedDict
 
 from fleet_core.errors import FleetError
 from fleet_core.event_payloads import BudgetUpdatePayload, Payload, StatusPayload
-from fleet_core.models import Usage
+from fleet_core.models import TURN_CANCELLED, Usage
 
 Terminal = Literal["cancelled", "deadline", "budget"]
 
@@ -52,7 +52,7 @@ class TurnStopped(FleetError):
 
 
 class TurnCancelled(TurnStopped):
-    kind = "TurnCancelled"
+    kind = TURN_CANCELLED
     status = "cancelled"
 
 

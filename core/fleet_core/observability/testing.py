@@ -12,7 +12,14 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from fleet_core.events import ROOT_AGENT, TurnEvent
-from fleet_core.models import ArtifactRef, ProvenanceRecord, TurnError, TurnResult, Usage
+from fleet_core.models import (
+    TURN_CANCELLED,
+    ArtifactRef,
+    ProvenanceRecord,
+    TurnError,
+    TurnResult,
+    Usage,
+)
 
 
 def scripted_turn_events(
@@ -233,7 +240,7 @@ def scripted_turn_result(
     if outcome == "failed":
         error = TurnError(kind="SandboxError", message="worker died")
     elif outcome == "cancelled":
-        error = TurnError(kind="cancelled", message="The Turn was cancelled")
+        error = TurnError(kind=TURN_CANCELLED, message="The Turn was cancelled")
     return TurnResult(
         turn_id=turn_id,
         session_id=session_id,
