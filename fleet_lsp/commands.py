@@ -194,7 +194,14 @@ def sessions(
     """List Sessions, newest first."""
 
     async def go(runtime: FleetRuntime) -> list[dict[str, Any]]:
-        return [s.wire() for s in await runtime.list_sessions()]
+        found: list[dict[str, Any]] = []
+        cursor: str | None = None
+        while True:  # every page (fleet/session/list pages the same way)
+            page = await runtime.sessions_page(cursor, 500)
+            found += [s.wire() for s in page.sessions]
+            if page.next_cursor is None or page.next_cursor == cursor:
+                return found
+            cursor = page.next_cursor
 
     found = _run(go)
     if as_json:

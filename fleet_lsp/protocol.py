@@ -132,6 +132,25 @@ class SessionParams:
 
 
 @attrs.frozen(kw_only=True)
+class SessionListParams:
+    """``fleet/session/list``: one page, newest first. ``cursor``: the previous page's
+    ``nextCursor`` (opaque); ``limit``: Sessions per page (default 100)."""
+
+    cursor: str | None = _f(None, min_len=1, max_len=4096)
+    limit: int | None = _f(None, min=1, max=500)
+
+
+@attrs.frozen(kw_only=True)
+class WorkspaceListParams:
+    """``fleet/workspace/list``: one page of files in path order. ``cursor``: the previous
+    page's ``nextCursor`` (opaque); ``limit``: files per page (default 500)."""
+
+    session_id: str = _session_id()
+    cursor: str | None = _f(None, min_len=1, max_len=4096)
+    limit: int | None = _f(None, min=1, max=1000)
+
+
+@attrs.frozen(kw_only=True)
 class SetModeParams:
     session_id: str = _session_id()
     mode: Mode = _f()  # noqa: RUF009
@@ -464,7 +483,10 @@ class TurnResultWire(TypedDict):
 
 
 class SessionListResult(TypedDict):
+    """One page; ``nextCursor`` (absent on the last page) asks for the next."""
+
     sessions: list[SessionInfoWire]
+    nextCursor: NotRequired[str]
 
 
 class TurnErrorWire(TypedDict):
@@ -496,8 +518,12 @@ class HistoryResult(TypedDict):
 
 
 class WorkspaceListResult(TypedDict):
+    """One page of the files in path order (``artifacts/`` ones under ``artifacts``);
+    ``nextCursor`` (absent on the last page) asks for the next."""
+
     files: list[WorkspaceFileWire]
     artifacts: list[WorkspaceFileWire]
+    nextCursor: NotRequired[str]
 
 
 class ArtifactListResult(TypedDict):
@@ -679,7 +705,7 @@ class ArtifactDidChangeParams(TypedDict):
 METHODS: dict[str, type] = {
     "fleet/session/new": SessionNewParams,
     "fleet/session/load": SessionParams,
-    "fleet/session/list": NoParams,
+    "fleet/session/list": SessionListParams,
     "fleet/session/close": SessionParams,
     "fleet/session/delete": SessionParams,
     "fleet/session/setMode": SetModeParams,
@@ -689,7 +715,7 @@ METHODS: dict[str, type] = {
     "fleet/context/attach": AttachParams,
     "fleet/context/setDataset": SetDatasetParams,
     "fleet/context/clearDataset": SessionParams,
-    "fleet/workspace/list": SessionParams,
+    "fleet/workspace/list": WorkspaceListParams,
     "fleet/workspace/delete": WorkspacePathParams,
     "fleet/turn/run": TurnRunParams,
     "fleet/turn/cancel": TurnCancelParams,
@@ -780,9 +806,11 @@ NOTIFICATIONS: dict[str, Any] = {
 #: Advertised in ``capabilities.experimental.fleet.features``.
 FEATURES: tuple[str, ...] = (
     "sessions",
+    "sessions.paging",
     "context.attachFolder",
     "context.attachSelection",
     "workspace.delete",
+    "workspace.paging",
     "turns",
     "turns.progress",
     "turns.childProgress",
@@ -887,13 +915,15 @@ def _check(name: str, value: Any, tp: Any, meta: Any) -> Any:
     origin = get_origin(tp)
     if origin in (Union, types.UnionType):
         options = [a for a in get_args(tp) if a is not type(None)]
+        problems: dict[Any, ParamsError] = {}
         for option in options:
             try:
                 return _check(name, value, option, meta)
-            except ParamsError:
-                continue
-        if len(options) == 1:
-            return _check(name, value, options[0], meta)  # re-raise the precise message
+            except ParamsError as exc:
+                problems[get_origin(option) or option] = exc
+        shape = list if isinstance(value, list) else dict if isinstance(value, dict) else None
+        if len(options) == 1 or shape in problems:  # the option of its shape says precisely why
+            raise problems.get(shape) or next(iter(problems.values()))
         raise ParamsError(f"'{name}' must be {_describe_type(tp)}, got {_json_type(value)}")
     if origin is Literal:
         allowed = get_args(tp)
@@ -907,7 +937,8 @@ def _check(name: str, value: Any, tp: Any, meta: Any) -> Any:
         if not isinstance(value, list) or (strings and not all(isinstance(v, str) for v in value)):
             raise ParamsError(f"'{name}' must be {_describe_type(tp)}, got {_json_type(value)}")
         if "max_len" in meta and len(value) > meta["max_len"]:
-            raise ParamsError(f"'{name}' has more than {meta['max_len']} items")
+            limit = meta["max_len"]
+            raise ParamsError(f"'{name}' has {len(value)} items; at most {limit} are allowed")
         return list(value)
     if origin is dict:
         if not isinstance(value, dict):

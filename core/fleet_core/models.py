@@ -48,6 +48,22 @@ class WorkspaceFile(Record):
     sha256: str
 
 
+class SessionPage(Record):
+    """One page of Sessions, newest first; ``next_cursor`` is None on the last page."""
+
+    sessions: list[SessionInfo]
+    next_cursor: str | None = None
+
+
+class WorkspacePage(Record):
+    """One page of a workspace's regular files in path order, split as ``fleet/workspace/list``
+    shows them (``artifacts/`` and everything else); ``next_cursor`` is None on the last."""
+
+    files: list[WorkspaceFile]
+    artifacts: list[WorkspaceFile]
+    next_cursor: str | None = None
+
+
 # the error kind of a cancelled Turn (fleet_core.engine.control.TurnCancelled.kind)
 TURN_CANCELLED = "TurnCancelled"
 

@@ -8,12 +8,14 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, get_args
 
 import anyio.to_thread
 
+from fleet_core import names, paging
 from fleet_core.config import EffectiveConfig, ExecutionMode
 from fleet_core.errors import (
     ConfigError,
@@ -33,8 +35,10 @@ from fleet_core.models import (
     ProvenanceRecord,
     SessionInfo,
     SessionModels,
+    SessionPage,
     TurnSummary,
     WorkspaceFile,
+    WorkspacePage,
 )
 from fleet_core.net import http_probe
 from fleet_core.observability.errors import TraceNotFound, TracingUnavailable
@@ -43,6 +47,7 @@ from fleet_core.store.database import database_url
 from fleet_core.workspace import (
     FileInfo,
     Workspace,
+    count_new_entries,
     prepare_workspaces,
     render_manifest,
     validate_relative_path,
@@ -293,6 +298,26 @@ class FleetRuntime:
     async def list_sessions(self) -> list[SessionInfo]:
         return await self._run(self.store.list_sessions)
 
+    async def sessions_page(
+        self, cursor: str | None = None, limit: int | None = None
+    ) -> SessionPage:
+        """One page of Sessions, newest first (``limit``: 1-500, default 100); pass the page's
+        ``next_cursor`` for the next one. A bad cursor is an ``InvalidInput``."""
+        size = paging.check_limit(limit, paging.SESSIONS_DEFAULT_LIMIT, paging.SESSIONS_MAX_LIMIT)
+        after = None
+        if cursor is not None:
+            stamp, session_id = paging.decode(cursor, "sessions", 2)
+            try:
+                after = (datetime.fromisoformat(stamp), session_id)
+            except ValueError:
+                raise paging.invalid(cursor, "sessions") from None
+        sessions, more = await self._run(self.store.session_page, limit=size, after=after)
+        next_cursor = None
+        if more and sessions:
+            last = sessions[-1]
+            next_cursor = paging.encode("sessions", last.updated_at.isoformat(), last.session_id)
+        return SessionPage(sessions=sessions, next_cursor=next_cursor)
+
     async def close_session(self, session_id: str) -> None:
         """Give up ownership; the Session's history and files stay stored."""
         await self.describe_session(session_id)
@@ -386,18 +411,51 @@ class FleetRuntime:
         return self.config.state_dir / "workspaces" / validate_session_id(session_id)
 
     async def attach(
-        self, session_id: str, source: Path, target: str | None = None
+        self, session_id: str, source: Path, target: str | None = None, *, room: bool = True
     ) -> WorkspaceFile:
-        """Stream a local file into the workspace (``files/<basename>`` unless ``target``)."""
+        """Stream a local file into the workspace (``files/<basename>`` unless ``target``),
+        refused with ``FileTooLarge`` past ``sandbox.max_files`` (``room=False``: the caller
+        checked with ``check_room``)."""
         await self.own_session(session_id)
         if target is not None:
             validate_relative_path(target)
+        if room:
+            name = target or f"files/{names.escaped_name(source.name or '_')}"
+            await self.check_room(session_id, [name], label=f"'{names.shown(str(source))}'")
         info = await self._run(self.workspace(session_id).attach, source, target)
         return _wire_file(info)
 
-    async def write_file(self, session_id: str, path: str, data: bytes) -> WorkspaceFile:
+    async def write_file(
+        self, session_id: str, path: str, data: bytes, *, room: bool = False
+    ) -> WorkspaceFile:
+        """Write one workspace file; ``room``: refuse a new one past ``sandbox.max_files``."""
         await self.own_session(session_id)
+        if room:
+            await self.check_room(session_id, [path], label=f"'{names.shown(path)}'")
         return _wire_file(await self._run(self.workspace(session_id).write, path, data))
+
+    async def check_room(self, session_id: str, paths: Sequence[str], *, label: str) -> None:
+        """Refuse (``FileTooLarge``) adding ``paths`` when the entries they would create (files
+        and missing folders) take the workspace past ``sandbox.max_files``, the same count its
+        sandboxes enforce; nothing is written either way."""
+        limit = self.config.settings.sandbox.max_files
+        workspace = self.workspace(session_id)
+
+        def count() -> tuple[int, int]:
+            new = count_new_entries(workspace.root, paths)
+            return new, (workspace.entry_count(stop_after=limit) if new else 0)
+
+        new, held = await self._run(count)
+        if new and held + new > limit:
+            raise FileTooLarge(
+                f"Attaching {label} would make the workspace hold {held + new:,} entries "
+                f"({new:,} new); the limit is {limit:,} (setting sandbox.max_files, the "
+                "workspace's file-count quota). Delete files (fleet/workspace/delete) or raise "
+                "the limit; nothing was attached",
+                session_id=session_id,
+                limit=limit,
+                setting="sandbox.max_files",
+            )
 
     async def stat_file(self, session_id: str, path: str) -> WorkspaceFile:
         await self.describe_session(session_id)
@@ -422,6 +480,21 @@ class FleetRuntime:
         files = [_wire_file(i) for i in tree if not i.path.startswith("artifacts/")]
         artifacts = [_wire_file(i) for i in tree if i.path.startswith("artifacts/")]
         return {"files": files, "artifacts": artifacts}
+
+    async def workspace_page(
+        self, session_id: str, cursor: str | None = None, limit: int | None = None
+    ) -> WorkspacePage:
+        """One page of the workspace's regular files in path order (``limit``: 1-1000, default
+        500), split into ``files`` and ``artifacts``; only the page's files are stat'ed and
+        hashed. Pass ``next_cursor`` for the next page; a bad cursor is an ``InvalidInput``."""
+        size = paging.check_limit(limit, paging.FILES_DEFAULT_LIMIT, paging.FILES_MAX_LIMIT)
+        after = paging.decode(cursor, "files", 1)[0] if cursor is not None else None
+        await self.describe_session(session_id)
+        infos, last = await self._run(self.workspace(session_id).page, after=after, limit=size)
+        files = [_wire_file(i) for i in infos if not i.path.startswith("artifacts/")]
+        artifacts = [_wire_file(i) for i in infos if i.path.startswith("artifacts/")]
+        next_cursor = paging.encode("files", last) if last is not None else None
+        return WorkspacePage(files=files, artifacts=artifacts, next_cursor=next_cursor)
 
     async def manifest(self, session_id: str) -> str:
         storage = self.config.settings.storage

@@ -15,13 +15,14 @@ from __future__ import annotations
 import errno
 import fcntl
 import hashlib
+import heapq
 import io
 import logging
 import os
 import re
 import secrets
 import stat
-from collections.abc import Iterator, Mapping
+from collections.abc import Generator, Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -269,8 +270,8 @@ class Workspace:
         """Every regular file's stamp, read from its inode only (no file is opened); digests
         already computed for that exact stamp ride along."""
         found: dict[str, FileStamp] = {}
-        for path in self.paths(root):
-            key = self._key(path)
+        for path, dir_fd, name in self.ordered(root):
+            key = _stat_key(dir_fd, name)
             if key is not None:
                 cached = self._digests.get(path)
                 found[path] = FileStamp(key, cached[1] if cached and cached[0] == key else None)
@@ -285,8 +286,8 @@ class Workspace:
         returned; the count includes the ones past the limit, which are not read."""
         changed: list[FileInfo] = []
         pending = 0
-        for path in self.paths(root):
-            key = self._key(path)
+        for path, dir_fd, name in self.ordered(root):
+            key = _stat_key(dir_fd, name)
             old = before.get(path)
             if key is None or (old is not None and old.key == key):
                 continue
@@ -300,6 +301,62 @@ class Workspace:
             if old is None or old.sha256 != info.sha256:
                 changed.append(info)
         return changed, len(changed) + pending
+
+    def ordered(
+        self, root: str | None = None, *, after: str | None = None
+    ) -> Generator[tuple[str, int, str]]:
+        """Every regular file (optionally under one root) in sorted path order, only those after
+        the path ``after``: ``(path, dir_fd, name)``, the descriptor of its directory being
+        open until the next item. Lazy and bounded in what it reads: the directories on the
+        way are listed (subtrees wholly before ``after`` are not), no file is opened or
+        stat'ed, and names the workspace cannot hold are quarantined as in ``paths``."""
+        renamed: list[names.Renamed] = []
+        try:
+            for top in sorted((root,) if root else ROOTS):
+                validate_relative_path(top)
+                prefix = top + "/"
+                if after is not None and not (prefix > after or after.startswith(prefix)):
+                    continue  # the whole root sorts before the cursor
+                try:
+                    top_fd = os.open(self.root / top, _DIR_FLAGS)
+                except OSError:
+                    continue  # missing, or a symlink: never followed
+                try:
+                    inner = after if after is not None and after.startswith(prefix) else None
+                    yield from _ordered_walk(top_fd, top, top_fd, top, inner, 0, renamed)
+                finally:
+                    os.close(top_fd)
+        finally:
+            self._note_renamed(renamed)
+
+    def page(self, *, after: str | None, limit: int) -> tuple[list[FileInfo], str | None]:
+        """At most ``limit`` files after the path ``after`` in path order, with size and sha256
+        (only these are stat'ed and hashed), and the path to continue after (None: the last
+        page)."""
+        paths: list[str] = []
+        more = False
+        walk = self.ordered(after=after)
+        try:
+            for path, _dir_fd, _name in walk:
+                if len(paths) == limit:
+                    more = True
+                    break
+                paths.append(path)
+        finally:
+            walk.close()
+        infos: list[FileInfo] = []
+        for path in paths:
+            try:
+                infos.append(self.stat(path))
+            except (WorkspaceFileNotFound, WorkspacePathError):
+                continue  # removed or replaced meanwhile
+        return infos, (paths[-1] if more and paths else None)
+
+    def entry_count(self, *, stop_after: int | None = None) -> int:
+        """How many entries (files, directories, links, ...) the workspace holds, as the
+        sandbox's file-count quota counts them (``files/`` included); cheap: no entry is
+        stat'ed where the file system reports types. ``stop_after``: stop counting past it."""
+        return count_entries(self.root, stop_after=stop_after)
 
     def _key(self, path: str) -> tuple[int, int, int] | None:
         try:
@@ -626,6 +683,149 @@ def _basename(source: Path) -> str:
     return names.escaped_name(name)  # the rule every name entering a workspace follows
 
 
+def count_entries(root: Path, *, stop_after: int | None = None) -> int:
+    """Every entry below ``root`` (links not followed, at most ``MAX_DEPTH`` levels), counted
+    from directory listings; ``stop_after``: stop once past it (a count over it)."""
+    try:
+        root_fd = os.open(root, _DIR_FLAGS)
+    except OSError:
+        return 0
+    count = 0
+    stack: list[tuple[int, int]] = [(root_fd, 0)]
+    try:
+        while stack:
+            dir_fd, depth = stack.pop()
+            try:
+                with os.scandir(dir_fd) as entries:
+                    subdirs = []
+                    for entry in entries:
+                        count += 1
+                        with suppress(OSError):
+                            if depth < MAX_DEPTH and entry.is_dir(follow_symlinks=False):
+                                subdirs.append(entry.name)
+            except OSError:
+                subdirs = []
+            for name in subdirs:
+                with suppress(OSError):
+                    stack.append((os.open(name, _DIR_FLAGS, dir_fd=dir_fd), depth + 1))
+            if dir_fd != root_fd:
+                os.close(dir_fd)
+            if stop_after is not None and count > stop_after:
+                break
+    finally:
+        for dir_fd, _depth in stack:
+            if dir_fd != root_fd:
+                os.close(dir_fd)
+        os.close(root_fd)
+    return count
+
+
+def count_new_entries(root: Path, paths: Iterable[str]) -> int:
+    """How many entries writing ``paths`` under ``root`` would create: the files and the
+    folders on their way that do not exist yet."""
+    new: set[str] = set()
+    for path in paths:
+        parts = path.split("/")
+        for depth in range(1, len(parts) + 1):
+            prefix = "/".join(parts[:depth])
+            if prefix not in new and not os.path.lexists(root / prefix):
+                new.add(prefix)
+    return len(new)
+
+
+def _ordered_walk(
+    dir_fd: int,
+    prefix: str,
+    top_fd: int,
+    top: str,
+    after: str | None,
+    depth: int,
+    renamed: list[names.Renamed],
+) -> Generator[tuple[str, int, str]]:
+    """``Workspace.ordered`` below one directory. Siblings are ordered by their name, a
+    directory's with a ``/`` appended: exactly the order of the sorted full paths."""
+    children: list[tuple[str, str, bool]] = []  # what sorts after the cursor, nothing else
+    quarantined: set[str] = set()  # renamed while listed: the listing may show them again
+    try:
+        with os.scandir(dir_fd) as listing:
+            for entry in listing:
+                moves = len(renamed)
+                kind = _entry_kind(dir_fd, entry, prefix, top_fd, top, renamed)
+                if kind is None or kind[0] in quarantined:
+                    continue
+                name, is_dir = kind
+                if len(renamed) > moves:
+                    quarantined.add(name)
+                key = f"{prefix}/{name}/" if is_dir else f"{prefix}/{name}"
+                if after is not None and (
+                    key <= after if not is_dir else not (key > after or after.startswith(key))
+                ):
+                    continue  # wholly before the cursor
+                children.append((key, name, is_dir))
+    except OSError:
+        return
+    heapq.heapify(children)  # in order, lazily: a page of a huge directory sorts little
+    while children:
+        key, name, is_dir = heapq.heappop(children)
+        if not is_dir:
+            yield key, dir_fd, name
+            continue
+        if depth >= MAX_DEPTH:
+            continue  # as deep as ``paths`` lists
+        try:
+            child = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+        except OSError:
+            continue  # vanished, or swapped for a link
+        try:
+            inner = after if after is not None and after.startswith(key) else None
+            yield from _ordered_walk(child, key[:-1], top_fd, top, inner, depth + 1, renamed)
+        finally:
+            os.close(child)
+
+
+def _entry_kind(
+    dir_fd: int,
+    entry: os.DirEntry[str],
+    prefix: str,
+    top_fd: int,
+    top: str,
+    renamed: list[names.Renamed],
+) -> tuple[str, bool] | None:
+    """(name, is a directory) of a regular file or directory to list, None otherwise; a name
+    the workspace cannot hold is quarantined first (``fleet_core.names``)."""
+    name = entry.name
+    rel = f"{prefix}/{name}"
+    try:
+        if names.name_problem(name) is None and len(rel) <= MAX_PATH_CHARS:
+            if entry.is_dir(follow_symlinks=False):
+                return name, True
+            return (name, False) if entry.is_file(follow_symlinks=False) else None
+        moved = names.quarantine(dir_fd, name, rel, top_fd=top_fd, top=top)
+        if moved is None:
+            return None  # vanished meanwhile
+        renamed.append(moved)
+        parent, _slash, name = moved.new.rpartition("/")
+        if parent != prefix:
+            return None  # moved to its root: listed from there from now on
+        mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
+    except OSError:
+        return None
+    if stat.S_ISDIR(mode):
+        return name, True
+    return (name, False) if stat.S_ISREG(mode) else None
+
+
+def _stat_key(dir_fd: int, name: str) -> tuple[int, int, int] | None:
+    """A regular file's (inode, size, mtime) from its directory, never following a link."""
+    try:
+        info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except OSError:
+        return None
+    if not stat.S_ISREG(info.st_mode):
+        return None
+    return (info.st_ino, info.st_size, info.st_mtime_ns)
+
+
 def render_manifest(
     workspace: Workspace, *, max_files: int, preview_chars: int, max_chars: int
 ) -> str:
@@ -634,19 +834,21 @@ def render_manifest(
     Files beyond ``max_files`` are listed by path only, and the whole text stays under
     ``max_chars`` so even a workspace of 10,000 files yields a bounded manifest.
     """
-    paths = workspace.paths()
-    if not paths:
-        return "(the workspace is empty)"
     lines: list[str] = []
     used = 0
-    for index, path in enumerate(paths):
-        entry = _manifest_entry(workspace, path, preview_chars if index < max_files else None)
-        if used + len(entry) > max_chars:
-            lines.append(f"... and {len(paths) - index} more files (use workspace.tree())")
-            break
-        lines.append(entry)
-        used += len(entry) + 1
-    return "\n".join(lines)
+    walk = workspace.ordered()  # lazily: files past the bounds are counted, not listed or read
+    try:
+        for index, (path, _dir_fd, _name) in enumerate(walk):
+            entry = _manifest_entry(workspace, path, preview_chars if index < max_files else None)
+            if used + len(entry) > max_chars:
+                rest = 1 + sum(1 for _item in walk)
+                lines.append(f"... and {rest} more files (use workspace.tree())")
+                break
+            lines.append(entry)
+            used += len(entry) + 1
+    finally:
+        walk.close()
+    return "\n".join(lines) if lines else "(the workspace is empty)"
 
 
 def _manifest_entry(workspace: Workspace, path: str, preview_chars: int | None) -> str:

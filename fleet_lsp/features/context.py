@@ -12,7 +12,13 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from fleet_core.errors import FileTooLarge, InvalidInput, WorkspaceFileNotFound
-from fleet_lsp.protocol import AttachParams, SessionParams, SetDatasetParams, WorkspacePathParams
+from fleet_lsp.protocol import (
+    AttachParams,
+    SessionParams,
+    SetDatasetParams,
+    WorkspaceListParams,
+    WorkspacePathParams,
+)
 
 if TYPE_CHECKING:
     from fleet_lsp.server import FleetServer
@@ -107,7 +113,7 @@ def register(server: FleetServer) -> None:
                     "Attaching a selection ('text') needs 'as', e.g. files/snippet.py"
                 )
             wire: dict[str, Any] = (
-                await runtime.write_file(p.session_id, p.as_, p.text.encode("utf-8"))
+                await runtime.write_file(p.session_id, p.as_, p.text.encode("utf-8"), room=True)
             ).wire()
             ls.session_changed(p.session_id, "updated")
             return wire
@@ -133,9 +139,12 @@ def register(server: FleetServer) -> None:
             p.max_bytes or DEFAULT_MAX_BYTES,
         )
         base = p.as_ or f"files/{source.name}"
+        label = f"folder '{source.name}' ({len(found):,} files)"
+        await runtime.check_room(p.session_id, [f"{base}/{rel}" for _h, rel in found], label=label)
         files = []
         for host, rel in found:
-            files.append((await runtime.attach(p.session_id, host, f"{base}/{rel}")).wire())
+            info = await runtime.attach(p.session_id, host, f"{base}/{rel}", room=False)
+            files.append(info.wire())
         digest = hashlib.sha256(
             "\n".join(f"{f['path']} {f['sha256']}" for f in files).encode()
         ).hexdigest()
@@ -162,10 +171,16 @@ def register(server: FleetServer) -> None:
         ls.session_changed(p.session_id, "updated")
 
     @server.fleet_method("fleet/workspace/list")
-    async def workspace_list(ls: FleetServer, p: SessionParams) -> dict[str, Any]:
+    async def workspace_list(ls: FleetServer, p: WorkspaceListParams) -> dict[str, Any]:
         runtime = await ls.runtime()
-        listing = await runtime.list_workspace(p.session_id)
-        return {key: [f.wire() for f in files] for key, files in listing.items()}
+        page = await runtime.workspace_page(p.session_id, p.cursor, p.limit)
+        result: dict[str, Any] = {
+            "files": [f.wire() for f in page.files],
+            "artifacts": [f.wire() for f in page.artifacts],
+        }
+        if page.next_cursor is not None:
+            result["nextCursor"] = page.next_cursor
+        return result
 
     @server.fleet_method("fleet/workspace/delete")
     async def workspace_delete(ls: FleetServer, p: WorkspacePathParams) -> None:

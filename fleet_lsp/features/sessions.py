@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from fleet_core.errors import TurnBusy
 from fleet_lsp.protocol import (
     HistoryParams,
-    NoParams,
+    SessionListParams,
     SessionNewParams,
     SessionParams,
     SetModeParams,
@@ -38,9 +38,13 @@ def register(server: FleetServer) -> None:
         return session_wire(await runtime.load_session(p.session_id))
 
     @server.fleet_method("fleet/session/list")
-    async def list_(ls: FleetServer, p: NoParams) -> dict[str, Any]:
+    async def list_(ls: FleetServer, p: SessionListParams) -> dict[str, Any]:
         runtime = await ls.runtime()
-        return {"sessions": [session_wire(s) for s in await runtime.list_sessions()]}
+        page = await runtime.sessions_page(p.cursor, p.limit)
+        result: dict[str, Any] = {"sessions": [session_wire(s) for s in page.sessions]}
+        if page.next_cursor is not None:
+            result["nextCursor"] = page.next_cursor
+        return result
 
     @server.fleet_method("fleet/session/close")
     async def close(ls: FleetServer, p: SessionParams) -> None:

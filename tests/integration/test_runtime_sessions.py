@@ -403,3 +403,28 @@ async def test_a_turn_with_1501_artifacts_commits_with_bounded_work(
         print(f"\n1,501-artifact Turn on {database}: {elapsed:.2f} s end to end")
     finally:
         await runtime.close()
+
+
+async def test_session_pages_follow_the_keyset_on_both_databases(runtime: FleetRuntime) -> None:
+    """Pages concatenate to every Session newest first, ties on ``updatedAt`` broken by id, with
+    no duplicates; a Session updated while paging moves to the front and is not repeated."""
+    made = [(await runtime.new_session(f"pg-{index:02}")).session_id for index in range(17)]
+    seen: list[str] = []
+    cursor = None
+    while True:
+        page = await runtime.sessions_page(cursor, limit=4)
+        assert len(page.sessions) <= 4
+        seen += [s.session_id for s in page.sessions]
+        if len(seen) == 8:
+            await runtime.set_mode(seen[0], "flex")  # moves to the front, already seen
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    assert sorted(seen) == sorted(made) and len(seen) == len(set(seen))
+    everything = (await runtime.sessions_page(limit=500)).sessions
+    keys = [(s.updated_at, s.session_id) for s in everything]
+    assert keys == sorted(keys, reverse=True) and everything[0].session_id == seen[0]
+    with pytest.raises(InvalidInput, match="Invalid cursor"):
+        await runtime.sessions_page("bm90IGEgY3Vyc29y")
+    with pytest.raises(InvalidInput, match="'limit' must be between 1 and 500"):
+        await runtime.sessions_page(limit=501)

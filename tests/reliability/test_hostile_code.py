@@ -10,6 +10,7 @@ corpus and uses bigger floods.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import socket
 import stat
@@ -20,6 +21,10 @@ from typing import Any
 
 import pytest
 
+from fleet_core.config import load_config
+from fleet_core.engine.testing import SwitchableLms, action, scripted_lm, submit
+from fleet_core.models import TurnRequest
+from fleet_core.runtime import FleetRuntime
 from fleet_core.sandbox import SandboxLimits, SandboxSpec, WorkspaceQuotaError, hygiene
 from fleet_core.sandbox.errors import SandboxCrashedError
 from fleet_core.sandbox.isolation import find_bwrap
@@ -236,3 +241,69 @@ async def test_hostile_corpus_fails_inside_and_leaves_the_host_unchanged(
 async def test_hostile_corpus_long(hostile: LocalSandbox, host_listener: int) -> None:
     for _round in range(5):
         await _corpus_round(hostile, host_listener, mib=256)
+
+
+# -- many files: the file-count quota, a Session's next Turn and paged listings -----------------
+MANY_FILES = 50_000
+MANY_FILES_LIMIT = 2_000  # sandbox.max_files for this test (the default is 10,000)
+FLOOD = (
+    "import os\nos.makedirs('artifacts/flood', exist_ok=True)\n"
+    f"for i in range({MANY_FILES}):\n    open(f'artifacts/flood/{{i}}', 'w').close()\n"
+)
+
+
+async def test_many_files_are_stopped_by_the_quota_and_the_session_stays_bounded(
+    tmp_path: Path,
+) -> None:
+    """Model code tries 50,000 empty files (nothing written: the byte quota never sees them).
+    The file-count quota stops the cell with its message and the Turn goes on; the files made
+    stay. The Session's next Turn completes, its manifest and artifact list stay bounded, and
+    ``fleet/workspace/list``'s pages are bounded by their limit, not by the workspace."""
+    config = load_config(
+        environ={
+            "FLEET_STATE_DIR": str(tmp_path / "state"),
+            "FLEET_SANDBOX__MAX_FILES": str(MANY_FILES_LIMIT),
+        },
+        cwd=tmp_path,
+    )
+    lms = SwitchableLms()
+    runtime = await FleetRuntime.open(config, lm_provider=lms, trace_export="deferred")
+    try:
+        await runtime.new_session("many", mode="rlm")
+        lms.root = scripted_lm([action(FLOOD), submit("'flooded'")])
+        events: list[Any] = []
+        flooded = await runtime.run_turn(
+            TurnRequest(session_id="many", task="make files"), on_event=events.append
+        )
+        assert flooded.status == "completed", flooded.error
+        stopped = [
+            e.payload
+            for e in events
+            if e.kind == "cell_output" and e.payload.get("phase") == "task" and not e.payload["ok"]
+        ]
+        assert stopped and "WorkspaceQuotaExceeded" in stopped[0]["error"], stopped
+        assert "The cell created too many files" in stopped[0]["error"]
+        assert f"the limit is {MANY_FILES_LIMIT:,}" in stopped[0]["error"]
+        root = runtime.workspace("many").root
+        held = hygiene.scan_workspace(root, sanitize=False).entries
+        assert MANY_FILES_LIMIT < held < MANY_FILES // 4, held  # stopped early, nothing lost
+        storage = config.settings.storage
+        assert len(flooded.artifacts) <= storage.max_turn_artifacts
+
+        lms.root = scripted_lm([action("x = 1"), submit("'still here'")])
+        after = await runtime.run_turn(TurnRequest(session_id="many", task="anything else?"))
+        assert after.status == "completed" and after.answer == "still here", after.error
+        assert after.artifacts == [] and after.artifacts_omitted == 0  # nothing it did not touch
+        manifest = await runtime.manifest("many")
+        assert len(manifest) <= storage.manifest_max_chars + 200
+        assert "more files" in manifest
+
+        page = await runtime.workspace_page("many")
+        assert len(page.files) + len(page.artifacts) == 500 and page.next_cursor
+        size = len(json.dumps({"files": [f.wire() for f in page.files],
+                               "artifacts": [f.wire() for f in page.artifacts]}))  # fmt: skip
+        assert size <= 500 * 200  # bounded by the page, whatever the workspace holds
+        sessions = await runtime.sessions_page(limit=1)
+        assert [s.session_id for s in sessions.sessions] == ["many"]
+    finally:
+        await runtime.close()

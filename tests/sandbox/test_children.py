@@ -16,8 +16,9 @@ from fleet_core.sandbox.children import (
     prepare_child_workspace,
     promote_child_artifacts,
 )
+from fleet_core.sandbox.errors import ResourceLimitError
 from fleet_core.sandbox.local import LocalSandbox
-from fleet_core.workspace import Workspace
+from fleet_core.workspace import Workspace, count_entries
 
 
 def workspace(root: Path) -> Workspace:
@@ -223,3 +224,50 @@ async def test_a_child_file_with_an_unholdable_name_is_promoted_under_its_escape
     assert promoted.skipped == ()
     assert parent.read("artifacts/kid/x%1B%0A.txt") == b"kept"
     assert set(paths) <= set(parent.paths("artifacts"))  # the parent lists all of them
+
+
+# -- the file-count quota (sandbox.max_files) -----------------------------------------------------
+def test_a_child_whose_inputs_exceed_the_file_count_quota_is_refused(
+    parent: Workspace, tmp_path: Path
+) -> None:
+    for i in range(30):
+        parent.write(f"files/many/f{i}.txt", b"x")
+    with pytest.raises(ResourceLimitError, match=r"37 entries.*quota of 20.*sandbox\.max_files"):
+        prepare_child_workspace(  # all of files/: 32 files, a folder and the 4 roots
+            parent, tmp_path / "child", agent_id="c1", parent_agent_id="root", max_entries=20
+        )
+    assert not (tmp_path / "child").exists()  # refused before anything was made
+    named = prepare_child_workspace(
+        parent,
+        tmp_path / "child2",
+        agent_id="c2",
+        parent_agent_id="root",
+        input_paths=["files/a.txt"],
+        max_entries=20,
+    )
+    assert list(named.input_digests()) == ["files/a.txt"]
+
+
+def test_a_promotion_past_the_parents_file_count_quota_promotes_nothing(
+    parent: Workspace, tmp_path: Path
+) -> None:
+    child = prepare_child_workspace(
+        parent, tmp_path / "child", agent_id="c1", parent_agent_id="root", input_paths=[]
+    )
+    for i in range(5):
+        child.workspace.write(f"artifacts/out/f{i}.txt", b"y")
+    held = count_entries(parent.root)  # 4 roots + 3 files
+    with pytest.raises(PromotionQuotaError, match=r"hold 14 entries.*quota of 13"):
+        promote_child_artifacts(  # 5 files + artifacts/c1/ + artifacts/c1/out/
+            child,
+            parent,
+            source_sandbox_id="s",
+            max_files=100,
+            max_bytes=10**6,
+            max_entries=held + 6,
+        )
+    assert not (parent.root / "artifacts" / "c1").exists()
+    done = promote_child_artifacts(
+        child, parent, source_sandbox_id="s", max_files=100, max_bytes=10**6, max_entries=held + 7
+    )
+    assert len(done.promoted) == 5 and count_entries(parent.root) == held + 7

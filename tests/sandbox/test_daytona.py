@@ -329,6 +329,30 @@ async def test_many_files_transfer_in_batches(
     assert len(await sandbox.list_files("artifacts")) == 7
 
 
+async def test_files_past_the_file_count_quota_fail_the_cell_and_are_not_pulled(
+    tmp_path: Path, fake: FakeDaytona, state_dir: Path, made: list[DaytonaSandbox]
+) -> None:
+    spec = _spec(tmp_path).model_copy(
+        update={"limits": LIMITS.model_copy(update={"workspace_max_entries": 40})}
+    )
+    sandbox = _sandbox(made, fake, state_dir, spec)
+    await sandbox.start()
+    fine = await sandbox.execute("for i in range(10):\n    open(f'artifacts/a{i}', 'w').close()")
+    assert fine.error is None, fine.error
+    flood = await sandbox.execute(
+        "import os\nos.makedirs('artifacts/many')\n"
+        "for i in range(500):\n    open(f'artifacts/many/{i}', 'w').close()"
+    )
+    assert flood.error is not None and flood.error.type == "WorkspaceQuotaExceeded"
+    assert "too many files: the workspace holds 510 entries, the limit is 40" in flood.error.message
+    mirrored = await sandbox.list_files("artifacts")
+    assert 10 <= len(mirrored) <= 40  # the host mirror never holds more than the quota
+    assert all(f.path.startswith("artifacts/") for f in mirrored)
+    freed = await sandbox.execute("import shutil\nshutil.rmtree('artifacts/many')")
+    assert freed.error is None, freed.error
+    assert len(await sandbox.list_files("artifacts")) == 10
+
+
 async def test_tool_reply_fence_and_forged_markers(
     tmp_path: Path, fake: FakeDaytona, state_dir: Path, made: list[DaytonaSandbox]
 ) -> None:

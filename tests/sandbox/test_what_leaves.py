@@ -4,6 +4,7 @@ and no sandbox process outlives its sandbox or its host."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import stat
@@ -208,6 +209,101 @@ async def test_quota_holds_against_subprocesses_threads_and_many_files(
         time.sleep(0.3)  # noqa: ASYNC251 - nothing may keep writing afterwards
         # Four writer threads at page-cache speed get furthest (docs/sandbox.md has figures).
         assert _usage(spec.workspace) <= QUOTA + (4 if code == THREADS else 2) * SLACK
+
+
+# -- the file-count quota (sandbox.max_files) -----------------------------------------------------
+MAX_ENTRIES = 1_000
+FLOOD_FILES = (  # 50,000 empty files: nothing is written, only inodes are made
+    "import os\nos.makedirs('artifacts/many', exist_ok=True)\n"
+    "for i in range(50000):\n    open(f'artifacts/many/{i}', 'w').close()\n"
+)
+
+
+def _entries(root: Path) -> int:
+    return hygiene.scan_workspace(root, sanitize=False).entries
+
+
+async def test_a_cell_creating_more_files_than_the_count_quota_is_stopped(tmp_path: Path) -> None:
+    """Model code really runs in the sandbox: 50,000 empty files stay under the byte quota, the
+    file-count quota stops the cell with a message saying what happened and the bound; the files
+    stay (nothing the user has is lost), the REPL is kept, the workspace may stay over the bound
+    but not grow, and deleting files lets the model go on."""
+    spec = _spec(tmp_path / "ws", workspace_max_entries=MAX_ENTRIES)
+    async with LocalSandbox(spec) as sandbox:
+        await sandbox.execute("kept = 41")
+        result = await sandbox.execute(FLOOD_FILES)
+        assert result.error is not None, "the flood was not stopped"
+        assert result.error.type == "WorkspaceQuotaExceeded"
+        message = result.error.message
+        assert message.startswith("The cell created too many files: the workspace holds ")
+        assert "entries, the limit is 1,000 (setting sandbox.max_files" in message
+        assert "Delete files" in message and "REPL state is kept" in message
+        held = _entries(spec.workspace)
+        assert MAX_ENTRIES < held < 50_000 // 2, held  # stopped early, what was made is kept
+        assert (await sandbox.execute("kept + 1")).value_repr == "42"
+        more = await sandbox.execute("open('artifacts/one-more', 'w').close()")
+        assert more.error is not None and "too many files" in more.error.message
+        freed = await sandbox.execute(
+            "import shutil\nshutil.rmtree('artifacts/many')\nopen('artifacts/ok', 'w').close()"
+        )
+        assert freed.error is None, freed.error
+        assert _entries(spec.workspace) < MAX_ENTRIES
+
+
+async def test_files_made_between_cells_past_the_count_quota_kill_the_worker(
+    tmp_path: Path,
+) -> None:
+    """A background thread left creating files after its cell ended: the watchdog sees the
+    file system's inodes move, kills the worker, and the next cell says why."""
+    spec = _spec(tmp_path / "ws", workspace_max_entries=MAX_ENTRIES)
+    async with LocalSandbox(spec) as sandbox:
+        started = await sandbox.execute(
+            "import os, threading, time\nos.makedirs('artifacts/bg')\n"
+            "def flood():\n"
+            "    for i in range(50000):\n"
+            "        open(f'artifacts/bg/{i}', 'w').close()\n"
+            "threading.Thread(target=flood, daemon=True).start()\n"
+        )
+        assert started.error is None, started.error
+        deadline = time.monotonic() + 20
+        while sandbox.state.value != "failed" and time.monotonic() < deadline:  # noqa: ASYNC110
+            await asyncio.sleep(0.05)
+        with pytest.raises(WorkspaceQuotaError, match="created too many files") as info:
+            await sandbox.execute("1")
+        assert "sandbox.max_files" in str(info.value)
+        assert _entries(spec.workspace) < 50_000 // 2
+
+
+async def test_host_cells_skip_the_walk_only_until_model_code_ran(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The walk after a cell is skipped for the host's own cells while no model code ran in the
+    REPL (nothing else could have changed the workspace); once model code ran, every cell is
+    walked after, host cells too, and a setuid bit a model cell set is stripped at once."""
+    walks: list[str] = []
+    real = hygiene.sanitize_workspace
+
+    def counting(root: Path, **kwargs: object) -> hygiene.WorkspaceScan:
+        walks.append("walk")
+        return real(root, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(hygiene, "sanitize_workspace", counting)
+    spec = _spec(tmp_path / "ws")
+    async with LocalSandbox(spec, use_dedicated_uid=False) as sandbox:
+        started = len(walks)  # the walk before the first cell
+        assert started == 1
+        await sandbox.execute("facade = 1", host_code=True)
+        await sandbox.execute("helpers = 2", host_code=True)
+        assert len(walks) == started  # host cells only: the launch's walk stands
+        planted = await sandbox.execute(
+            "import os, shutil\nshutil.copy('/usr/bin/id', 'artifacts/x')\n"
+            "os.chmod('artifacts/x', 0o4755)"
+        )
+        assert planted.error is None, planted.error
+        assert len(walks) == started + 1
+        assert not (spec.workspace / "artifacts" / "x").stat().st_mode & stat.S_ISUID
+        await sandbox.execute("later = 3", host_code=True)  # model code ran: walked again
+        assert len(walks) == started + 2
 
 
 # -- no process outlives its sandbox -------------------------------------------------------------

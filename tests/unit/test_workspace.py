@@ -408,3 +408,102 @@ def test_changed_since_hashes_only_new_or_changed_files(
     changed, total = fresh.changed_since({}, "artifacts", limit=10)
     assert len(changed) == 10 and total == 51
     assert len(hashed) <= 10
+
+
+# ---------------------------------------------------------------------------------------------
+# many files: listings in path order, page by page, reading only the page; bounded manifests
+# ---------------------------------------------------------------------------------------------
+
+
+def _hash_counter(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    hashed: list[Path] = []
+    real = workspace_module.file_sha256
+
+    def counting(path: Path) -> str:
+        hashed.append(path)
+        return real(path)
+
+    monkeypatch.setattr(workspace_module, "file_sha256", counting)
+    return hashed
+
+
+def test_ordered_listing_is_the_sorted_listing_and_resumes_after_any_path(
+    workspace: Workspace,
+) -> None:
+    names = ["a", "a.b", "a-b", "a b", "ab", "A", "é", "z!", "0"]
+    for first in names:
+        for second in names[:4]:
+            for top in ("files", "artifacts"):
+                (workspace.root / top / first).mkdir(exist_ok=True)
+                (workspace.root / top / first / second).write_text("x")
+        (workspace.root / "memory" / f"{first}.md").write_text("m")  # files beside folders
+    (workspace.root / "files" / "link").symlink_to("/etc/passwd")
+    os.mkfifo(workspace.root / "files" / "fifo")
+    everything = workspace.paths()
+    assert [path for path, _fd, _name in workspace.ordered()] == everything
+    for cursor in [*everything[::5], "files/a", "files/a/zzz", "artifacts", "zzz", "files/a.b/"]:
+        after = [path for path, _fd, _name in workspace.ordered(after=cursor)]
+        assert after == [path for path in everything if path > cursor], cursor
+    assert [p for p, _fd, _name in workspace.ordered("memory")] == workspace.paths("memory")
+
+
+def test_pages_concatenate_and_only_the_page_is_stated_and_hashed(
+    workspace: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for index in range(2_500):
+        (workspace.root / "artifacts" / f"f{index:05}.txt").write_text(str(index))
+    hashed = _hash_counter(monkeypatch)
+    seen: list[str] = []
+    cursor = None
+    pages = 0
+    while True:
+        infos, cursor = workspace.page(after=cursor, limit=1000)
+        pages += 1
+        assert len(hashed) == len(infos) <= 1000  # this page's files, none other
+        hashed.clear()
+        seen += [info.path for info in infos]
+        if cursor is None:
+            break
+    assert pages == 3 and seen == workspace.paths() and len(set(seen)) == 2_500
+
+
+def test_a_manifest_of_many_files_reads_only_the_first_ones(
+    workspace: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for index in range(12_000):
+        (workspace.root / "artifacts" / f"f{index:05}.txt").touch()
+    hashed = _hash_counter(monkeypatch)
+    read: list[str] = []
+    real_read = Workspace.read
+
+    def counting_read(self: Workspace, path: str, **kwargs: object) -> bytes:
+        read.append(path)
+        return real_read(self, path, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Workspace, "read", counting_read)
+    manifest = render_manifest(workspace, max_files=50, preview_chars=100, max_chars=20_000)
+    assert len(manifest) <= 20_100
+    assert len(hashed) == 50 and len(read) == 50  # previews and digests of the first 50 only
+    last = manifest.splitlines()[-1]
+    assert last.startswith("... and ") and last.endswith(" more files (use workspace.tree())")
+    listed = sum(1 for line in manifest.splitlines() if line.startswith("artifacts/"))
+    assert int(last.split()[2]) == 12_000 - listed  # the rest are counted, not listed
+
+
+def test_entries_are_counted_as_the_sandbox_counts_them(workspace: Workspace) -> None:
+    from fleet_core.sandbox import hygiene
+
+    for index in range(30):
+        (workspace.root / "artifacts" / "d" / str(index % 3)).mkdir(parents=True, exist_ok=True)
+        (workspace.root / "artifacts" / "d" / str(index % 3) / f"{index}").touch()
+    (workspace.root / "files" / "link").symlink_to("/etc")
+    scan = hygiene.scan_workspace(workspace.root, sanitize=False)
+    assert workspace.entry_count() == scan.entries == 4 + 1 + 3 + 30 + 1
+    assert workspace.entry_count(stop_after=10) > 10
+    assert (
+        workspace_module.count_new_entries(
+            workspace.root,
+            ["artifacts/d/0/new", "artifacts/x/y/z", "artifacts/x/y/w", "files/link"],
+        )
+        == 1 + 4
+    )

@@ -145,6 +145,7 @@ class SandboxAgentSpace:
             parent_agent_id=self.agent_id,
             ancestors=self.ancestors,
             input_paths=list(input_paths) if input_paths is not None else None,
+            max_entries=self.runtime.settings.max_files,
         )
         return SandboxAgentSpace(
             self.runtime, child.workspace, agent_id=agent_id, parent=self, child=child
@@ -162,6 +163,7 @@ class SandboxAgentSpace:
             source_sandbox_id=sandbox_id,
             max_files=settings.child_max_promoted_files,
             max_bytes=settings.child_max_promoted_bytes,
+            max_entries=settings.max_files,
         )
         return [
             ProvenanceRecord(

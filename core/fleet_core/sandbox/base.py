@@ -59,6 +59,9 @@ class SandboxLimits(_Frozen):
     workspace_quota_bytes: int = Field(1 << 30, ge=1 << 20)
     """The most space the workspace's writable part may use (``sandbox.hygiene`` measures it);
     a cell that grows it past this is stopped with a ``WorkspaceQuotaExceeded`` error."""
+    workspace_max_entries: int = Field(10_000, ge=1)
+    """The most entries (files, directories, links; ``files/`` included) the workspace may hold
+    (``sandbox.max_files``): a cell that creates more is stopped the same way."""
 
     @classmethod
     def from_settings(cls, settings: SandboxSettings, **overrides: Any) -> SandboxLimits:
@@ -72,6 +75,7 @@ class SandboxLimits(_Frozen):
             "interrupt_grace_seconds": settings.interrupt_grace_seconds,
             "max_output_chars": settings.max_output_chars,
             "workspace_quota_bytes": settings.workspace_quota_mb << 20,
+            "workspace_max_entries": settings.max_files,
         }
         return cls(**(values | overrides))
 

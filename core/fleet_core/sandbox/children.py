@@ -23,7 +23,13 @@ from pathlib import Path
 from fleet_core import names
 from fleet_core.errors import InvalidInput
 from fleet_core.sandbox.errors import ResourceLimitError, WorkspacePathError
-from fleet_core.workspace import ROOTS, Workspace, validate_relative_path
+from fleet_core.workspace import (
+    ROOTS,
+    Workspace,
+    count_entries,
+    count_new_entries,
+    validate_relative_path,
+)
 
 INPUT_ROOTS = ("files", "artifacts")
 MAX_INPUT_PATHS = 100
@@ -86,15 +92,20 @@ def prepare_child_workspace(
     parent_agent_id: str,
     ancestors: Sequence[str] = (),
     input_paths: Sequence[str] | None = None,
+    max_entries: int | None = None,
 ) -> ChildWorkspace:
     """Create ``child_root`` as a fresh workspace and copy the inputs into it.
 
     ``input_paths`` name regular files under ``files/`` or ``artifacts/`` of the parent; ``None``
     copies every file under ``files/``. ``ancestors`` are the agent ids between the root agent
     (exclusive) and the parent (inclusive if it is not the root), used for ``root_path``.
+    ``max_entries`` (``sandbox.max_files``): inputs that would fill the child's workspace past
+    it are refused (``ResourceLimitError``) before anything is created.
     """
     _check_agent_id(agent_id)
     paths = parent.paths("files") if input_paths is None else _checked_inputs(input_paths)
+    if max_entries is not None:
+        _check_child_entries(agent_id, paths, max_entries)
     if child_root.exists() and any(child_root.iterdir()):
         raise InvalidInput(f"Child workspace {child_root} already exists and is not empty")
     child_root.mkdir(parents=True, exist_ok=True)
@@ -119,13 +130,18 @@ def promote_child_artifacts(
     source_sandbox_id: str,
     max_files: int,
     max_bytes: int,
+    max_entries: int | None = None,
 ) -> PromotionResult:
     """Copy the child's new/changed regular ``artifacts/`` files to the parent.
 
     Call only after the child succeeded and its sandbox is stopped. All-or-nothing: quotas are
     checked before writing, and files already written are removed if a later write fails.
+    ``max_entries`` (``sandbox.max_files``): a promotion that would make the parent's workspace
+    hold more entries is refused (``PromotionQuotaError``), like the promotion quotas.
     """
     planned, skipped = _plan_promotion(child, max_files=max_files, max_bytes=max_bytes)
+    if max_entries is not None and planned:
+        _check_parent_entries(child, parent, [rel for rel, _d, _h in planned], max_entries)
     written: list[str] = []
     receipts: list[PromotionReceipt] = []
     try:
@@ -150,6 +166,33 @@ def _promoted_path(agent_id: str, rel: str, *, taken: set[str]) -> str:
     if target in taken:
         target = f"artifacts/{agent_id}/{names.short_name(target.rpartition('/')[2], rel)}"
     return target
+
+
+def _check_child_entries(agent_id: str, paths: Sequence[str], max_entries: int) -> None:
+    folders = {"/".join(p.split("/")[:d]) for p in paths for d in range(1, p.count("/") + 1)}
+    entries = len(ROOTS) + len(set(paths)) + len(folders - set(ROOTS))
+    if entries > max_entries:
+        raise ResourceLimitError(
+            f"Child {agent_id}'s inputs would fill its workspace with {entries:,} entries, over "
+            f"the file-count quota of {max_entries:,} (setting sandbox.max_files); give it only "
+            "the inputs it needs (input_paths)",
+            agent_id=agent_id,
+        )
+
+
+def _check_parent_entries(
+    child: ChildWorkspace, parent: Workspace, rels: list[str], max_entries: int
+) -> None:
+    targets = [f"artifacts/{child.agent_id}/{rel}" for rel in rels]
+    new = count_new_entries(parent.root, targets)
+    held = count_entries(parent.root, stop_after=max_entries)
+    if new and held + new > max_entries:
+        raise PromotionQuotaError(
+            f"Promoting child {child.agent_id}'s {len(rels)} artifact(s) would make the "
+            f"workspace hold {held + new:,} entries, over its file-count quota of "
+            f"{max_entries:,} (setting sandbox.max_files); nothing was promoted",
+            agent_id=child.agent_id,
+        )
 
 
 def _receipt(

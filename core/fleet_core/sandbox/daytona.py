@@ -75,7 +75,13 @@ from fleet_core.sandbox.errors import (
     SandboxUnavailableError,
 )
 from fleet_core.sandbox.protocol import CellGate, LineSplitter, decode_frame
-from fleet_core.sandbox.session import CellSession, tool_result_frame, with_note
+from fleet_core.sandbox.session import (
+    CellSession,
+    count_text,
+    quota_result,
+    tool_result_frame,
+    with_note,
+)
 from fleet_core.workspace import ROOTS, FileInfo
 
 __all__ = ["DaytonaOptions", "DaytonaSandbox", "reconcile_orphans"]
@@ -93,6 +99,8 @@ _ROOTS_BY_SESSION: dict[str, str] = {}  # session id -> remote id of its root sa
 _LIST_MAIN = r"""
 import hashlib, json, os, stat, sys
 roots, limit, out, renamed = json.loads(sys.argv[1]), int(sys.argv[2]), [], []
+listed = int(sys.argv[3]) if len(sys.argv) > 3 else 1 << 62  # files hashed and listed at most
+count = 0
 for root in roots:
     try:
         top = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
@@ -103,7 +111,10 @@ for root in roots:
     finally:
         os.close(top)
     renamed += [[item.old, item.new] for item in moved]
+    count += len(paths)
     for path in paths:
+        if len(out) >= listed:
+            break
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         except OSError:
@@ -124,7 +135,7 @@ for root in roots:
             out.append([path, st.st_size, digest.hexdigest()])
         finally:
             os.close(fd)
-print(json.dumps({"files": out, "renamed": renamed}))
+print(json.dumps({"files": out, "renamed": renamed, "count": count}))
 """
 
 
@@ -184,6 +195,9 @@ class DaytonaSandbox(CellSession):
         self._synced: dict[str, str] = {}  # workspace path -> sha256 last seen on both sides
         self._dirty: set[str] = set()
         self._renamed: list[names.Renamed] = []  # pulled under a safe name since the last cell
+        self._file_count = 0  # regular files in the workspace at the last pull (both sides)
+        self._count_allowed = spec.limits.workspace_max_entries
+        self._count_over: int | None = None  # the count the last cell reached past its allowance
         self._snapshot: dict[str, Any] = {}
 
     # -- properties -----------------------------------------------------------------------------
@@ -606,6 +620,8 @@ class DaytonaSandbox(CellSession):
     async def _after_cell(self) -> None:
         if self._state is SandboxState.FAILED:
             await self._drop_context()
+        self._count_allowed = max(self._spec.limits.workspace_max_entries, self._file_count)
+        self._count_over = None
         if self._state is not SandboxState.DESTROYED:
             try:
                 await self._pull()
@@ -613,9 +629,15 @@ class DaytonaSandbox(CellSession):
                 log.warning("Pulling the Daytona workspace failed: %s", self._scrub(exc))
 
     def _checked(self, result: ExecutionResult) -> ExecutionResult:
-        """A cell whose files were pulled under safe names says so (``fleet_core.names``)."""
+        """A cell whose files were pulled under safe names says so (``fleet_core.names``); one
+        that made the workspace hold more files than ``sandbox.max_files`` fails with the
+        quota's error (what did not fit was not pulled)."""
         renamed, self._renamed = self._renamed, []
-        return with_note(result, names.renamed_note(renamed))
+        result = with_note(result, names.renamed_note(renamed))
+        over, self._count_over = self._count_over, None
+        if over is None:
+            return result
+        return quota_result(result, count_text(over, self._spec.limits.workspace_max_entries))
 
     # -- files ----------------------------------------------------------------------------------
     async def write_file(self, path: str, data: bytes) -> FileInfo:
@@ -682,12 +704,13 @@ class DaytonaSandbox(CellSession):
         roots = [r for r in ROOTS if r not in self._spec.readonly_roots]
         base = str(self._ready.get("cwd") or self._options.workdir)
         limit = self._workspace.max_file_bytes
+        listed = self._count_allowed + 1  # a listing past the file-count quota is cut there
         command = (
             "python3 -c "
             + shlex.quote(_list_program())
             + " "
             + shlex.quote(json.dumps(roots))
-            + f" {limit}"
+            + f" {limit} {listed}"
         )
         response = await with_retries(
             self._options,
@@ -701,13 +724,19 @@ class DaytonaSandbox(CellSession):
         for raw_path, size, digest in report["files"]:
             listing[str(raw_path).removeprefix("./")] = (int(size), digest)
         self._renamed += [names.Renamed(old=str(a), new=str(b)) for a, b in report["renamed"]]
-        wanted = self._within_quota(
-            listing,
-            [
-                path
-                for path, (_size, digest) in listing.items()
-                if digest is not None and self._synced.get(path) != digest
-            ],
+        remote_count = int(report.get("count", len(listing)))
+        cut = remote_count > len(listing)  # the listing stopped at the file-count quota
+        wanted = self._within_count(
+            self._within_quota(
+                listing,
+                [
+                    path
+                    for path, (_size, digest) in listing.items()
+                    if digest is not None and self._synced.get(path) != digest
+                ],
+            ),
+            roots,
+            remote_count,
         )
         skipped = [path for path, (_size, digest) in listing.items() if digest is None]
         if skipped:
@@ -716,11 +745,35 @@ class DaytonaSandbox(CellSession):
             await self._download(
                 wanted[start : start + self._options.transfer_batch_files], listing
             )
-        for path in [p for p in self._synced if p.split("/", 1)[0] in roots]:
+        for path in [p for p in self._synced if p.split("/", 1)[0] in roots and not cut]:
             if path not in listing and path not in self._dirty:
                 self._synced.pop(path, None)
                 with contextlib.suppress(FileNotFoundError, OSError, WorkspacePathError):
                     await anyio.to_thread.run_sync(self._workspace.delete, names.safe_path(path))
+
+    def _within_count(self, wanted: list[str], roots: list[str], remote_count: int) -> list[str]:
+        """The changed files that keep the host mirror within the file-count allowance
+        (``sandbox.max_files``, or the count before the cell if that was larger); a remote
+        workspace past it makes the cell fail (``_checked``) and pulls no new file past it."""
+        readonly = sum(1 for p in self._synced if p.split("/", 1)[0] not in roots)
+        total = remote_count + readonly
+        self._file_count = total
+        if total <= self._count_allowed:
+            return wanted
+        self._count_over = total
+        held = sum(1 for p in self._synced if p.split("/", 1)[0] in roots)
+        room = max(self._count_allowed - readonly - held, 0)
+        kept = [p for p in wanted if p in self._synced]
+        new = [p for p in wanted if p not in self._synced]
+        log.warning(
+            "The remote workspace holds %d files, over the file-count quota of %d "
+            "(sandbox.max_files); pulling %d of its %d new file(s)",
+            total,
+            self._spec.limits.workspace_max_entries,
+            min(room, len(new)),
+            len(new),
+        )
+        return kept + new[:room]
 
     def _within_quota(
         self, listing: Mapping[str, tuple[int, str | None]], wanted: list[str]

@@ -123,6 +123,9 @@ class SandboxInterpreter:
         """The next cell's timeout (None: the sandbox's limit); the Turn sets it per cell."""
         self.policy = policy
         """Called before every tool call of a cell with the tool's name; raise to refuse it."""
+        self.host_code = False
+        """The next cell is the host's own code (a bootstrap cell, no model code): a sandbox that
+        accepts ``host_code`` may skip work only model code needs (the Turn sets it per cell)."""
         self._on_shutdown = on_shutdown
         self._lock = threading.Lock()
         self._started = False
@@ -182,6 +185,7 @@ class SandboxInterpreter:
             output_fields=_field_specs(self.output_fields),
             timeout=self.cell_timeout,
             policy=self.policy,
+            **({"host_code": True} if self.host_code and _accepts_host_code(self._sandbox) else {}),
         )
         try:
             return self._call(run)
@@ -416,3 +420,8 @@ def local_interpreter_factory() -> SandboxInterpreter:
 
 
 local_interpreter_factory.execution_instructions = EXECUTION_INSTRUCTIONS  # type: ignore[attr-defined]
+
+
+def _accepts_host_code(sandbox: Any) -> bool:
+    """Whether ``sandbox.execute`` takes ``host_code`` (our backends do; a test double may not)."""
+    return getattr(sandbox, "accepts_host_code", False) is True

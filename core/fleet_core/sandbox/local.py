@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import signal
 import time
@@ -38,9 +39,11 @@ from fleet_core.sandbox.errors import (
 )
 from fleet_core.sandbox.protocol import CellGate, LineSplitter, decode_frame, encode_frame
 from fleet_core.sandbox.session import (
+    COUNT_LEAD,
     STOP_WAIT_S,
     CellSession,
     cell_stop,
+    count_text,
     quota_result,
     quota_text,
     tool_result_frame,
@@ -108,10 +111,18 @@ class LocalSandbox(CellSession):
         self._ns_init_pid: int | None = None
         self._bye: asyncio.Future[None] | None = None
         self._cell_allowed = self._allowed_after = spec.limits.workspace_quota_bytes
-        self._quota_stop: tuple[CellGate, int, float] | None = None
+        self._cell_entries = self._entries_after = spec.limits.workspace_max_entries
+        # the cell stopped for the quota: (cell, bytes and entries measured then, deadline); the
+        # entries are measured again by the first walk after the stop
+        self._quota_stop: tuple[CellGate, int, int | None, float] | None = None
         self._quota_killed: str | None = None
         self._stop_written: int | None = None  # the worker tree's wchar at the quota's soft stop
         self._usage = 0  # the workspace's measured size after the last cell (or at start)
+        self._entries = 0  # ...and how many entries it holds (sandbox.max_files)
+        self._inodes: int | None = None  # the file system's used inodes at the last walk
+        self._fs_seen: tuple[int | None, int | None] = (None, None)  # ...and (inodes, blocks)
+        self._walked_entries = 0  # the entries the last walk counted
+        self._model_code_ran = True  # since the last launch scan (False: only host cells ran)
         self.last_scan: hygiene.WorkspaceScan | None = None
         """The workspace walk after the last cell (what was measured, stripped, removed)."""
 
@@ -219,6 +230,7 @@ class LocalSandbox(CellSession):
         self._worker_pid = _find_worker_pid(self._proc.pid) if bwrap else self._proc.pid
         self._ns_init_pid = _ns_init_pid(self._proc.pid) if bwrap else None
         self._quota_killed, self._quota_stop, self._stop_written = None, None, None
+        self._model_code_ran = False  # a fresh REPL on a workspace the launch just cleaned
         self._track(self._watch_quota())
         return ready
 
@@ -377,68 +389,109 @@ class LocalSandbox(CellSession):
                 "arrived. It will not be replayed."
             ) from None
         self._cell_allowed = max(self._spec.limits.workspace_quota_bytes, self._usage)
+        self._cell_entries = max(self._spec.limits.workspace_max_entries, self._entries)
         self._stop_written = None
+        self._model_code_ran = self._model_code_ran or not self._host_code
 
     # -- the workspace: quota and hygiene -------------------------------------------------------
     async def _watch_quota(self) -> None:
-        """For the worker's whole life, measure the workspace: every 20 ms during a cell, every
-        100 ms between cells, or 4x the last walk's time if longer (at most 1 s). A cell past
-        its allowance (the quota, or the size before the cell if that was larger) is stopped
-        softly: SIGINT to the worker and SIGKILL to its subprocesses (REPL kept). If the
+        """For the worker's whole life, measure the workspace (its bytes and its entries): every
+        20 ms during a cell and every 100 ms between cells, or 4x the last walk's time if longer
+        (at most 1 s), and only when something could have grown it since the last walk (the
+        sandbox wrote, or the file system's used inodes or blocks moved), else at least every
+        second. A cell past its allowance (the quota,
+        or the size before the cell if that was larger; the same for ``sandbox.max_files``) is
+        stopped softly: SIGINT to the worker and SIGKILL to its subprocesses (REPL kept). If the
         workspace still grows, or the cell does not end within the grace period, the worker is
         killed. Growth past the allowance between cells (a background thread or process) kills
         the worker at once; the next ``execute`` says why."""
         interval = QUOTA_CELL_INTERVAL_S
         last = 0
+        walked = time.monotonic()
         while self._proc is not None:
+            previous = last
             last = await self._wait_for_writes(interval, last)
             if self._stop_written is not None and last - self._stop_written > QUOTA_AFTER_STOP:
                 await self._kill_writer()  # still writing after the quota's soft stop
                 return
             cell, started = self._cell, time.monotonic()
+            stopping = cell is not None and self._quota_stop is not None
+            quiet = not stopping and last == previous and started - walked < QUOTA_MAX_INTERVAL_S
+            if quiet and _fs_usage(self._spec.workspace) == self._fs_seen:
+                continue  # nothing written, created or allocated since the last walk
+            walked = started
+            self._fs_seen = _fs_usage(self._spec.workspace)
+            self._inodes = self._fs_seen[0]
             scan = await anyio.to_thread.run_sync(self._measure)
+            self._walked_entries = scan.entries
             floor = QUOTA_CELL_INTERVAL_S if cell is not None else QUOTA_IDLE_INTERVAL_S
             interval = min(max(floor, 4 * (time.monotonic() - started)), QUOTA_MAX_INTERVAL_S)
             if cell is not self._cell or (cell is not None and not cell.open):
                 continue  # a cell began or ended during the walk: measure again
             if cell is None:
-                if scan.over(self._allowed_after) and scan.bytes_used > self._usage:
-                    await self._kill_writer(scan.bytes_used)
+                text = self._over_text(
+                    scan,
+                    self._allowed_after if scan.bytes_used > self._usage else None,
+                    self._entries_after if scan.entries > self._entries else None,
+                )
+                if text is not None:  # grew past an allowance between cells
+                    await self._kill_writer(text)
                     return
             elif await self._check_cell_usage(cell, scan):
                 return
 
-    async def _kill_writer(self, used: int | None = None) -> None:
+    def _over_text(
+        self, scan: hygiene.WorkspaceScan, allowed_bytes: int | None, allowed_entries: int | None
+    ) -> str | None:
+        """What the cell is told when ``scan`` is past an allowance (the bytes', then the
+        entries'; None: not checked), else None."""
+        limits = self._spec.limits
+        if allowed_bytes is not None and scan.over(allowed_bytes):
+            return quota_text(scan.bytes_used, limits.workspace_quota_bytes, too_deep=scan.too_deep)
+        if allowed_entries is not None and scan.entries > allowed_entries:
+            return count_text(scan.entries, limits.workspace_max_entries)
+        return None
+
+    async def _kill_writer(self, text: str | None = None) -> None:
         """Kill the worker for the quota: the open cell fails with ``WorkspaceQuotaError``, or,
         between cells, the next ``execute`` raises it."""
+        text = text or quota_text(self._usage, self._spec.limits.workspace_quota_bytes)
         cell = self._cell
         if cell is not None and cell.open:
             cell_stop(cell, "quota")
             if not cell.stop_detail:
-                cell.stop_detail = quota_text(
-                    used or self._usage, self._spec.limits.workspace_quota_bytes
-                )
+                cell.stop_detail = text
             await self._hard_stop(cell)
             return
-        self._quota_killed = quota_text(
-            used or self._usage, self._spec.limits.workspace_quota_bytes
-        ).replace("The cell was stopped", "Code left running after a cell kept writing")
+        self._quota_killed = text.replace(
+            "The cell was stopped", "Code left running after a cell kept writing"
+        ).replace(COUNT_LEAD, "Code left running after a cell created too many files")
         if self._proc is not None and not self._kill_ns_init():
             self._kill_tree(self._proc)
 
     async def _wait_for_writes(self, interval: float, written: int) -> int:
         """Sleep ``interval``, or less once the sandbox's processes have written (``wchar`` of
         ``/proc/<pid>/io``: files, pipes, tmpfs alike) as much as the quota has room left, so a
-        fast writer is measured early whatever a walk of the workspace costs. Returns the
+        fast writer is measured early whatever a walk of the workspace costs; during a cell,
+        also once the file system's inode count grew by half the entries left. Returns the
         byte count to compare against next time."""
         deadline = time.monotonic() + interval
         room = max(self._spec.limits.workspace_quota_bytes - self._usage, 0) // 2
+        # a flood of (empty) files writes nothing: the file system's inode count shows it
+        entry_room = max(self._cell_entries - self._walked_entries, 0) // 2
         while True:
             now_written = _written(self._worker_pid)
             remaining = deadline - time.monotonic()
             stop = self._stop_written
             still = stop is not None and now_written - stop > QUOTA_AFTER_STOP
             if remaining <= 0 or now_written - written > room or still:
+                return now_written
+            inodes = _inodes_used(self._spec.workspace) if self._cell is not None else None
+            if (
+                inodes is not None
+                and self._inodes is not None
+                and (inodes - self._inodes > entry_room)
+            ):
                 return now_written
             fast = self._cell is not None or self._stop_written is not None
             poll = QUOTA_IO_POLL_S if fast else QUOTA_IDLE_IO_POLL_S
@@ -447,22 +500,26 @@ class LocalSandbox(CellSession):
     async def _check_cell_usage(self, cell: CellGate, scan: hygiene.WorkspaceScan) -> bool:
         """The in-cell half of the watchdog; True once the worker was killed."""
         if self._quota_stop is None or self._quota_stop[0] is not cell:
-            if scan.over(self._cell_allowed):
+            text = self._over_text(scan, self._cell_allowed, self._cell_entries)
+            if text is not None:
                 deadline = time.monotonic() + self._spec.limits.interrupt_grace_seconds
-                self._quota_stop = (cell, scan.bytes_used, deadline)
+                self._quota_stop = (cell, scan.bytes_used, None, deadline)
                 self._stop_written = _written(self._worker_pid)
-                self._quota_soft_stop(cell, scan)
+                self._quota_soft_stop(cell, text)
             return False
-        _cell, stopped_at, deadline = self._quota_stop
-        if scan.bytes_used > stopped_at or time.monotonic() > deadline:
+        _cell, stopped_at, entries_at, deadline = self._quota_stop
+        if entries_at is None:  # files made while the stopping walk ran count from here
+            self._quota_stop = (cell, stopped_at, scan.entries, deadline)
+            entries_at = scan.entries
+        grew = scan.bytes_used > stopped_at or scan.entries > entries_at
+        if grew or time.monotonic() > deadline:
             await self._hard_stop(cell)
             return True
         return False
 
-    def _quota_soft_stop(self, cell: CellGate, scan: hygiene.WorkspaceScan) -> None:
-        quota = self._spec.limits.workspace_quota_bytes
+    def _quota_soft_stop(self, cell: CellGate, text: str) -> None:
         cell_stop(cell, "quota")
-        cell.stop_detail = quota_text(scan.bytes_used, quota, too_deep=scan.too_deep)
+        cell.stop_detail = text
         if self._worker_pid is not None:
             for pid in isolation.process_tree(self._worker_pid, min_depth=1):
                 with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -482,22 +539,30 @@ class LocalSandbox(CellSession):
 
     async def _sanitize(self) -> None:
         scan = await anyio.to_thread.run_sync(self._scan_and_clean)
-        self.last_scan, self._usage = scan, scan.bytes_used
+        self.last_scan, self._usage, self._entries = scan, scan.bytes_used, scan.entries
 
     async def _after_cell(self) -> None:
         allowed = max(self._spec.limits.workspace_quota_bytes, self._usage)
-        await self._sanitize()
-        self._allowed_after = allowed
+        allowed_entries = max(self._spec.limits.workspace_max_entries, self._entries)
+        if self._model_code_ran or self._proc is None:
+            await self._sanitize()
+        elif self.last_scan is not None:
+            # Only host cells ran in this REPL since the launch's walk: nothing the model wrote
+            # could have changed the workspace, so that walk stands (the watchdog still ran).
+            self.last_scan = dataclasses.replace(
+                self.last_scan, stripped=[], removed=[], renamed=[]
+            )
+        self._allowed_after, self._entries_after = allowed, allowed_entries
 
     def _checked(self, result: ExecutionResult) -> ExecutionResult:
         """A cell that ended before the watchdog saw it outgrow the quota fails all the same."""
         scan = self.last_scan
         if scan is not None and scan.renamed:
             result = with_note(result, scan.renamed_note())
-        if scan is None or not scan.over(self._allowed_after):
+        if scan is None:
             return result
-        quota = self._spec.limits.workspace_quota_bytes
-        return quota_result(result, quota_text(scan.bytes_used, quota, too_deep=scan.too_deep))
+        text = self._over_text(scan, self._allowed_after, self._entries_after)
+        return result if text is None else quota_result(result, text)
 
     async def _soft_interrupt(self) -> None:
         self._signal_worker(signal.SIGINT)
@@ -701,6 +766,26 @@ def _written(worker_pid: int | None) -> int:
                     total += int(line.split()[1])
                     break
     return total
+
+
+def _fs_usage(path: Path) -> tuple[int | None, int | None]:
+    """(inodes, blocks) in use on the file system holding ``path``: whatever grows a workspace
+    moves one of them or the writers' ``wchar`` (``fallocate`` allocates without writing)."""
+    try:
+        info = os.statvfs(path)
+    except OSError:
+        return None, None
+    return (info.f_files - info.f_ffree if info.f_files else None), info.f_blocks - info.f_bfree
+
+
+def _inodes_used(path: Path) -> int | None:
+    """Inodes in use on the file system holding ``path`` (None where it does not count them,
+    e.g. btrfs): creating files moves it even when nothing is written."""
+    try:
+        info = os.statvfs(path)
+    except OSError:
+        return None
+    return info.f_files - info.f_ffree if info.f_files else None
 
 
 def _ns_init_pid(bwrap_pid: int) -> int | None:

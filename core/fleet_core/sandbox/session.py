@@ -48,6 +48,8 @@ class CellSession:
     """The backend-neutral half of a sandbox (see the module docstring)."""
 
     backend: str
+    accepts_host_code = True
+    """``execute`` takes ``host_code`` (see there)."""
     _GONE_TEXT: str
     """``_require_ready``'s message after a crash, after ``Sandbox <id>'s``."""
     _UNCONFIRMED_STOP_TEXT: str
@@ -66,6 +68,7 @@ class CellSession:
         self._cell: CellGate | None = None
         self._lock: asyncio.Lock | None = None
         self._limiter: anyio.CapacityLimiter | None = None
+        self._host_code = False  # the running (or last) cell is the host's own code
         self.rejected_frames = 0
 
     # -- backend hooks --------------------------------------------------------------------------
@@ -168,8 +171,12 @@ class CellSession:
         output_fields: list[dict[str, str]] | None = None,
         timeout: float | None = None,
         policy: ToolPolicy | None = None,
+        host_code: bool = False,
     ) -> ExecutionResult:
-        """Run one cell. User errors are in the result; sandbox failures raise."""
+        """Run one cell. User errors are in the result; sandbox failures raise. ``host_code``:
+        the cell is the host's own code (a bootstrap cell, nothing the model wrote), so a
+        backend may skip what only model code needs (LocalSandbox: the hygiene walk after it,
+        while no model code has run in this REPL)."""
         tools = dict(tools or {})
         check_names(tools, variables or {})
         if self._lock is None:
@@ -182,6 +189,7 @@ class CellSession:
                 cell, code, variables, output_fields, self._spec, self._cpu_seconds()
             )
             self._cell, self._state = cell, SandboxState.BUSY
+            self._host_code = host_code
             try:
                 await self._submit(cell, frame, limit)
                 result = await self._await_cell(cell, limit)
@@ -375,6 +383,20 @@ def quota_text(used: int, quota: int, *, too_deep: bool = False) -> str:
     return (
         f"The cell was stopped: {what} (setting sandbox.workspace_quota_mb). Delete files you "
         "no longer need (e.g. under artifacts/ or memory/) or write less; REPL state is kept."
+    )
+
+
+COUNT_LEAD = "The cell created too many files"
+
+
+def count_text(entries: int, limit: int, *, lead: str = COUNT_LEAD) -> str:
+    """What the model and the user are told when a cell made the workspace hold more entries
+    (files, directories, links) than ``sandbox.max_files`` allows."""
+    return (
+        f"{lead}: the workspace holds {entries:,} entries, the limit is {limit:,} (setting "
+        "sandbox.max_files, the workspace's file-count quota). Delete files you no longer need "
+        "(e.g. under artifacts/) or write fewer, larger files, or raise the limit; REPL state "
+        "is kept."
     )
 
 

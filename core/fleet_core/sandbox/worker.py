@@ -347,10 +347,14 @@ class Worker:
         value: Any = None
         error: Frame | None = None
         try:
-            value = self._run_code(frame.get("code") or "")
-        except _Submit:
-            pass
-        except BaseException as exc:  # user code: every failure is data
+            try:
+                value = self._run_code(frame.get("code") or "")
+            except _Submit:
+                pass
+            except BaseException as exc:  # user code: every failure is data
+                error = _describe(exc)  # (may run user code: __str__, __repr__)
+        except KeyboardInterrupt as exc:  # the host's SIGINT landed while an error was handled:
+            self.running = False  # it is this cell's interrupt, and its result is still sent
             error = _describe(exc)
         finally:
             self.running = False

@@ -13,7 +13,19 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
-from sqlalchemy import Column, Connection, Engine, RowMapping, delete, func, insert, select, update
+from sqlalchemy import (
+    Column,
+    Connection,
+    Engine,
+    RowMapping,
+    and_,
+    delete,
+    func,
+    insert,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.exc import DBAPIError, IntegrityError, InterfaceError, OperationalError
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
@@ -243,6 +255,27 @@ class Store:
         query = select(schema.sessions).order_by(schema.sessions.c.updated_at.desc()).limit(limit)
         with self.engine.connect() as conn:
             return [_session_info(row) for row in conn.execute(query).mappings()]
+
+    @_read
+    def session_page(
+        self, *, limit: int, after: tuple[datetime, str] | None = None
+    ) -> tuple[list[SessionInfo], bool]:
+        """Sessions newest first by ``(updated_at, session_id)``, at most ``limit`` of them after
+        the key ``after`` (a keyset: no OFFSET, so a deep page costs what the first does), and
+        whether more follow."""
+        table = schema.sessions
+        query = select(table).order_by(table.c.updated_at.desc(), table.c.session_id.desc())
+        if after is not None:
+            updated, session_id = after
+            query = query.where(
+                or_(
+                    table.c.updated_at < updated,
+                    and_(table.c.updated_at == updated, table.c.session_id < session_id),
+                )
+            )
+        with self.engine.connect() as conn:
+            rows = list(conn.execute(query.limit(limit + 1)).mappings())
+        return [_session_info(row) for row in rows[:limit]], len(rows) > limit
 
     @_write
     def delete_session(self, session_id: str) -> None:

@@ -62,6 +62,13 @@ function randomId(): string {
   return c?.randomUUID ? c.randomUUID() : `${Date.now().toString(36)}-${Math.random().toString(36).slice(2)}`;
 }
 
+/** Pages `listSessions` and `workspace` follow at most (500,000 Sessions, 500,000 files). */
+export const MAX_PAGES = 1000;
+
+function pageParams(pageSize?: number): { limit?: number } {
+  return pageSize === undefined ? {} : { limit: pageSize };
+}
+
 export class FleetApi {
   constructor(private readonly rpc: Rpc) {}
 
@@ -87,9 +94,16 @@ export class FleetApi {
     return this.request(Methods.sessionLoad, { sessionId });
   }
 
-  async listSessions(): Promise<SessionInfo[]> {
-    const result = await this.request(Methods.sessionList, {});
-    return result.sessions;
+  /**
+   * Every Session, newest first: `fleet/session/list` answers a page at a time, so this follows
+   * `nextCursor` until the last page (the first request is `{}`, as an older server expects).
+   */
+  async listSessions(options: { pageSize?: number } = {}): Promise<SessionInfo[]> {
+    const sessions: SessionInfo[] = [];
+    await this.followPages(Methods.sessionList, pageParams(options.pageSize), (page) => {
+      sessions.push(...page.sessions);
+    });
+    return sessions;
   }
 
   closeSession(sessionId: string): Promise<null> {
@@ -130,8 +144,46 @@ export class FleetApi {
     return this.request(Methods.contextClearDataset, { sessionId });
   }
 
-  workspace(sessionId: string): Promise<{ files: WorkspaceFile[]; artifacts: WorkspaceFile[] }> {
-    return this.request(Methods.workspaceList, { sessionId });
+  /** Every workspace file, following `fleet/workspace/list`'s pages (in path order). */
+  async workspace(
+    sessionId: string,
+    options: { pageSize?: number } = {},
+  ): Promise<{ files: WorkspaceFile[]; artifacts: WorkspaceFile[] }> {
+    const files: WorkspaceFile[] = [];
+    const artifacts: WorkspaceFile[] = [];
+    await this.followPages(Methods.workspaceList, { sessionId, ...pageParams(options.pageSize) }, (page) => {
+      files.push(...page.files);
+      artifacts.push(...page.artifacts);
+    });
+    return { files, artifacts };
+  }
+
+  /**
+   * Request `method` page by page: each answer goes to `onPage`, and its `nextCursor` (absent on
+   * the last page, and from servers that do not page) is sent back as `cursor`. A cursor the
+   * server repeats, or more than `MAX_PAGES` pages, ends it with an error instead of a loop.
+   */
+  private async followPages<M extends typeof Methods.sessionList | typeof Methods.workspaceList>(
+    method: M,
+    params: FleetParams<M>,
+    onPage: (page: FleetResult<M>) => void,
+  ): Promise<void> {
+    const seen = new Set<string>();
+    let cursor: string | undefined;
+    for (let pages = 0; pages < MAX_PAGES; pages++) {
+      const page = await this.request(method, (cursor === undefined ? params : { ...params, cursor }) as FleetParams<M>);
+      onPage(page);
+      const next = page.nextCursor;
+      if (next === undefined || next === null) {
+        return;
+      }
+      if (seen.has(next)) {
+        throw new Error(`${method} repeated the page cursor ${JSON.stringify(next.slice(0, 40))}; stopped`);
+      }
+      seen.add(next);
+      cursor = next;
+    }
+    throw new Error(`${method} answered more than ${MAX_PAGES} pages; stopped`);
   }
 
   // turns ----------------------------------------------------------------------------------------

@@ -350,10 +350,6 @@ export interface ModuleStartPayload {
   iteration?: string | null;
 }
 
-/** Methods without parameters (`{}` or absent). */
-export interface NoParams {
-}
-
 /** Approve a candidate (`fleet/optimize/status` lists them): the same re-checks as `fleet-lsp optimize --approve`; the next Turn serves it. */
 export interface OptimizeApproveParams {
   sessionId: string;
@@ -427,8 +423,16 @@ export interface SessionInfoWire {
   dataset?: DatasetWire;
 }
 
+/** `fleet/session/list`: one page, newest first. `cursor`: the previous page's `nextCursor` (opaque); `limit`: Sessions per page (default 100). */
+export interface SessionListParams {
+  cursor?: string | null;
+  limit?: number | null;
+}
+
+/** One page; `nextCursor` (absent on the last page) asks for the next. */
 export interface SessionListResult {
   sessions: SessionInfoWire[];
+  nextCursor?: string;
 }
 
 /** The Session's stored selection (`null`: the configuration's model). */
@@ -786,9 +790,18 @@ export interface WorkspaceFileWire {
   sha256: string;
 }
 
+/** `fleet/workspace/list`: one page of files in path order. `cursor`: the previous page's `nextCursor` (opaque); `limit`: files per page (default 500). */
+export interface WorkspaceListParams {
+  sessionId: string;
+  cursor?: string | null;
+  limit?: number | null;
+}
+
+/** One page of the files in path order (`artifacts/` ones under `artifacts`); `nextCursor` (absent on the last page) asks for the next. */
 export interface WorkspaceListResult {
   files: WorkspaceFileWire[];
   artifacts: WorkspaceFileWire[];
+  nextCursor?: string;
 }
 
 /** `fleet/workspace/delete`: one workspace file. */
@@ -818,7 +831,7 @@ export interface FleetRequests {
   "fleet/session/close": { params: SessionParams; result: null };
   "fleet/session/delete": { params: SessionParams; result: null };
   "fleet/session/history": { params: HistoryParams; result: HistoryResult };
-  "fleet/session/list": { params: NoParams; result: SessionListResult };
+  "fleet/session/list": { params: SessionListParams; result: SessionListResult };
   "fleet/session/load": { params: SessionParams; result: SessionInfoWire };
   "fleet/session/new": { params: SessionNewParams; result: SessionInfoWire };
   "fleet/session/setMode": { params: SetModeParams; result: SessionInfoWire };
@@ -829,7 +842,7 @@ export interface FleetRequests {
   "fleet/turn/cancel": { params: TurnCancelParams; result: null };
   "fleet/turn/run": { params: TurnRunParams; result: TurnResultWire };
   "fleet/workspace/delete": { params: WorkspacePathParams; result: null };
-  "fleet/workspace/list": { params: SessionParams; result: WorkspaceListResult };
+  "fleet/workspace/list": { params: WorkspaceListParams; result: WorkspaceListResult };
 }
 
 /** Every server -> client notification and its params. */

@@ -78,6 +78,35 @@ function M.call(method, params)
   return result
 end
 
+--- Every item of a paged fleet/* list inside M.run (fleet/session/list, fleet/workspace/list):
+--- follows `nextCursor` until the last page; nil after notifying an error. `key` names the
+--- result's list (its items are concatenated); the first request is `params` as given.
+function M.call_pages(method, params, key)
+  local items, seen, cursor = {}, {}, nil
+  for _ = 1, 1000 do
+    local request = params
+    if cursor then
+      request = vim.tbl_extend('force', {}, params, { cursor = cursor })
+    end
+    local page = M.call(method, request)
+    if not page then
+      return nil
+    end
+    vim.list_extend(items, page[key] or {})
+    cursor = page.nextCursor
+    if cursor == nil or cursor == vim.NIL then
+      return items
+    end
+    if seen[cursor] then
+      notify(method .. ': the server repeated a page cursor; showing what it sent', vim.log.levels.WARN)
+      return items
+    end
+    seen[cursor] = true
+  end
+  notify(method .. ': more than 1000 pages; showing the first ones', vim.log.levels.WARN)
+  return items
+end
+
 local function session_or_warn()
   local sid = fleet.session_id()
   if not sid then
@@ -90,14 +119,14 @@ end
 
 function M.sessions()
   M.run(function()
-    local listed = M.call('fleet/session/list', vim.empty_dict())
-    if not listed then
+    local sessions = M.call_pages('fleet/session/list', vim.empty_dict(), 'sessions')
+    if not sessions then
       return
     end
-    if #listed.sessions == 0 then
+    if #sessions == 0 then
       return notify('no Sessions yet: :FleetNewSession')
     end
-    local session = M.select(listed.sessions, {
+    local session = M.select(sessions, {
       prompt = 'Fleet Session',
       kind = 'fleet.session',
       format_item = function(s)

@@ -28,6 +28,52 @@ describe('FleetApi', () => {
     assert.deepEqual(rpc.calls, [['fleet/session/list', {}]]);
   });
 
+  it('follows the pages of fleet/session/list and fleet/workspace/list to their end', async () => {
+    const sessions = Array.from({ length: 7 }, (_, i) => ({ sessionId: `s${i}` }));
+    const files = Array.from({ length: 5 }, (_, i) => ({ path: `files/f${i}`, sizeBytes: 1, sha256: 'x' }));
+    const page = <T>(items: T[], params: any, size: number): { items: T[]; nextCursor?: string } => {
+      const start = params.cursor ? Number(params.cursor.slice(1)) : 0;
+      const end = start + size;
+      return end < items.length ? { items: items.slice(start, end), nextCursor: `c${end}` } : { items: items.slice(start) };
+    };
+    const rpc = new FakeRpc((method, params) => {
+      if (method === 'fleet/session/list') {
+        const { items, nextCursor } = page(sessions, params, 3);
+        return nextCursor ? { sessions: items, nextCursor } : { sessions: items };
+      }
+      const { items, nextCursor } = page(files, params, 2);
+      const split = { files: items.slice(1), artifacts: items.slice(0, 1) };
+      return nextCursor ? { ...split, nextCursor } : split;
+    });
+    const api = new FleetApi(rpc);
+    assert.deepEqual((await api.listSessions()).map((s) => s.sessionId), sessions.map((s) => s.sessionId));
+    assert.deepEqual(rpc.calls, [
+      ['fleet/session/list', {}],
+      ['fleet/session/list', { cursor: 'c3' }],
+      ['fleet/session/list', { cursor: 'c6' }],
+    ]);
+    rpc.calls = [];
+    const listing = await api.workspace('s1', { pageSize: 2 });
+    assert.equal(listing.files.length + listing.artifacts.length, 5);
+    assert.deepEqual(rpc.calls.map((c) => c[1]), [
+      { sessionId: 's1', limit: 2 },
+      { sessionId: 's1', limit: 2, cursor: 'c2' },
+      { sessionId: 's1', limit: 2, cursor: 'c4' },
+    ]);
+  });
+
+  it('stops with an error when a server repeats a page cursor', async () => {
+    const rpc = new FakeRpc(() => ({ sessions: [{ sessionId: 'a' }], nextCursor: 'same' }));
+    await assert.rejects(new FleetApi(rpc).listSessions(), /repeated the page cursor/);
+    assert.equal(rpc.calls.length, 2);
+  });
+
+  it('takes an old server answer without nextCursor as the only page', async () => {
+    const rpc = new FakeRpc(() => ({ files: [], artifacts: [{ path: 'artifacts/a', sizeBytes: 1, sha256: 'x' }] }));
+    assert.equal((await new FleetApi(rpc).workspace('s')).artifacts.length, 1);
+    assert.equal(rpc.calls.length, 1);
+  });
+
   it('runs a Turn on a client-created token, forwards its progress, then unsubscribes', async () => {
     const seen: TurnProgressValue[] = [];
     let rpc: FakeRpc;
