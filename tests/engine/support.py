@@ -22,6 +22,8 @@ async def run_turn(
     return result, events
 
 
-def payloads(events: list[TurnEvent], kind: str) -> list[dict[str, Any]]:
-    """The payloads of the events of one kind, in order."""
-    return [e.payload for e in events if e.kind == kind]
+def payloads(events: list[TurnEvent], kind: str) -> list[Any]:
+    """The typed payloads (``TurnEvent.data``: the kind's model) of the events of one kind."""
+    found = [e.data for e in events if e.kind == kind]
+    assert all(data is not None for data in found), f"a {kind} payload does not parse"
+    return found

@@ -22,8 +22,8 @@ TRICKY = "a 'quoted' \"answer\"\nsecond line \\ ünïcødé 🚀"
 
 def _cells(events):
     """(phase, code) of every code_cell event, and the phase of every cell_output, in order."""
-    cells = [(e.payload["phase"], e.payload["code"]) for e in events if e.kind == "code_cell"]
-    outputs = [e.payload for e in events if e.kind == "cell_output"]
+    cells = [(e.data.phase, e.data.code) for e in events if e.kind == "code_cell"]
+    outputs = [e.data for e in events if e.kind == "cell_output"]
     return cells, outputs
 
 
@@ -42,8 +42,8 @@ async def test_bootstrap_is_known_by_submission_not_by_code_text(engine_runtime,
     cells, outputs = _cells(events)
     assert cells[:2] == [("bootstrap", FACADE_SHOWN), ("bootstrap", SKILL_HELPERS_SHOWN)]
     assert cells[2] == ("task", lookalike)
-    assert [o["phase"] for o in outputs] == ["bootstrap", "bootstrap", "task", "task"]
-    assert outputs[2]["ok"] is False and outputs[2]["outcome"] == "error"
+    assert [o.phase for o in outputs] == ["bootstrap", "bootstrap", "task", "task"]
+    assert outputs[2].ok is False and outputs[2].outcome == "error"
     assert result.usage.sandbox_errors == 1  # the model's failed cell, marker text or not
 
 

@@ -60,7 +60,7 @@ async def test_two_concurrent_children_promote_artifacts_with_provenance(
     assert max(e.seq for e in spawned) < min(e.seq for e in finished)
     assert {e.parent_agent_id for e in spawned} == {"root"}
     children = {e.agent_id for e in spawned}
-    assert all(e.payload["status"] == "succeeded" for e in finished)
+    assert all(e.data.status == "succeeded" for e in finished)
     # child code ran in child sandboxes (their own cell events)
     assert {e.agent_id for e in events if e.kind == "code_cell"} >= children | {"root"}
 
@@ -95,8 +95,8 @@ async def test_child_failure_is_returned_as_data(engine_runtime, lms) -> None:
     assert result.status == "completed", result.error
     assert result.answer == "error"
     finished = next(e for e in events if e.kind == "child_finished")
-    assert finished.payload["status"] == "failed"
-    assert "child agent failed" in finished.payload["error"]
+    assert finished.data.status == "failed"
+    assert "child agent failed" in finished.data.error
     assert result.artifacts == []
 
 

@@ -11,6 +11,7 @@ import pytest
 from fleet_core import turns
 from fleet_core.engine import environment
 from fleet_core.engine.testing import scripted_lm, submit
+from fleet_core.event_payloads import SandboxEnvironmentIncompletePayload
 from fleet_core.models import TurnRequest
 
 
@@ -63,8 +64,9 @@ async def test_missing_packages_are_reported_once_per_session(
         assert "numpy " in lms.root.engine_script.requests[0]
     told = [e for e in events if e.kind == "sandbox_environment_incomplete"]
     assert [e.session_id for e in told] == ["e1", "e2"]  # one per Session, not per Turn
-    assert told[0].payload == {"missing": ["sympy"], "python": told[0].payload["python"]}
-    assert told[0].data is not None and told[0].data.missing == ["sympy"]
+    data = told[0].data
+    assert isinstance(data, SandboxEnvironmentIncompletePayload) and data.missing == ["sympy"]
+    assert told[0].payload == {"missing": ["sympy"], "python": data.python}  # the wire
 
 
 def test_versions_come_from_metadata_without_importing(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -23,13 +23,13 @@ async def test_unobserved_typed_figure_is_rejected_twice_then_accepted_and_flagg
     assert result.usage.submit_rejections == 2
     assert result.usage.sandbox_errors == 0  # a rejection is not a sandbox error
     flagged = payloads(events, "ungrounded_submit")
-    assert [(p["figures"], p["rejected"]) for p in flagged] == [
+    assert [(p.figures, p.rejected) for p in flagged] == [
         (["499500"], True),
         (["499500"], True),
         (["499500"], False),
     ]
     assert all(e.agent_id == "root" for e in events if e.kind == "ungrounded_submit")
-    outcomes = [p["outcome"] for p in payloads(events, "cell_output") if p["phase"] == "task"]
+    outcomes = [p.outcome for p in payloads(events, "cell_output") if p.phase == "task"]
     assert outcomes == ["completed", "submit_rejected", "submit_rejected", "submitted"]
     # the model was told why, with the figure, before each retry
     prompts = lms.root.engine_script.requests

@@ -34,9 +34,9 @@ async def test_jev_decides_triage_and_charges_routing(open_runtime, lms) -> None
         result, events = await run_turn(runtime, "s", TASK)
     assert result.status == "completed", result.error
     assert result.route == "direct" and result.answer == "42"
-    evidence = payloads(events, "triage_decision")[0]["evidence"]
-    assert evidence["backend"] == "jev" and evidence["model"] == "jev-fake-1"
-    assert evidence["probabilities"]["direct"] == 0.9 and evidence["confidence"] == 0.9
+    evidence = payloads(events, "triage_decision")[0].evidence
+    assert evidence.backend == "jev" and evidence.model == "jev-fake-1"
+    assert evidence.probabilities["direct"] == 0.9 and evidence.confidence == 0.9
     assert result.usage.calls_by_category == {"routing": 1, "generation": 1}
     assert result.usage.jev_decisions_by_category == {"routing": 1}
     [call] = fake.systemone_calls()
@@ -44,7 +44,7 @@ async def test_jev_decides_triage_and_charges_routing(open_runtime, lms) -> None
     assert set(call["questions"]["item-0"]["criteria"]) == {"direct", "flex", "rlm"}
     assert fake.requests[0]["headers"]["authorization"] == f"Bearer {KEY}"
     [decision] = payloads(events, "jev_decision")
-    assert decision["category"] == "routing" and decision["backend"] == "jev" and decision["ok"]
+    assert decision.category == "routing" and decision.backend == "jev" and decision.ok
     _assert_no_key(result, events)
 
 
@@ -76,10 +76,10 @@ async def test_preloading_classifies_20_skills_in_one_call_and_appends_3(
     assert len(batch["state"]["items"]) == 20 and len(batch["questions"]) == 20
     assert batch["state"]["task"] == "What is 6*7?"
     [selection] = payloads(events, "skill_selection")
-    assert len(selection["decisions"]) == 20
-    relevant = [d["skill"] for d in selection["decisions"] if d["decision"] == "relevant"]
+    assert len(selection.decisions) == 20
+    relevant = [d.skill for d in selection.decisions if d.decision == "relevant"]
     assert relevant == ["aa-skill-01", "aa-skill-04", "aa-skill-06", "aa-skill-09"]
-    assert selection["selected"] == ["aa-skill-01", "aa-skill-04", "aa-skill-06"]
+    assert selection.selected == ["aa-skill-01", "aa-skill-04", "aa-skill-06"]
     prompt = lms.root.engine_script.requests[0]
     assert prompt.count("<preloaded_skill name=") == 3
     assert "Instructions of aa-skill-04: step one." in prompt
@@ -95,7 +95,7 @@ async def test_without_a_key_there_is_no_preloading_and_no_jev(engine_runtime, l
     lms.root = scripted_lm([route("rlm"), submit("'ok'")])
     result, events = await run_turn(engine_runtime, "s", TASK)
     assert result.status == "completed" and result.answer == "ok"
-    assert payloads(events, "triage_decision")[0]["evidence"]["backend"] == "generative"
+    assert payloads(events, "triage_decision")[0].evidence.backend == "generative"
     assert not payloads(events, "skill_selection") and not payloads(events, "jev_decision")
     assert "<preloaded_skill" not in lms.root.engine_script.requests[1]
     assert result.usage.jev_decisions_by_category == {}
@@ -150,15 +150,15 @@ async def test_jev_failure_falls_back_to_the_sub_lm_with_the_same_shape(
     assert result.status == "completed", result.error
     expected = [("yes", "generative", SHAPE), ("no", "generative", SHAPE)]
     assert result.answer == repr([expected[0], expected[1], expected[0]])
-    triage = payloads(events, "triage_decision")[0]["evidence"]
-    assert triage["backend"] == "generative" and result.route == "rlm"
+    triage = payloads(events, "triage_decision")[0].evidence
+    assert triage.backend == "generative" and result.route == "rlm"
     reason = "did not answer within 0.5 seconds" if failure == "slow" else "answered HTTP 500"
-    assert reason in triage["jev_error"]
+    assert reason in triage.jev_error
     decisions = payloads(events, "jev_decision")
-    failed = [d for d in decisions if d["backend"] == "jev"]
-    assert failed and all(not d["ok"] and reason in d["error"] for d in failed)
-    [fallback] = [d for d in decisions if d["category"] == "other_decisions" and d["ok"]]
-    assert fallback["backend"] == "generative" and reason in fallback["fallback_from"]
+    failed = [d for d in decisions if d.backend == "jev"]
+    assert failed and all(not d.ok and reason in d.error for d in failed)
+    [fallback] = [d for d in decisions if d.category == "other_decisions" and d.ok]
+    assert fallback.backend == "generative" and reason in fallback.fallback_from
     # a failed Jev call gives its units back: one unit per decision, whoever made it
     assert result.usage.calls_by_category["other_decisions"] == 3
     assert result.usage.calls_by_category["routing"] == 1

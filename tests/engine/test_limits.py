@@ -59,7 +59,7 @@ async def test_deadline_interrupts_the_cell_and_fails_the_turn(engine_runtime, l
 
 async def _wait_for_cell(events: list, timeout: float = 20) -> None:
     deadline = time.monotonic() + timeout
-    while not any(e.kind == "code_cell" and "sleep" in e.payload.get("code", "") for e in events):
+    while not any(e.kind == "code_cell" and "sleep" in e.data.code for e in events):
         assert time.monotonic() < deadline, "the cell never started"
         await asyncio.sleep(0.02)
     await asyncio.sleep(0.3)  # let the cell really enter time.sleep
@@ -82,8 +82,8 @@ async def test_cancelling_the_awaiting_task_cancels_mid_cell(engine_runtime, lms
     [turn] = await runtime.history("c")
     assert turn.status == "cancelled"
     assert events[-1].kind == "turn_cancelled"
-    output = next(e for e in events if e.kind == "cell_output" and e.payload["phase"] == "task")
-    assert output.payload["outcome"] == "cancelled"
+    output = next(e.data for e in events if e.kind == "cell_output" and e.data.phase == "task")
+    assert output.outcome == "cancelled"
     # the Session is free again
     lms.root = scripted_lm([submit("'again'")])
     again = await runtime.run_turn(TurnRequest(session_id="c", task="again"))

@@ -13,7 +13,7 @@ TASK = "What is 6*7?"
 
 
 def _decision(events):
-    return next(e.payload for e in events if e.kind == "triage_decision")
+    return next(e.data for e in events if e.kind == "triage_decision")
 
 
 async def test_hybrid_triage_direct_answers_without_code(engine_runtime, lms) -> None:
@@ -21,7 +21,7 @@ async def test_hybrid_triage_direct_answers_without_code(engine_runtime, lms) ->
     lms.root = scripted_lm([route("direct"), fields(reasoning="Arithmetic.", answer="42")])
     result, events = await run_turn(engine_runtime, "s", TASK)
     assert result.status == "completed" and result.answer == "42" and result.route == "direct"
-    assert _decision(events)["override_reason"] is None
+    assert _decision(events).override_reason is None
     assert not [e for e in events if e.kind == "code_cell"]
     assert result.usage.calls_by_category == {"routing": 1, "generation": 1}
 
@@ -32,7 +32,7 @@ async def test_session_mode_rlm_skips_triage(engine_runtime, lms) -> None:
     result, events = await run_turn(engine_runtime, "s", TASK)
     assert result.status == "completed" and result.answer == "42" and result.route == "rlm"
     decision = _decision(events)
-    assert decision["override_reason"] == "session_mode"
+    assert decision.override_reason == "session_mode"
     assert "routing" not in result.usage.calls_by_category
 
 
@@ -44,7 +44,7 @@ async def test_session_mode_flex_runs_code_in_sandbox(engine_runtime, lms) -> No
     result, events = await run_turn(engine_runtime, "s", TASK)
     assert result.status == "completed", result.error
     assert result.route == "flex" and result.answer == "3"  # the three bundled Skills
-    assert _decision(events)["override_reason"] == "session_mode"
+    assert _decision(events).override_reason == "session_mode"
 
 
 async def test_request_mode_overrides_session_mode(engine_runtime, lms) -> None:
@@ -62,8 +62,8 @@ async def test_unknown_label_or_routing_error_falls_back_to_rlm(engine_runtime, 
     result, events = await run_turn(engine_runtime, "s", TASK)
     assert result.status == "completed" and result.route == "rlm" and result.answer == "ok"
     decision = _decision(events)
-    assert decision["override_reason"] == "routing_error"
-    assert decision["evidence"]["error"]
+    assert decision.override_reason == "routing_error"
+    assert decision.evidence.error
 
 
 async def test_selected_dataset_turns_direct_into_rlm(engine_runtime, lms, tmp_path: Path) -> None:
@@ -82,7 +82,7 @@ async def test_selected_dataset_turns_direct_into_rlm(engine_runtime, lms, tmp_p
     result, events = await run_turn(engine_runtime, "s", "Which line has the error?")
     assert result.status == "completed", result.error
     assert result.route == "rlm" and result.answer == "line 501: ERROR disk full"
-    assert _decision(events)["override_reason"] == "selected_context"
+    assert _decision(events).override_reason == "selected_context"
     prompt = lms.root.engine_script.requests[1]
     assert "FleetDataset files/log.txt" in prompt and "line 250" not in prompt
 

@@ -85,7 +85,7 @@ async def test_a_second_session_runs_while_the_first_runs(engine_runtime, lms) -
     slow = asyncio.create_task(
         runtime.run_turn(TurnRequest(session_id="slow", task="SLOW-TASK"), on_event=events.append)
     )
-    while not any(e.kind == "code_cell" and "sleep" in e.payload["code"] for e in events):  # noqa: ASYNC110
+    while not any(e.kind == "code_cell" and "sleep" in e.data.code for e in events):  # noqa: ASYNC110
         await asyncio.sleep(0.02)
     started = time.monotonic()
     fast = await runtime.run_turn(TurnRequest(session_id="fast", task="FAST-TASK"))

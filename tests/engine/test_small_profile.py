@@ -97,11 +97,7 @@ async def _artifact_rows(runtime: Any) -> dict[str, float]:
 
 
 def _task_cells(events: list[Any]) -> list[str]:
-    return [
-        e.payload["code"]
-        for e in events
-        if e.kind == "code_cell" and e.payload.get("phase") == "task"
-    ]
+    return [e.data.code for e in events if e.kind == "code_cell" and e.data.phase == "task"]
 
 
 # --- profile resolution ---------------------------------------------------------------------
@@ -161,8 +157,8 @@ async def test_small_profile_with_a_dataset_skips_triage(open_runtime, lms, tmp_
     assert result.status == "completed", result.error
     assert result.route == "flex"
     assert result.usage.calls_by_category == {"generation": 1}  # no routing call
-    decision = next(e for e in events if e.kind == "triage_decision").payload
-    assert decision["override_reason"] == "selected_context"
+    decision = next(e for e in events if e.kind == "triage_decision").data
+    assert decision.override_reason == "selected_context"
     assert await _artifact_rows(runtime) == EXPECTED
     assert "150.5" in result.answer and "250.5" in result.answer
 
@@ -754,9 +750,7 @@ async def test_code_first_checks_a_programs_artifacts_in_one_host_cell(
     result = await runtime.run_turn(TurnRequest(session_id="s", task=TASK), on_event=events.append)
     assert result.status == "completed", result.error
     host = [
-        e.payload["code"]
-        for e in events
-        if e.kind == "code_cell" and e.payload["code"].startswith("(host:")
+        e.data.code for e in events if e.kind == "code_cell" and e.data.code.startswith("(host:")
     ]
     assert host == ["(host: prelude)", "(host: artifact check)", "(host: artifact check)"]
     assert "north,150.5" in result.answer
