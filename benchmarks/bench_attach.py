@@ -18,8 +18,8 @@ from pathlib import Path
 
 import anyio
 
+from fleet_core.api import FleetRuntime
 from fleet_core.config import load_config
-from fleet_core.runtime import FleetRuntime
 
 CHUNK = 1 << 20
 

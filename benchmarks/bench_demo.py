@@ -17,7 +17,7 @@ correct programs (the real sandbox runs them), which checks this file's own corr
 
 Tasks (the figures are computed here, independently of the model):
 
-- ``sales``: the quickstart (``fleet_lsp.demo.DEMO_TASK``) on a few hundred rows of sales data:
+- ``sales``: the quickstart (``fleet_lsp.cli.demo.DEMO_TASK``) on a few hundred rows of sales data:
   correct when ``artifacts/revenue_by_region.csv`` holds every region's total (within 0.01) and
   the answer names every region's total;
 - ``log``: the ERROR lines of a service log into ``artifacts/errors.txt`` and their count;
@@ -52,9 +52,9 @@ from typing import Any
 
 import anyio
 
+from fleet_core.api import FleetRuntime
 from fleet_core.config import load_config
 from fleet_core.models import TurnRequest
-from fleet_core.runtime import FleetRuntime
 
 REGIONS = ("North", "South", "East", "West", "Central")
 PRODUCTS = {"Widget": 19.5, "Gadget": 42.0, "Gizmo": 7.25, "Doohickey": 120.0, "Sprocket": 3.8}

@@ -22,11 +22,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from fleet_core.api import FleetRuntime
 from fleet_core.config import load_config
 from fleet_core.engine.lm import StaticLmProvider
 from fleet_core.engine.testing import action, scripted_lm, submit
 from fleet_core.models import TurnRequest
-from fleet_core.runtime import FleetRuntime
 
 
 async def _turn(runtime: FleetRuntime, session: str, task: str) -> tuple[float, list[Any], Any]:

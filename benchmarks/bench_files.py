@@ -22,10 +22,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from fleet_core.api import FleetRuntime
 from fleet_core.config import load_config
 from fleet_core.engine.testing import SwitchableLms, action, scripted_lm, submit
 from fleet_core.models import TurnRequest
-from fleet_core.runtime import FleetRuntime
 
 
 async def _turn(runtime: FleetRuntime, lms: SwitchableLms, session: str, task: str) -> float:

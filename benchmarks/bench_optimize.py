@@ -36,12 +36,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from fleet_core.api import FleetRuntime, OptimizationProgress
 from fleet_core.config import load_config
 from fleet_core.engine.lm import StaticLmProvider
 from fleet_core.errors import FleetError
 from fleet_core.models import TurnRequest
 from fleet_core.optimization.testing import TASK, add_examples, scripted_models
-from fleet_core.runtime import FleetRuntime, OptimizationProgress
 
 
 def provider() -> StaticLmProvider:
@@ -86,7 +86,7 @@ async def main(cap: int, turns: int) -> dict[str, Any]:
             started = time.perf_counter()
             run = None
             try:
-                run = await runtime.optimize(
+                run = await runtime.optimization.run(
                     "research-1", budget="light", on_progress=on_progress, cancel=cancel
                 )
             except FleetError:

@@ -29,10 +29,10 @@ import anyio
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_demo import CASES, ORACLE, oracle_provider
 
+from fleet_core.api import FleetRuntime
 from fleet_core.config import load_config
 from fleet_core.evaluation.labels import LabelUpdate
 from fleet_core.models import TurnRequest
-from fleet_core.runtime import FleetRuntime
 
 TASKS = ("sales", "log", "words")
 
@@ -72,7 +72,7 @@ async def record_examples(environ: dict[str, str], per_task: int, seed: int) -> 
                     expected_values=expected(kind, files),
                     reviewer="bench-oracle",
                 )
-                await runtime.label_trace(result.turn_id, update)
+                await runtime.traces.label(result.turn_id, update)
                 count += 1
             finally:
                 await runtime.close()
@@ -99,7 +99,7 @@ async def main(args: argparse.Namespace) -> None:
         def progress(p: Any) -> None:
             print(f"  {p}", flush=True)
 
-        run = await runtime.optimize(
+        run = await runtime.optimization.run(
             "target", max_metric_calls=args.max_metric_calls, seed=args.seed, on_progress=progress
         )
     finally:

@@ -27,9 +27,9 @@ from fleet_core.workspace import is_probably_text, validate_relative_path, valid
 from fleet_lsp.protocol import URI_SCHEME, ArtifactReadResult
 
 if TYPE_CHECKING:
+    from fleet_core.api import FleetRuntime
     from fleet_core.events import TurnEvent
     from fleet_core.models import TurnSummary
-    from fleet_core.runtime import FleetRuntime
 
 MAX_TEXT_BYTES = 2_000_000
 _LANGUAGES = {
@@ -225,6 +225,6 @@ class StoreTraceSource:
             events=self._events.get(turn.turn_id, ()),
             note=note,
         )
-        markdown = await runtime.trace_markdown(view)
+        markdown = await runtime.traces.markdown(view)
         tid = view.trace_id
         return TraceDocument(tid, turn.turn_id, session_id, trace_uri(session_id, tid), markdown)

@@ -644,7 +644,7 @@ def gate_wire(gate: list[tuple[str, bool, str]]) -> list[GateCheckWire]:
 
 
 def candidate_wire(candidate: Any, report_uri: str) -> CandidateWire:
-    """A ``fleet_core.runtime.CandidateInfo`` on the wire (the server and ``optimize --json``)."""
+    """A ``fleet_core.api.CandidateInfo`` on the wire (the server and ``optimize --json``)."""
     return {
         "version": candidate.version,
         "createdAt": candidate.created_at,

@@ -55,9 +55,9 @@ from fleet_lsp.protocol import (
 )
 
 if TYPE_CHECKING:
+    from fleet_core.api import FleetRuntime
     from fleet_core.config import EffectiveConfig
     from fleet_core.events import TurnEvent
-    from fleet_core.runtime import FleetRuntime
     from fleet_lsp.progress import TurnProgress
     from fleet_lsp.traces import TraceService
 
@@ -380,7 +380,7 @@ class FleetServer(LanguageServer):
 
     async def _open_runtime(self) -> FleetRuntime:
         config = await asyncio.to_thread(self.load_config)
-        from fleet_core.runtime import FleetRuntime
+        from fleet_core.api import FleetRuntime
 
         provider: Any = None  # the configured models; runtime.reconfigure follows changes
         script = os.environ.get(TEST_SCRIPT_ENV)

@@ -26,10 +26,10 @@ from fleet_core.errors import FleetError, InvalidInput, TurnNotFound
 from fleet_lsp.documents import StoreTraceSource, TraceDocument, trace_uri
 
 if TYPE_CHECKING:
+    from fleet_core.api import FleetRuntime
     from fleet_core.evaluation.labels import LabelResult, LabelUpdate
     from fleet_core.events import TurnEvent
     from fleet_core.models import TurnSummary
-    from fleet_core.runtime import FleetRuntime
 
 log = logging.getLogger(__name__)
 Source = Literal["mlflow", "store"]
@@ -94,7 +94,7 @@ class TraceService:
                     turn_id=turn_id,
                 ) from None
         elif trace_id:
-            turn = await runtime.find_turn_by_trace(trace_id)
+            turn = await runtime.traces.find_turn(trace_id)
         else:
             raise InvalidInput("Give a traceId or a turnId")
         mlflow_id = turn.trace_id if turn is not None else trace_id
@@ -106,7 +106,7 @@ class TraceService:
             )
         else:
             try:
-                view = await runtime.load_trace(mlflow_id)
+                view = await runtime.traces.load(mlflow_id)
             except TraceNotFound as exc:
                 if turn is None:
                     raise TraceNotFound(
@@ -133,7 +133,7 @@ class TraceService:
                     turn_id=view.turn_id or (turn.turn_id if turn else ""),
                     session_id=session_id or "",
                     uri=trace_uri(session_id, mlflow_id) if session_id else "",
-                    markdown=await runtime.trace_markdown(view),
+                    markdown=await runtime.traces.markdown(view),
                     source="mlflow",
                 )
         assert turn is not None
@@ -169,7 +169,7 @@ class TraceService:
 
     async def label(self, runtime: FleetRuntime, trace_id: str, update: LabelUpdate) -> LabelResult:
         """Apply a partial label update (a trace id or a Turn id) in MLflow and the store."""
-        return await runtime.label_trace(trace_id, update)
+        return await runtime.traces.label(trace_id, update)
 
 
 def label_update(

@@ -16,8 +16,8 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from fleet_core.api import FleetRuntime
 from fleet_core.config import EffectiveConfig, load_config
-from fleet_core.runtime import FleetRuntime
 
 ADMIN_URL = os.environ.get(
     "FLEET_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"

@@ -42,7 +42,7 @@ async def markdown_document(ls: FleetServer, parsed: FleetUri) -> tuple[str, str
     """A trace or a candidate's optimization report: its canonical URI and markdown."""
     runtime = await ls.runtime()
     if parsed.kind == "optimization":
-        text = await runtime.optimization_report(parsed.session_id, parsed.version)
+        text = await runtime.optimization.report(parsed.session_id, parsed.version)
         return optimization_report_uri(parsed.session_id, parsed.version), text
     doc = await ls.trace_source.get(runtime, trace_id=parsed.trace_id)
     return doc.uri, doc.markdown

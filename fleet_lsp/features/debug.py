@@ -13,8 +13,8 @@ from fleet_lsp import __version__
 from fleet_lsp.protocol import PROTOCOL_VERSION, DebugParams
 
 if TYPE_CHECKING:
+    from fleet_core.api import FleetRuntime
     from fleet_core.config import EffectiveConfig
-    from fleet_core.runtime import FleetRuntime
     from fleet_lsp.server import FleetServer
 
 
@@ -74,17 +74,19 @@ def endpoint_host(api_base: str | None) -> str | None:
 def _health(runtime: FleetRuntime, config: EffectiveConfig) -> dict[str, Any]:
     """The sandbox's isolation and each model role's endpoint (no probe: no network here);
     blocking (bwrap --version), so it runs in a worker thread."""
+    from fleet_core.api import diagnostics
+
     backend = config.settings.sandbox.backend
     sandbox: dict[str, Any] = {"backend": backend}
     if backend == "local":
-        found = runtime.describe_sandbox(config)
+        found = diagnostics.describe_sandbox(config)
         sandbox.update(
-            isolation=found["backend"],
-            bwrapVersion=found.get("bwrap_version"),
-            cgroupPids=bool(found["cgroup_pids"]),
-            cgroupMemory=bool(found["cgroup_memory"]),
-            forkBound=found.get("fork_bound"),
-            rlimits=list(found.get("rlimits") or []),
+            isolation=found.backend,
+            bwrapVersion=found.bwrap_version,
+            cgroupPids=bool(found.cgroup_pids),
+            cgroupMemory=bool(found.cgroup_memory),
+            forkBound=found.fork_bound,
+            rlimits=list(found.rlimits or []),
         )
     models = [
         {
@@ -94,6 +96,6 @@ def _health(runtime: FleetRuntime, config: EffectiveConfig) -> dict[str, Any]:
             "endpoint": endpoint_host(check.api_base),
             "problem": check.problem or None,
         }
-        for check in runtime.check_models(config, probe=False)
+        for check in diagnostics.check_models(config, probe=False)
     ]
     return {"sandbox": sandbox, "models": models}

@@ -35,7 +35,7 @@ from fleet_lsp.protocol import (
 )
 
 if TYPE_CHECKING:
-    from fleet_core.runtime import CandidateInfo
+    from fleet_core.api import CandidateInfo
     from fleet_lsp.server import FleetServer
 
 #: Optimization runs at once on one server (each replays many Turns).
@@ -46,7 +46,7 @@ def register(server: FleetServer) -> None:
     @server.fleet_method("fleet/optimize/status")
     async def status(ls: FleetServer, p: SessionParams) -> dict[str, Any]:
         runtime = await ls.runtime()
-        found = await runtime.optimization_status(p.session_id)
+        found = await runtime.optimization.status(p.session_id)
         return {
             "sessionId": found.session_id,
             "activeDigest": found.active_digest,
@@ -66,7 +66,7 @@ def register(server: FleetServer) -> None:
     @server.fleet_method("fleet/optimize/approve")
     async def approve(ls: FleetServer, p: OptimizeApproveParams) -> CandidateWire:
         runtime = await ls.runtime()
-        approved = await runtime.approve_candidate(p.session_id, p.version)
+        approved = await runtime.optimization.approve(p.session_id, p.version)
         ls.session_changed(p.session_id, "updated")
         return _candidate(p.session_id, approved)
 
@@ -110,7 +110,7 @@ async def _run(ls: FleetServer, p: OptimizeRunParams) -> dict[str, Any]:
     try:
         await progress.start(f"Optimizing {p.session_id}")  # a cancelled token cancels at once
         try:
-            result = await runtime.optimize(
+            result = await runtime.optimization.run(
                 p.session_id,
                 budget=p.budget if p.max_metric_calls is None else None,
                 max_metric_calls=p.max_metric_calls,

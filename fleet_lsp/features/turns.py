@@ -22,8 +22,8 @@ from fleet_core.errors import FleetError, InvalidInput, TurnBusy, TurnNotFound
 from fleet_lsp.protocol import TurnCancelParams, TurnRunParams
 
 if TYPE_CHECKING:
+    from fleet_core.api import FleetRuntime
     from fleet_core.events import TurnEvent
-    from fleet_core.runtime import FleetRuntime
     from fleet_lsp.server import FleetServer
 
 log = logging.getLogger(__name__)

@@ -256,7 +256,7 @@ def test_turn_through_the_configured_endpoint_prints_no_library_noise(tmp_path: 
 def test_mlflow_ui_server_starts_offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``python -m mlflow ui`` imports LiteLLM, which would download its cost map (seconds of
     retries offline): the child gets the offline switches even if this process lost them."""
-    from fleet_lsp import mlflow_ui
+    from fleet_lsp.cli import mlflow_ui
 
     seen: dict[str, Any] = {}
 

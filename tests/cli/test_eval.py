@@ -280,7 +280,7 @@ def test_mlflow_ui_command_targets_the_local_store(tmp_path: Path) -> None:
     """The command line MLflow is started with: loopback, the local store, options MLflow knows
     (click rejects an unknown option before it handles the trailing --help)."""
     from fleet_core.config import load_config
-    from fleet_lsp.mlflow_ui import ui_command_line
+    from fleet_lsp.cli.mlflow_ui import ui_command_line
 
     state = tmp_path / "state"
     config = load_config(environ={"FLEET_STATE_DIR": str(state)}, cwd=tmp_path)
@@ -373,7 +373,7 @@ def test_doctor_json_reports_every_check_and_its_exit_code(tmp_path: Path) -> No
 def test_demo_finds_sales_csv_through_package_resources() -> None:
     from importlib.resources import files
 
-    from fleet_lsp.demo import sales_csv
+    from fleet_lsp.cli.demo import sales_csv
 
     resource = files("fleet_lsp").joinpath("examples", "sales.csv")
     assert resource.is_file()

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from fleet_core.api import FleetRuntime
 from fleet_core.config import load_config
-from fleet_core.runtime import FleetRuntime
 from tests.clients.test_nvim import PLUGIN, nvim_binary
 
 SESSIONS = 230  # the server's page is 100 Sessions: three pages

@@ -7,12 +7,12 @@ import time
 
 import pytest
 
+from fleet_core.api import FleetRuntime
 from fleet_core.config import load_config
 from fleet_core.engine.lm import ConfiguredLmProvider
 from fleet_core.engine.testing import action, scripted_lm, submit
 from fleet_core.errors import ModelUnavailable, TurnBusy
 from fleet_core.models import TurnRequest
-from fleet_core.runtime import FleetRuntime
 
 SLEEP_CELL = action("import time\nprint('sleeping', flush=True)\ntime.sleep(60)\nprint('woke')")
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from fleet_core.api import FleetRuntime
 from fleet_core.config import EffectiveConfig
 from fleet_core.engine.testing import action, fields, route, scripted_lm
 from fleet_core.evaluation.datasets import build_dataset
 from fleet_core.evaluation.judge import DspyJudge
 from fleet_core.evaluation.runner import run_eval
 from fleet_core.observability.tracing import MlflowTracer, create_tracer
-from fleet_core.runtime import FleetRuntime
 
 
 class Lms:

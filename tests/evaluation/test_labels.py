@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from fleet_core.api import FleetRuntime
 from fleet_core.evaluation.labels import (
     LabelInvalid,
     LabelService,
@@ -17,7 +18,6 @@ from fleet_core.evaluation.labels import (
 from fleet_core.observability.replay import capture_replay, encode_replay
 from fleet_core.observability.testing import scripted_turn_events, scripted_turn_result
 from fleet_core.observability.tracing import MlflowTracer, TurnTraceStart
-from fleet_core.runtime import FleetRuntime
 from fleet_core.store import TurnOutcome
 
 from .conftest import make_config

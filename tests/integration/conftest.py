@@ -6,9 +6,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from fleet_core.api import FleetRuntime
 from fleet_core.config import EffectiveConfig
 from fleet_core.engine.testing import SwitchableLms
-from fleet_core.runtime import FleetRuntime
 
 
 @pytest.fixture

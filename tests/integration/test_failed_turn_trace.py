@@ -3,10 +3,10 @@ the wire; the traceback is kept, redacted, on the root span of its trace."""
 
 from __future__ import annotations
 
+from fleet_core.api import FleetRuntime
 from fleet_core.engine.testing import SwitchableLms, route, scripted_lm
 from fleet_core.events import TurnEvent
 from fleet_core.models import TurnRequest
-from fleet_core.runtime import FleetRuntime
 
 
 def _explode(_request: str) -> str:
@@ -27,7 +27,7 @@ async def test_an_engine_failure_keeps_its_traceback_in_the_trace_only(
     assert result.error.kind == "EngineError" and "the endpoint hung up" in result.error.message
     assert "traceback" not in result.wire()["error"]
     assert "Traceback" not in result.error.message
-    trace = await runtime.pending_trace(result.trace_id or "")
+    trace = await runtime.traces.pending(result.trace_id or "")
     assert trace is not None
     [root] = [s for s in trace.spans if s.parent_id is None]
     stack = root.attributes["fleet.error_traceback"]

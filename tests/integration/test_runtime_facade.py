@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from fleet_core.api import FleetRuntime
 from fleet_core.config import EffectiveConfig, load_config
 from fleet_core.errors import ConfigError, TurnNotFound
 from fleet_core.evaluation.labels import LabelUpdate
 from fleet_core.observability.errors import TraceNotFound, TracingUnavailable
-from fleet_core.runtime import FleetRuntime
 from fleet_core.store import TurnOutcome
 
 OFF = {"FLEET_MLFLOW_DESTINATION": "off"}
@@ -43,11 +43,11 @@ async def test_turns_are_found_by_trace_id_or_turn_id(
         await runtime.new_session("facade")
         traced = _finished_turn(runtime, "facade", "tr-facade1")
         untraced = _finished_turn(runtime, "facade", None)
-        by_trace = await runtime.find_turn_by_trace("tr-facade1")
+        by_trace = await runtime.traces.find_turn("tr-facade1")
         assert by_trace is not None and by_trace.turn_id == traced
-        by_turn_id = await runtime.find_turn_by_trace(untraced)  # no trace: its Turn id
+        by_turn_id = await runtime.traces.find_turn(untraced)  # no trace: its Turn id
         assert by_turn_id is not None and by_turn_id.turn_id == untraced
-        assert await runtime.find_turn_by_trace("tr-nothing") is None
+        assert await runtime.traces.find_turn("tr-nothing") is None
         assert await runtime.turn_session(traced) == "facade"
         assert (await runtime.turn_result(traced))["sessionId"] == "facade"
         assert (await runtime.get_turn(untraced)).answer == "42"
@@ -55,10 +55,10 @@ async def test_turns_are_found_by_trace_id_or_turn_id(
             await runtime.turn_session("turn_missing")
         # labels need an MLflow trace: a Turn without one says so, tracing off says why
         with pytest.raises(TraceNotFound, match="has no MLflow trace"):
-            await runtime.label_trace(untraced, _update())
+            await runtime.traces.label(untraced, _update())
         with pytest.raises(TracingUnavailable, match="FLEET_MLFLOW_DESTINATION=local"):
-            await runtime.label_trace(traced, _update())
-        status = runtime.tracing_status()
+            await runtime.traces.label(traced, _update())
+        status = runtime.traces.status()
         assert not status.enabled and status.destination == "off"
         assert runtime.describe_storage().backend in ("sqlite", "postgresql")
     finally:
@@ -96,8 +96,10 @@ async def test_reconfigure_applies_new_settings_and_refuses_a_new_state_dir(
 
 
 def test_model_checks_name_what_to_set_without_probing(tmp_path: Path) -> None:
+    from fleet_core.api import diagnostics
+
     bare = load_config(environ={"FLEET_STATE_DIR": str(tmp_path / "s")}, cwd=tmp_path)
-    (root, sub) = FleetRuntime.check_models(bare, ("root", "sub"), probe=False)
+    (root, sub) = diagnostics.check_models(bare, ("root", "sub"), probe=False)
     assert not root.configured and not root.ok and "FLEET_LM_API_BASE" in root.fix
     assert not sub.configured
     configured = load_config(
@@ -109,7 +111,7 @@ def test_model_checks_name_what_to_set_without_probing(tmp_path: Path) -> None:
         },
         cwd=tmp_path,
     )
-    (checked,) = FleetRuntime.check_models(configured, ("root",), probe=False)
+    (checked,) = diagnostics.check_models(configured, ("root",), probe=False)
     assert checked.ok and checked.model and checked.api_base == "http://127.0.0.1:9/v1"
-    (probed,) = FleetRuntime.check_models(configured, ("root",))
+    (probed,) = diagnostics.check_models(configured, ("root",))
     assert not probed.ok and probed.problem.startswith("unreachable")

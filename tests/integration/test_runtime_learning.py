@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
+from fleet_core.api import FleetRuntime
 from fleet_core.config import EffectiveConfig, load_config
 from fleet_core.engine.context import SHARED_NOTES_HEADER
 from fleet_core.engine.testing import SwitchableLms, action, scripted_lm, submit
 from fleet_core.events import TurnEvent
 from fleet_core.models import TurnRequest
-from fleet_core.runtime import FleetRuntime
 from tests.integration.test_runtime_memories import _memories_section
 
 SKILL_MD = "---\nname: csv-cleanup\ndescription: Clean CSV exports before analysis\n---\n\nStrip."
@@ -38,7 +38,7 @@ async def turn(
 
 async def root_span(runtime: FleetRuntime, events: list[TurnEvent]) -> Any:
     """The root span of the Turn's trace (queued in its commit; export is deferred here)."""
-    trace = await runtime.pending_trace(events[-1].payload["traceId"])
+    trace = await runtime.traces.pending(events[-1].payload["traceId"])
     assert trace is not None
     [root] = [s for s in trace.spans if s.parent_id is None]
     return root

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from fleet_core.api import FleetRuntime
 from fleet_core.config import load_config
 from fleet_core.errors import SessionLimit
-from fleet_core.runtime import FleetRuntime
 
 
 async def _opened(environ: dict[str, str], tmp_path: Path, **extra: str) -> FleetRuntime:

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from fleet_core.api import FleetRuntime
 from fleet_core.config import EffectiveConfig, load_config
 from fleet_core.engine.lm import StaticLmProvider
 from fleet_core.engine.testing import scripted_lm, submit, submit_model
 from fleet_core.errors import InvalidInput
 from fleet_core.models import TurnRequest
-from fleet_core.runtime import FleetRuntime
 
 KEY = "sk-test-0123456789abcdef0123456789abcdef"
 
@@ -126,7 +126,7 @@ async def test_the_next_turn_calls_the_selected_model_and_its_trace_names_it(
         assert result.answer == "openai/gpt-x-large"  # the scripted model saw the selection
         assert root.engine_script.models == ["openai/gpt-x-large"]
         assert result.trace_id is not None
-        record = await second.pending_trace(result.trace_id)
+        record = await second.traces.pending(result.trace_id)
         assert record is not None
         called = {s.attributes.get("model") for s in record.spans if s.name == "lm.call"}
         assert called == {"openai/gpt-x-large"}

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from fleet_core.api import FleetRuntime
 from fleet_core.config import EffectiveConfig, LocalModelSettings, load_config
 from fleet_core.engine.lm import ConfiguredLmProvider
 from fleet_core.errors import ModelUnavailable
 from fleet_core.localmodel.supervisor import LocalModel
 from fleet_core.models import TurnRequest
-from fleet_core.runtime import FleetRuntime
 from tests.localmodel.conftest import wait_gone
 
 ENDPOINT = {

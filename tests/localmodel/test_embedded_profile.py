@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from fleet_core.api import FleetRuntime
+from fleet_core.api.optimization import CacheFreeModels
 from fleet_core.config import load_config
 from fleet_core.engine.lm import Role, SelectedLmProvider, StaticLmProvider, select_models
 from fleet_core.localmodel.supervisor import LocalModel
 from fleet_core.models import TurnRequest, TurnResult
-from fleet_core.runtime import FleetRuntime, _CacheFreeModels
 
 SALES = "region,revenue\nnorth,100\nsouth,250\nnorth,50.5\n"
 TASK = "Calculate revenue by region and save artifacts/revenue_by_region.csv."
@@ -111,5 +112,5 @@ def test_wrapping_providers_keep_the_embedded_answer() -> None:
     selected = select_models(Embedded(object()), {"sub": "another-model"})
     assert isinstance(selected, SelectedLmProvider)
     assert selected.uses_embedded("root") and not selected.uses_embedded("sub")
-    cache_free = _CacheFreeModels(Embedded(object()))
+    cache_free = CacheFreeModels(Embedded(object()))
     assert cache_free.uses_embedded("root") and not cache_free.uses_embedded("sub")

@@ -8,11 +8,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from fleet_core.api import FleetRuntime
 from fleet_core.engine.testing import SwitchableLms, action, route, scripted_lm, submit
 from fleet_core.models import TurnRequest
 from fleet_core.observability.replay import decode_replay
 from fleet_core.observability.tracing import MlflowTracer, load_trace
-from fleet_core.runtime import FleetRuntime
 
 SALES = b"region,revenue\nnorth,100\nsouth,250\nnorth,50\n"
 
@@ -23,7 +23,7 @@ def test_opening_a_runtime_imports_no_mlflow(tmp_path: Path) -> None:
     code = (
         "import sys, anyio\n"
         "from fleet_core.config import load_config\n"
-        "from fleet_core.runtime import FleetRuntime\n"
+        "from fleet_core.api import FleetRuntime\n"
         f"config = load_config(environ={{'FLEET_STATE_DIR': {str(tmp_path)!r}}})\n"
         "async def main():\n"
         "    runtime = await FleetRuntime.open(config)\n"
@@ -74,7 +74,7 @@ async def test_turn_trace_has_root_attributes_children_and_a_failed_cell(
     assert stored is not None and stored.turn_id == result.turn_id
     assert (await runtime.history(sid))[0].trace_id == result.trace_id
 
-    await runtime.flush_traces()  # queued in the commit; exported here or in the background
+    await runtime.traces.flush()  # queued in the commit; exported here or in the background
     view = await asyncio.to_thread(load_trace, runtime.config, result.trace_id)
     assert (view.turn_id, view.session_id) == (result.turn_id, sid)
     assert (view.mode, view.route, view.outcome) == ("hybrid", "rlm", "completed")
@@ -125,7 +125,7 @@ async def test_failed_and_cancelled_turns_have_traces(
     failed = await runtime.run_turn(TurnRequest(session_id=sid, task="sum revenue"))
     assert failed.status == "failed" and failed.trace_id
     assert failed.error and failed.error.kind == "DatasetChanged"
-    await runtime.flush_traces()  # queued in the commit; exported here or in the background
+    await runtime.traces.flush()  # queued in the commit; exported here or in the background
     view = await asyncio.to_thread(runtime.tracer.load_trace, failed.trace_id)
     assert view.outcome == "failed" and view.error["kind"] == "DatasetChanged"
     (phase,) = view.phases[:1]
@@ -151,7 +151,7 @@ async def test_failed_and_cancelled_turns_have_traces(
     assert cancelled.status == "cancelled" and cancelled.trace_id
     assert events[-1].kind == "turn_cancelled"
     assert events[-1].payload["traceId"] == cancelled.trace_id
-    await runtime.flush_traces()  # queued in the commit; exported here or in the background
+    await runtime.traces.flush()  # queued in the commit; exported here or in the background
     view = await asyncio.to_thread(runtime.tracer.load_trace, cancelled.trace_id)
     assert view.outcome == "cancelled"
     assert view.root is not None
@@ -178,7 +178,7 @@ async def test_record_replay_is_stored_in_the_commit_and_on_the_trace(
     assert snapshot.file("files/sales.csv") == SALES
     assert any(p.startswith("skills/") for p in snapshot.files)  # synced Skills are inputs
     assert snapshot.configuration_digest == (await runtime.effective_config(sid)).digest()
-    await runtime.flush_traces()  # queued in the commit; exported here or in the background
+    await runtime.traces.flush()  # queued in the commit; exported here or in the background
     view = await asyncio.to_thread(runtime.tracer.load_trace, result.trace_id)
     assert view.replay_sha256 == digest
     assert [p.name for p in view.phases] == ["prepare_inputs", "capture_replay", "commit"]

@@ -15,6 +15,7 @@ from typing import Any
 import anyio
 import pytest
 
+from fleet_core.api import FleetRuntime
 from fleet_core.config import EffectiveConfig
 from fleet_core.engine.testing import SwitchableLms, route, scripted_lm, submit
 from fleet_core.models import TurnRequest
@@ -28,7 +29,6 @@ from fleet_core.observability.records import (
 )
 from fleet_core.observability.testing import scripted_turn_events, scripted_turn_result
 from fleet_core.observability.tracing import MlflowTracer, create_tracer
-from fleet_core.runtime import FleetRuntime
 from tests.observability.conftest import make_config
 
 REPO = Path(__file__).resolve().parents[2]
@@ -41,7 +41,7 @@ async def deferred_runtime(
     """A deferred-export runtime on the session's shared store, its queue drained first: an
     earlier test's runtime may close with a trace still queued (its exporter's grace ran out)."""
     runtime = await FleetRuntime.open(obs_config, lm_provider=lms, trace_export="deferred")
-    await runtime.flush_traces()
+    await runtime.traces.flush()
     assert await anyio.to_thread.run_sync(runtime.store.count_pending_traces) == 0
     yield runtime
     await runtime.close()
@@ -64,15 +64,15 @@ async def test_a_turn_queues_its_trace_in_its_commit_and_one_export_writes_it_on
 ) -> None:
     runtime = deferred_runtime
     trace_id = await _turn(runtime, lms)
-    record = await runtime.pending_trace(trace_id)
+    record = await runtime.traces.pending(trace_id)
     assert record is not None and record.trace_id == trace_id
     tracer = runtime.tracer
     assert isinstance(tracer, MlflowTracer)
     with pytest.raises(TraceNotFound):  # nothing reached MLflow on the Turn's path
         tracer.backend.load_trace(trace_id)
-    stats = await runtime.flush_traces()
+    stats = await runtime.traces.flush()
     assert (stats.exported, stats.failed) == (1, 0)
-    assert await runtime.pending_trace(trace_id) is None
+    assert await runtime.traces.pending(trace_id) is None
     first = tracer.backend._get_trace(trace_id)
     tracer.export(record)  # a crash between the write and the dequeue repeats the write
     again = tracer.backend._get_trace(trace_id)
@@ -126,7 +126,7 @@ async def test_a_queued_trace_reads_from_the_queue_while_the_destination_refuses
         runtime.store,
         FlakyTracer(runtime.tracer, failures=10),  # type: ignore[arg-type]
     )
-    view = await runtime.load_trace(trace_id)
+    view = await runtime.traces.load(trace_id)
     assert view.pending and view.answer == "from the queue"
 
 
@@ -134,7 +134,7 @@ async def test_the_export_queue_is_bounded_and_drops_the_oldest(
     deferred_runtime: FleetRuntime, lms: SwitchableLms
 ) -> None:
     runtime = deferred_runtime
-    await runtime.flush_traces()  # the store is shared by this module's tests
+    await runtime.traces.flush()  # the store is shared by this module's tests
     ids = [await _turn(runtime, lms, f"'{n}'") for n in range(3)]
     exporter = TraceExporter(runtime.store, runtime.tracer, max_pending=1)
     stats = exporter.export_pending()

@@ -3,10 +3,10 @@ whose cell spans carry the ungrounded figures and whose agent span counts the ve
 
 from __future__ import annotations
 
+from fleet_core.api import FleetRuntime
 from fleet_core.engine.testing import SwitchableLms, action, scripted_lm, submit
 from fleet_core.models import TurnRequest
 from fleet_core.observability.tracing import MlflowTracer
-from fleet_core.runtime import FleetRuntime
 
 TYPED = "'The total is 499500'"
 
@@ -23,7 +23,7 @@ async def test_trace_flags_ungrounded_submits(
     assert result.status == "completed" and result.usage.submit_rejections == 2
     assert result.trace_id
 
-    await runtime.flush_traces()
+    await runtime.traces.flush()
     tracer = runtime.tracer
     assert isinstance(tracer, MlflowTracer)
     spans = tracer.backend._get_trace(result.trace_id).data.spans

@@ -158,9 +158,9 @@ async def test_canary_appears_nowhere_end_to_end(
     trace, every event, log records, the replay and the store rows never contain it."""
     from sqlalchemy import select
 
+    from fleet_core.api import FleetRuntime
     from fleet_core.engine.testing import action, scripted_lm, submit
     from fleet_core.models import TurnRequest
-    from fleet_core.runtime import FleetRuntime
     from fleet_core.store import schema
 
     class Lms:
@@ -224,7 +224,7 @@ async def test_canary_appears_nowhere_end_to_end(
         # the stored traces, as MLflow returns them and as bytes of the whole local store
         for result in (done, failed, replayed):
             assert result.trace_id
-            await runtime.flush_traces()
+            await runtime.traces.flush()
             view = await runtime._run(runtime.tracer.load_trace, result.trace_id)
             assert view.turn_id == result.turn_id
             raw = runtime.tracer.backend._get_trace(result.trace_id)  # type: ignore[attr-defined]

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from fleet_core.api import FleetRuntime
 from fleet_core.config import EffectiveConfig
 from fleet_core.observability.errors import ReplayCorrupt, ReplayRefused, ReplayTooLarge
 from fleet_core.observability.redaction import Redactor
@@ -16,7 +17,6 @@ from fleet_core.observability.replay import (
     decode_replay,
     encode_replay,
 )
-from fleet_core.runtime import FleetRuntime
 from fleet_core.store import TurnOutcome
 
 from .conftest import CANARY, make_config

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from fleet_core.api import FleetRuntime
 from fleet_core.config import load_config
 from fleet_core.engine.lm import StaticLmProvider
 from fleet_core.optimization.testing import MARK, add_examples, scripted_models
-from fleet_core.runtime import FleetRuntime
 
 __all__ = ["MARK", "Models", "add_examples", "build_optimization_state", "make_models"]
 

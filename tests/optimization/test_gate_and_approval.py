@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from fleet_core.api import FleetRuntime
 from fleet_core.config import load_config
 from fleet_core.errors import InvalidInput
 from fleet_core.models import TurnRequest
@@ -17,7 +18,6 @@ from fleet_core.optimization import candidates as cands
 from fleet_core.optimization.gate import evaluate_gate
 from fleet_core.optimization.program import DEFAULT_PROGRAM_DIGEST, ProgramState, active_path
 from fleet_core.optimization.validation import Observation
-from fleet_core.runtime import FleetRuntime
 
 from .conftest import Models, add_examples
 
@@ -117,10 +117,10 @@ async def test_refusal_below_eight_examples_or_three_groups(opt_runtime: FleetRu
     await add_examples(opt_runtime, {"c": 2}, status="benchmark")  # excluded
     await opt_runtime.new_session("research-1")
     with pytest.raises(InvalidInput, match="found 7 example\\(s\\) in 2 group\\(s\\)"):
-        await opt_runtime.optimize("research-1", max_metric_calls=4)
+        await opt_runtime.optimization.run("research-1", max_metric_calls=4)
     await add_examples(opt_runtime, {"a": 1})  # 8 examples, still 2 groups
     with pytest.raises(InvalidInput, match="found 8 example\\(s\\) in 2 group\\(s\\)"):
-        await opt_runtime.optimize("research-1", max_metric_calls=4)
+        await opt_runtime.optimization.run("research-1", max_metric_calls=4)
 
 
 async def _candidate(runtime: FleetRuntime, session_id: str) -> tuple[str, Path]:
@@ -156,12 +156,12 @@ async def test_approval_refuses_changed_bytes_incumbent_and_identities(
     version, path = await _candidate(runtime, "s1")
     (path / "program.json").write_bytes((path / "program.json").read_bytes() + b" ")
     with pytest.raises(InvalidInput, match="bytes do not match"):
-        await runtime.approve_candidate("s1", version)
+        await runtime.optimization.approve("s1", version)
 
     version, path = await _candidate(runtime, "s1")
     active_path(state_dir, "s1").write_bytes(ProgramState(components={"direct": "x"}).canonical())
     with pytest.raises(InvalidInput, match=r"active program changed.*reevaluate"):
-        await runtime.approve_candidate("s1", version)
+        await runtime.optimization.approve("s1", version)
     active_path(state_dir, "s1").unlink()
 
     recorded_dependencies = {**cands.dependency_versions(), "dspy": "0.0.1"}
@@ -175,12 +175,12 @@ async def test_approval_refuses_changed_bytes_incumbent_and_identities(
         manifest["identity"][field] = value
         (path / "manifest.json").write_text(json.dumps(manifest))
         with pytest.raises(InvalidInput, match=rf"{message}.*reevaluate"):
-            await runtime.approve_candidate("s1", version)
-    assert (await runtime.optimization_status("s1")).active_digest == DEFAULT_PROGRAM_DIGEST
+            await runtime.optimization.approve("s1", version)
+    assert (await runtime.optimization.status("s1")).active_digest == DEFAULT_PROGRAM_DIGEST
 
     version, _ = await _candidate(runtime, "s1")
-    approved = await runtime.approve_candidate("s1", version)
-    assert (await runtime.optimization_status("s1")).active_digest == approved.candidate_digest
+    approved = await runtime.optimization.approve("s1", version)
+    assert (await runtime.optimization.status("s1")).active_digest == approved.candidate_digest
 
 
 async def test_every_turns_trace_names_the_program_that_served_it(
@@ -200,7 +200,7 @@ async def test_every_turns_trace_names_the_program_that_served_it(
         async def traced_digest() -> object:
             result = await runtime.run_turn(TurnRequest(session_id="served", task="six times 7?"))
             assert result.status == "completed" and result.trace_id, result.error
-            record = await runtime.pending_trace(result.trace_id)
+            record = await runtime.traces.pending(result.trace_id)
             assert record is not None
             [root] = [s for s in record.spans if s.parent_id is None]
             assert root.attributes["fleet.compiled_program_digest"] == (
@@ -210,7 +210,7 @@ async def test_every_turns_trace_names_the_program_that_served_it(
 
         assert await traced_digest() == DEFAULT_PROGRAM_DIGEST
         version, _ = await _candidate(runtime, "served")
-        approved = await runtime.approve_candidate("served", version)
+        approved = await runtime.optimization.approve("served", version)
         assert approved.candidate_digest != DEFAULT_PROGRAM_DIGEST
         assert await traced_digest() == approved.candidate_digest
     finally:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
+from fleet_core.api import FleetRuntime
 from fleet_core.models import TurnRequest
 from fleet_core.optimization.program import DEFAULT_PROGRAM_DIGEST
-from fleet_core.runtime import FleetRuntime
 
 from .conftest import MARK, add_examples
 
@@ -20,7 +20,9 @@ async def test_search_validation_gate_approval_and_serving(opt_runtime: FleetRun
     assert before.answer == "unknown"
     progress = []
 
-    run = await runtime.optimize("research-1", max_metric_calls=12, on_progress=progress.append)
+    run = await runtime.optimization.run(
+        "research-1", max_metric_calls=12, on_progress=progress.append
+    )
 
     # search proposed a changed instruction; three validation passes; the gate passed
     assert "rlm.generate_action" in run.changed_components
@@ -35,20 +37,20 @@ async def test_search_validation_gate_approval_and_serving(opt_runtime: FleetRun
     assert phases[-1] == "done"
     last_validation = [p for p in progress if p.phase == "validation"][-1]
     assert (last_validation.done, last_validation.total) == (36, 36)
-    report = await runtime.optimization_report("research-1", run.version)
+    report = await runtime.optimization.report("research-1", run.version)
     assert "| dev |" in report and "rlm.generate_action" in report
 
     # saved inactive: the next Turn still serves the default
-    status = await runtime.optimization_status("research-1")
+    status = await runtime.optimization.status("research-1")
     assert status.active_digest == DEFAULT_PROGRAM_DIGEST and status.active_version is None
     assert [c.version for c in status.candidates] == [run.version]
 
-    approved = await runtime.approve_candidate("research-1", run.version)
+    approved = await runtime.optimization.approve("research-1", run.version)
     assert approved.candidate_digest == run.candidate_digest
     after = await runtime.run_turn(TurnRequest(session_id="research-1", task="six times seven?"))
     assert after.answer == "42"
     assert after.compiled_program_digest == run.candidate_digest != DEFAULT_PROGRAM_DIGEST
-    status = await runtime.optimization_status("research-1")
+    status = await runtime.optimization.status("research-1")
     assert status.active_version == run.version
     active = (run.report_path.parents[2] / "active.json").read_text()
     assert MARK in active

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from fleet_core.api import FleetRuntime
 from fleet_core.config import load_config
-from fleet_core.runtime import FleetRuntime
 
 from .conftest import add_examples
 
@@ -25,7 +25,7 @@ async def test_a_rollout_that_fails_to_start_is_an_error_observation(
     }
     await opt_runtime.reconfigure(load_config(environ=env, cwd=tmp_path))
 
-    run = await opt_runtime.optimize("research-1", max_metric_calls=6)
+    run = await opt_runtime.optimization.run("research-1", max_metric_calls=6)
 
     gate = {name: (ok, detail) for name, ok, detail in run.gate}
     assert not run.gate_passed
@@ -36,5 +36,5 @@ async def test_a_rollout_that_fails_to_start_is_an_error_observation(
     assert (
         "FileTooLarge: 'files/input.txt' would be 7 bytes" in manifest["evaluation"][0]["feedback"]
     )
-    report = await opt_runtime.optimization_report("research-1", run.version)
+    report = await opt_runtime.optimization.report("research-1", run.version)
     assert "FAIL `holdout_errors`" in report

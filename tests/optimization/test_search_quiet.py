@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from fleet_core.runtime import FleetRuntime
+from fleet_core.api import FleetRuntime
 
 from .conftest import add_examples
 
@@ -18,7 +18,7 @@ async def test_search_writes_no_progress_bars(
     await opt_runtime.new_session("research-1", mode="rlm")
     capfd.readouterr()
 
-    run = await opt_runtime.optimize("research-1", max_metric_calls=12)
+    run = await opt_runtime.optimization.run("research-1", max_metric_calls=12)
 
     out, err = capfd.readouterr()
     assert run.rollouts > 12  # the search and the validation passes really ran

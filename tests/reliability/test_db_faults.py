@@ -24,6 +24,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from fleet_core.api import FleetRuntime
 from fleet_core.config import load_config
 from fleet_core.engine.testing import SwitchableLms, action, scripted_lm, submit
 from fleet_core.errors import (
@@ -34,7 +35,6 @@ from fleet_core.errors import (
     StoreError,
 )
 from fleet_core.models import TurnRequest
-from fleet_core.runtime import FleetRuntime
 from fleet_core.store.ownership import advisory_key
 
 pytestmark = pytest.mark.postgres

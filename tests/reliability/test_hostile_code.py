@@ -21,10 +21,10 @@ from typing import Any
 
 import pytest
 
+from fleet_core.api import FleetRuntime
 from fleet_core.config import load_config
 from fleet_core.engine.testing import SwitchableLms, action, scripted_lm, submit
 from fleet_core.models import TurnRequest
-from fleet_core.runtime import FleetRuntime
 from fleet_core.sandbox import SandboxLimits, SandboxSpec, WorkspaceQuotaError, hygiene
 from fleet_core.sandbox.errors import SandboxCrashedError
 from fleet_core.sandbox.isolation import find_bwrap

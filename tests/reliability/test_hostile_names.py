@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from fleet_core import names
+from fleet_core.api import FleetRuntime
 from fleet_core.config import EffectiveConfig
 from fleet_core.engine.testing import SwitchableLms, action, scripted_lm, submit
 from fleet_core.events import TurnEvent
 from fleet_core.models import TurnRequest
-from fleet_core.runtime import FleetRuntime
 from fleet_core.sandbox.isolation import find_bwrap
 from fleet_core.workspace import MAX_PATH_CHARS
 

@@ -208,9 +208,9 @@ async def test_a_turn_leaves_nothing_in_dspys_call_history(tmp_path: Path) -> No
     kept for nothing: Fleet never reads it. A Turn must record none."""
     from dspy.clients.base_lm import GLOBAL_HISTORY
 
+    from fleet_core.api import FleetRuntime
     from fleet_core.config import load_config
     from fleet_core.models import TurnRequest
-    from fleet_core.runtime import FleetRuntime
     from fleet_lsp.testing import scripted_provider
 
     script = tmp_path / "script.json"

@@ -19,12 +19,12 @@ from typing import Any
 
 import pytest
 
+from fleet_core.api import FleetRuntime
 from fleet_core.config import load_config
 from fleet_core.engine.testing import SwitchableLms, action, scripted_lm, submit
 from fleet_core.errors import FleetError
 from fleet_core.events import TurnEvent
 from fleet_core.models import TurnRequest
-from fleet_core.runtime import FleetRuntime
 
 ENV_CANARY = "canary-ENV-4c7be01f93"  # an unrelated secret in the server's environment
 DOTENV_CANARY = "canary-DOTENV-a81d3e6c55"  # a secret read from .env

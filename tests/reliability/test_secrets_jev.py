@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from fleet_core.api import FleetRuntime
 from fleet_core.config import load_config
 from fleet_core.engine.testing import SwitchableLms, action, fields, scripted_lm, submit
 from fleet_core.events import TurnEvent
 from fleet_core.models import TurnRequest
-from fleet_core.runtime import FleetRuntime
 from tests.fake_jev import KEY, fake_jev
 from tests.reliability.test_secrets import _decoded, _file_hits, _store_hits
 
@@ -76,7 +76,7 @@ async def test_the_jev_key_reaches_no_event_result_store_file_or_log(
             assert any(o.rstrip().endswith("False") for o in outputs), outputs  # no FLEET_JEV_*
             assert [e.kind for e in events if jev_hits(e.model_dump_json())] == []
             # the queued trace records the decisions on its root span (and no key)
-            trace = await runtime.pending_trace(events[-1].payload["traceId"])
+            trace = await runtime.traces.pending(events[-1].payload["traceId"])
             assert trace is not None
             [root] = [span for span in trace.spans if span.parent_id is None]
             batches = root.attributes["fleet.jev_decisions"]

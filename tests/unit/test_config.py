@@ -189,12 +189,12 @@ def test_one_timeout_rule_in_the_protocol_and_the_configuration(
 async def test_one_timeout_rule_for_a_turn_request(tmp_path: Path) -> None:
     """The Turn service applies the same rule to ``TurnRequest.timeout_seconds``: every value the
     protocol accepts runs, every value it rejects is refused with the same rule."""
+    from fleet_core.api import FleetRuntime
     from fleet_core.config import TURN_TIMEOUT_RULE
     from fleet_core.engine.lm import StaticLmProvider
     from fleet_core.engine.testing import fields, scripted_lm
     from fleet_core.errors import InvalidInput
     from fleet_core.models import TurnRequest
-    from fleet_core.runtime import FleetRuntime
 
     reply = fields(reasoning="ok", route="direct", answer="done")
     lms = StaticLmProvider(scripted_lm(rules={"": reply}))

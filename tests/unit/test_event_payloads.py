@@ -614,7 +614,7 @@ def test_the_protocol_documents_each_kind_and_field(kind: str) -> None:
 
 CONSUMERS = [
     "fleet_lsp/progress.py",
-    "fleet_lsp/live.py",
+    "fleet_lsp/cli/live.py",
     "fleet_lsp/documents.py",
     "core/fleet_core/observability/traceview.py",
     "core/fleet_core/observability/spans.py",

@@ -64,7 +64,7 @@ def _loaded(imports: str, libraries: set[str]) -> str:
 
 def test_the_server_module_loads_no_heavy_library() -> None:
     heavy = {"dspy", "mlflow", "litellm", "daytona", "pandas", "numpy"}
-    assert _loaded("fleet_lsp.server, fleet_core.runtime", heavy) == ""
+    assert _loaded("fleet_lsp.server, fleet_core.api", heavy) == ""
     # initialize is answered before the runtime (pydantic models, SQLAlchemy) is even imported
     assert _loaded("fleet_lsp.server", heavy | {"pydantic", "sqlalchemy"}) == ""
 
@@ -79,7 +79,7 @@ ALL = frozenset({"*"})
 # fleet_core module -> the names a face may import from it at run time (ALL: any name)
 FACE_IMPORTS: dict[str, frozenset[str]] = {
     "fleet_core": frozenset({"__version__"}),
-    "fleet_core.runtime": ALL,
+    "fleet_core.api": ALL,  # the one API boundary (fleet_core/api/)
     "fleet_core.models": ALL,
     "fleet_core.errors": ALL,
     "fleet_core.events": ALL,
@@ -237,7 +237,7 @@ def test_the_facade_rule_allows_the_facade_records_and_type_only_imports() -> No
     clean = """
 from typing import TYPE_CHECKING
 from fleet_core.errors import FleetError
-from fleet_core import runtime as facade
+from fleet_core import api as facade
 from fleet_core.observability.errors import TraceNotFound
 if TYPE_CHECKING:
     from fleet_core.store import Store
@@ -266,9 +266,9 @@ def core_modules(root: Path = CORE) -> dict[str, Path]:
     return found
 
 
-def import_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
-    """module -> the fleet_core modules it imports (``from pkg import submodule`` names the
-    submodule, not the package)."""
+def import_graph(modules: dict[str, Path], top: str = "fleet_core") -> dict[str, set[str]]:
+    """module -> the modules of the ``top`` package it imports (``from pkg import submodule``
+    names the submodule, not the package)."""
 
     def resolve(name: str) -> str | None:
         while name and name not in modules:
@@ -290,7 +290,7 @@ def import_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
                 for alias in node.names:
                     full = f"{base}.{alias.name}"
                     targets.add(full if full in modules else resolve(base))
-        graph[name] = {t for t in targets if t and t != name and t.startswith("fleet_core")}
+        graph[name] = {t for t in targets if t and t != name and t.startswith(top)}
     return graph
 
 
@@ -518,4 +518,110 @@ def test_the_layer_checks_find_planted_violations(tmp_path: Path) -> None:
     ]
     assert leaf_problems(graph) == [
         "fleet_core.models imports fleet_core.low (fleet_core.models -> fleet_core.low.a)"
+    ]
+
+
+# --- the CLI: one package, command modules over shared support --------------------------------
+
+CLI = "fleet_lsp.cli"
+CLI_APP = "fleet_lsp.cli.app"  # the typer app: the one module that registers the commands
+CLI_COMMANDS = "fleet_lsp.cli.commands"  # one module per command group
+
+
+def _under(name: str, package: str) -> bool:
+    return name == package or name.startswith(f"{package}.")
+
+
+def _declares_commands(path: Path) -> bool:
+    """A function decorated ``@<typer app>.command(...)``: a command's declaration."""
+    return any(
+        isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        and any(
+            isinstance(d, ast.Call)
+            and isinstance(d.func, ast.Attribute)
+            and d.func.attr == "command"
+            for d in node.decorator_list
+        )
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+    )
+
+
+def cli_problems(modules: dict[str, Path]) -> list[str]:
+    """What breaks the CLI's layering among the ``fleet_lsp`` modules (empty: nothing).
+
+    The CLI is one package, ``fleet_lsp/cli/``, in layers: the entry point ``fleet_lsp.cli``
+    (``main``, no typer, no rich) -> ``fleet_lsp.cli.app`` (the typer app, which registers every
+    command) -> the command modules ``fleet_lsp.cli.commands.*`` (one per command group) -> the
+    modules they share (``fleet_lsp.cli.support``: opening a runtime, ``fail``, the exit codes,
+    output helpers; the commands' implementations; ``terminal``, ``live``, ...). Checked on the
+    source, every import counting (module level, lazy and type-only):
+
+    1. typer is imported only under ``fleet_lsp/cli/``, and ``@<typer app>.command`` decorates
+       functions in command modules only (a top-level command is a plain function of its command
+       module, registered by the app): the CLI is that package, nothing else;
+    2. no module imports a command module (or the ``commands`` package) except
+       ``fleet_lsp.cli.app``: command modules never import each other, and support never
+       imports back from them;
+    3. no import circle runs through a CLI module (a module under ``fleet_lsp/cli/`` or one that
+       imports typer), whatever other ``fleet_lsp`` modules it passes through.
+    """
+    graph = import_graph(modules, top="fleet_lsp")
+    typer_users = {name for name, path in modules.items() if "typer" in imported_roots(path)}
+    cli = {name for name in modules if _under(name, CLI)} | typer_users
+    problems = [
+        f"{name} imports typer outside fleet_lsp/cli/"
+        for name in sorted(typer_users)
+        if not _under(name, CLI)
+    ]
+    problems += [
+        f"{name} declares a command outside {CLI_COMMANDS}"
+        for name, path in sorted(modules.items())
+        if not _under(name, CLI_COMMANDS) and _declares_commands(path)
+    ]
+    problems += [
+        f"{name} imports the command module {target} (only {CLI_APP} may)"
+        for name, targets in sorted(graph.items())
+        if name != CLI_APP
+        for target in sorted(targets)
+        if _under(target, CLI_COMMANDS)
+    ]
+    problems += [
+        f"import circle through the CLI: {' <-> '.join(cycle)}"
+        for cycle in sorted(import_cycles(graph))
+        if set(cycle) & cli
+    ]
+    return problems
+
+
+def test_the_cli_is_one_package_without_circles() -> None:
+    assert cli_problems(core_modules(FACES)) == []
+
+
+def test_the_cli_rule_finds_planted_violations(tmp_path: Path) -> None:
+    package = tmp_path / "fleet_lsp"
+    (package / "cli" / "commands").mkdir(parents=True)
+    files = {
+        "__init__.py": "",
+        "server.py": "",
+        "tool.py": "import typer\napp = typer.Typer()\n\n@app.command()\ndef run() -> None: ...\n",
+        "cli/__init__.py": "def main():\n    from fleet_lsp.cli.app import app\n",
+        "cli/app.py": "from fleet_lsp.cli.commands import a, b\n",
+        "cli/support.py": "def run():\n    from fleet_lsp.cli.commands.a import helper\n",
+        "cli/commands/__init__.py": "",
+        "cli/commands/a.py": "import typer\nfrom fleet_lsp.cli import support\n",
+        "cli/commands/b.py": "from fleet_lsp.cli.commands import a\n",
+        "cli/impl.py": "from fleet_lsp import server\n",
+    }
+    for name, text in files.items():
+        (package / name).write_text(text)
+    (package / "server.py").write_text("from fleet_lsp.cli import impl\n")  # a circle via server
+    assert cli_problems(core_modules(package)) == [
+        "fleet_lsp.tool imports typer outside fleet_lsp/cli/",
+        "fleet_lsp.tool declares a command outside fleet_lsp.cli.commands",
+        "fleet_lsp.cli.commands.b imports the command module fleet_lsp.cli.commands.a "
+        "(only fleet_lsp.cli.app may)",
+        "fleet_lsp.cli.support imports the command module fleet_lsp.cli.commands.a "
+        "(only fleet_lsp.cli.app may)",
+        "import circle through the CLI: fleet_lsp.cli.commands.a <-> fleet_lsp.cli.support",
+        "import circle through the CLI: fleet_lsp.cli.impl <-> fleet_lsp.server",
     ]

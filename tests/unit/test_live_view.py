@@ -7,7 +7,7 @@ import io
 
 from rich.console import Console
 
-from fleet_lsp.live import LiveTurnView
+from fleet_lsp.cli.live import LiveTurnView
 from tests.unit.event_support import event
 
 

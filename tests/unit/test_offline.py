@@ -92,7 +92,7 @@ import mlflow
 
 from fleet_core.config import load_config
 from fleet_core.models import TurnRequest
-from fleet_core.runtime import FleetRuntime
+from fleet_core.api import FleetRuntime
 
 
 async def main():
@@ -105,7 +105,7 @@ async def main():
         )
         # Export the queued trace to the local MLflow store and read it back, as `fleet-lsp
         # trace show` would: the store is opened and written in this guarded process too.
-        await runtime.flush_traces()
+        await runtime.traces.flush()
         view = await asyncio.to_thread(runtime.tracer.load_trace, result.trace_id)
     finally:
         await runtime.close()

@@ -8,7 +8,7 @@
 - ``--status``: the Session's candidates, their gate verdicts and the active version.
 
 ``--json`` prints one JSON object on stdout (the protocol's result shapes). Errors are one line
-on stderr; exit codes as in :mod:`fleet_lsp.commands` (2: something to fix first, e.g. too few
+on stderr; exit codes as in :mod:`fleet_lsp.cli.support` (2: something to fix first, e.g. too few
 examples or stale evidence; 1: a failure; 130: interrupted).
 """
 
@@ -24,7 +24,7 @@ from rich.markup import escape
 from fleet_lsp.protocol import CandidateWire, candidate_wire, gate_wire
 
 if TYPE_CHECKING:
-    from fleet_core.runtime import CandidateInfo, FleetRuntime, OptimizationProgress
+    from fleet_core.api import CandidateInfo, FleetRuntime, OptimizationProgress
 
 PHASES = {"dataset": "dataset", "search": "search", "validation": "validation passes"}
 COST_NOTE = (
@@ -104,7 +104,7 @@ def run_command(
 ) -> int:
     from rich.console import Console
 
-    from fleet_lsp.commands import _run
+    from fleet_lsp.cli.support import with_runtime
 
     err = Console(stderr=True)
     if not as_json:
@@ -115,7 +115,7 @@ def run_command(
 
     async def go(runtime: FleetRuntime) -> dict[str, Any]:
         with PhaseBars(err) as bars:
-            run = await runtime.optimize(
+            run = await runtime.optimization.run(
                 session,
                 budget=budget if max_metric_calls is None else None,
                 max_metric_calls=max_metric_calls,
@@ -138,7 +138,7 @@ def run_command(
         }
 
     try:
-        result = _run(go)
+        result = with_runtime(go)
     except KeyboardInterrupt:
         err.print("cancelled: no candidate was saved and the active program is unchanged")
         return 130
@@ -191,12 +191,12 @@ def _print_run(result: dict[str, Any]) -> None:
 def approve_command(session: str, version: str, *, as_json: bool) -> int:
     from rich.console import Console
 
-    from fleet_lsp.commands import _run
+    from fleet_lsp.cli.support import with_runtime
 
     async def go(runtime: FleetRuntime) -> CandidateWire:
-        return _candidate(session, await runtime.approve_candidate(session, version))
+        return _candidate(session, await runtime.optimization.approve(session, version))
 
-    result = _run(go)
+    result = with_runtime(go)
     if as_json:
         typer.echo(json.dumps(result, indent=2))
         return 0
@@ -212,10 +212,10 @@ def status_command(session: str, *, as_json: bool) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from fleet_lsp.commands import _run
+    from fleet_lsp.cli.support import with_runtime
 
     async def go(runtime: FleetRuntime) -> dict[str, Any]:
-        found = await runtime.optimization_status(session)
+        found = await runtime.optimization.status(session)
         return {
             "sessionId": found.session_id,
             "activeDigest": found.active_digest,
@@ -223,7 +223,7 @@ def status_command(session: str, *, as_json: bool) -> int:
             "candidates": [_candidate(session, c) for c in found.candidates],
         }
 
-    result = _run(go)
+    result = with_runtime(go)
     if as_json:
         typer.echo(json.dumps(result, indent=2))
         return 0

@@ -8,7 +8,7 @@
   suite, one MLflow run in the evaluation experiment; a rich progress bar while it runs and a
   summary table at the end.
 
-Errors are one line on stderr; exit codes as in :mod:`fleet_lsp.commands` (2: something to fix
+Errors are one line on stderr; exit codes as in :mod:`fleet_lsp.cli.support` (2: something to fix
 first, e.g. no model configured; 1: a failure).
 """
 
@@ -23,11 +23,11 @@ import typer
 from rich.markup import escape
 
 if TYPE_CHECKING:
+    from fleet_core.api import FleetRuntime, TracingStatus
     from fleet_core.config import EffectiveConfig
     from fleet_core.evaluation.datasets import EvalCase
     from fleet_core.evaluation.labels import LabelResult
     from fleet_core.evaluation.runner import CaseOutcome, EvalReport
-    from fleet_core.runtime import FleetRuntime, TracingStatus
 
 
 # label -----------------------------------------------------------------------------------------
@@ -47,7 +47,7 @@ def label_command(
     as_json: bool,
 ) -> None:
     from fleet_core.errors import FleetError
-    from fleet_lsp.commands import _run, fail
+    from fleet_lsp.cli.support import fail, with_runtime
     from fleet_lsp.traces import TraceService, label_result_wire, label_update
 
     try:
@@ -72,7 +72,7 @@ def label_command(
     async def go(runtime: FleetRuntime) -> LabelResult:
         return await TraceService().label(runtime, trace_id, update)
 
-    result: LabelResult = _run(go)
+    result: LabelResult = with_runtime(go)
     if as_json:
         typer.echo(json.dumps(label_result_wire(result), indent=2))
         return
@@ -117,7 +117,7 @@ def _print_label(result: LabelResult) -> None:
 def dataset_command(*, seed: int, out: str | None, per_kind: int, long_context: bool) -> None:
     from fleet_core.errors import FleetError
     from fleet_core.evaluation.datasets import build_dataset, write_dataset
-    from fleet_lsp.commands import fail
+    from fleet_lsp.cli.support import fail
 
     if out is None:
         from fleet_core.config import load_config
@@ -203,7 +203,7 @@ def run_command(
 
     from fleet_core.config import load_config
     from fleet_core.errors import FleetError, InvalidInput
-    from fleet_lsp.commands import _test_provider, fail
+    from fleet_lsp.cli.support import fail, provider_from_test_hook
 
     err = Console(stderr=True)
     try:
@@ -211,7 +211,8 @@ def run_command(
         if labelled and dataset is not None:
             raise InvalidInput("Give either --dataset or --labelled, not both")
         selected = None if labelled else _load_cases(dataset, seed, cases, limit)
-        provider = _test_provider()  # scripted models (test hook), else the configured ones
+        # scripted models (test hook), else the configured ones
+        provider = provider_from_test_hook()
     except FleetError as exc:
         raise fail(exc) from None
     if provider is None and (problem := _model_problem(config)):
@@ -236,9 +237,9 @@ def run_command(
 
 def _model_problem(config: EffectiveConfig) -> str | None:
     """What to set when the root, sub or judge role has no model (no network: not probed)."""
-    from fleet_core.runtime import FleetRuntime
+    from fleet_core.api import diagnostics
 
-    for check in FleetRuntime.check_models(config, ("root", "sub", "judge"), probe=False):
+    for check in diagnostics.check_models(config, ("root", "sub", "judge"), probe=False):
         if not check.configured:
             return check.problem
     return None
@@ -260,11 +261,11 @@ async def _run_cases(
         TimeElapsedColumn,
     )
 
-    from fleet_core.runtime import FleetRuntime
+    from fleet_core.api import FleetRuntime
 
     runtime = await FleetRuntime.open_evaluation(config, lm_provider=provider)
     try:
-        tracing = runtime.tracing_status()
+        tracing = runtime.traces.status()
         if not tracing.enabled:
             err.print(
                 "[yellow]The cases run and are scored, but no MLflow evaluation run is "
@@ -295,7 +296,7 @@ async def _run_cases(
                     f"fleet_metric {outcome.metric.score:.3f}"
                 )
 
-            report = await runtime.run_evaluation(cases, on_case=on_case)
+            report = await runtime.evaluation.run(cases, on_case=on_case)
         return report, tracing
     finally:
         await runtime.close()
@@ -306,7 +307,7 @@ async def _select_labelled(
 ) -> list[EvalCase]:
     from fleet_core.errors import InvalidInput
 
-    found, skipped = await runtime.labelled_cases()
+    found, skipped = await runtime.evaluation.labelled_cases()
     for reason in skipped:
         err.print(f"[yellow]skipped[/yellow] {escape(reason)}")
     if wanted:

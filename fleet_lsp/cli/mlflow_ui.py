@@ -23,12 +23,12 @@ if TYPE_CHECKING:
 
 def ui_command_line(config: EffectiveConfig, host: str, port: int) -> list[str]:
     """The MLflow server command for the local store (``ConfigError`` for other destinations)."""
+    from fleet_core.api import diagnostics
     from fleet_core.errors import ConfigError
-    from fleet_core.runtime import FleetRuntime
 
     if config.settings.mlflow.destination != "local":
         raise ConfigError("the local MLflow store is not in use (mlflow.destination is not local)")
-    uri, artifacts = FleetRuntime.local_tracing_store(config)
+    uri, artifacts = diagnostics.local_tracing_store(config)
     return [
         sys.executable,
         "-m",
@@ -52,7 +52,7 @@ def ui_command(host: str, port: int) -> int:
     from fleet_core.errors import FleetError
     from fleet_core.net import is_loopback_host
     from fleet_core.offline import offline_environ
-    from fleet_lsp.commands import NON_LOOPBACK_ENV, _truthy, fail
+    from fleet_lsp.cli.support import NON_LOOPBACK_ENV, fail, truthy
 
     try:
         config = load_config()
@@ -75,7 +75,7 @@ def ui_command(host: str, port: int) -> int:
         host_url = os.environ.get("DATABRICKS_HOST") or "your Databricks workspace"
         typer.echo(f"Traces go to Databricks; open the experiment in {host_url}.")
         return 0
-    allowed = _truthy(os.environ.get(NON_LOOPBACK_ENV)) or (
+    allowed = truthy(os.environ.get(NON_LOOPBACK_ENV)) or (
         config.settings.server.allow_non_loopback_bind
     )
     if not is_loopback_host(host) and not allowed:

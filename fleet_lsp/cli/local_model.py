@@ -60,9 +60,10 @@ def weights_progress(enabled: bool = True) -> Iterator[Callable[[int, int], None
 
 def status(config: EffectiveConfig) -> dict[str, Any]:
     """The embedded model's status and which model each role uses, as one JSON-ready record."""
-    from fleet_core.runtime import FleetRuntime
+    from fleet_core.api import diagnostics
+    from fleet_core.api import local_model as embedded_model
 
-    record = FleetRuntime.local_model_status(config).wire()
+    record = embedded_model.status(config).wire()
     record["inUse"] = {
         check.role: {
             "model": check.model,
@@ -70,7 +71,7 @@ def status(config: EffectiveConfig) -> dict[str, Any]:
             "embedded": check.embedded,
             "problem": check.problem or None,
         }
-        for check in FleetRuntime.check_models(config, ("root", "sub"), probe=False)
+        for check in diagnostics.check_models(config, ("root", "sub"), probe=False)
     }
     return record
 
@@ -116,7 +117,7 @@ def print_status(record: dict[str, Any]) -> None:
 
 def serve(config: EffectiveConfig, *, as_json: bool) -> dict[str, Any]:
     """Start (or find) the embedded server and pin it; one JSON-ready record."""
-    from fleet_core.runtime import FleetRuntime
+    from fleet_core.api import local_model as embedded_model
 
     started = time.monotonic()
     told: list[str] = []
@@ -132,7 +133,7 @@ def serve(config: EffectiveConfig, *, as_json: bool) -> dict[str, Any]:
             )
 
     with weights_progress(not as_json) as progress:
-        endpoint = FleetRuntime.serve_local_model(config, progress=progress, on_start=on_start)
+        endpoint = embedded_model.serve(config, progress=progress, on_start=on_start)
     return {
         "apiBase": endpoint.api_base,
         "modelId": endpoint.model_id,

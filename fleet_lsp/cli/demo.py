@@ -34,12 +34,13 @@ def sales_csv() -> Path:
 
 def model_problem() -> str | None:
     """What to set when no model endpoint is configured (None when one is, or in tests)."""
+    from fleet_core.api import diagnostics
+
     if os.environ.get("FLEET_TEST_SCRIPT"):
         return None
     from fleet_core.config import load_config
-    from fleet_core.runtime import FleetRuntime
 
-    checks = FleetRuntime.check_models(load_config(), ("root", "sub"), probe=False)
+    checks = diagnostics.check_models(load_config(), ("root", "sub"), probe=False)
     return next((check.problem for check in checks if not check.configured), None)
 
 
@@ -89,17 +90,18 @@ def embedded_model(console: Any) -> Iterator[None]:
     per machine), start the embedded server or reuse a running one, keep it while the demo runs
     and let go of it at exit (it stops unless another process uses it or it is pinned; after a
     kill -9 the guard reaps it). Nothing happens with a configured endpoint or scripted models."""
+    from fleet_core.api import local_model as embedded_model
+
     if os.environ.get("FLEET_TEST_SCRIPT"):
         yield
         return
     from fleet_core.config import load_config
-    from fleet_core.runtime import FleetRuntime
 
     config = load_config()
     with ExitStack() as stack:
         endpoint = _start_embedded(console, config, stack)
         yield
-    if endpoint is not None and not FleetRuntime.local_model_status(config).running:
+    if endpoint is not None and not embedded_model.status(config).running:
         console.print("stopped the embedded model", highlight=False)
 
 
@@ -108,9 +110,9 @@ def _start_embedded(console: Any, config: Any, stack: ExitStack) -> Any:
     each step; ``EmbeddedModelFailed`` (printed) when it cannot be prepared or started."""
     from rich.markup import escape
 
+    from fleet_core.api import local_model as embedded_model
     from fleet_core.errors import FleetError
-    from fleet_core.runtime import FleetRuntime
-    from fleet_lsp.local_model import weights_progress
+    from fleet_lsp.cli.local_model import weights_progress
 
     marks = {"assembling": 0.0, "starting": 0.0}
 
@@ -135,13 +137,13 @@ def _start_embedded(console: Any, config: Any, stack: ExitStack) -> Any:
                 if bar is not None:
                     bar(done, total)
 
-            embedded = FleetRuntime.prepare_local_model(config, progress=progress)
+            embedded = embedded_model.prepare(config, progress=progress)
         if not embedded:
             return None  # a configured endpoint: the embedded model is never started
         if marks["assembling"]:
             took = time.monotonic() - marks["assembling"]
             console.print(f"weights assembled and verified ({took:.0f} s)", highlight=False)
-        endpoint = stack.enter_context(FleetRuntime.hold_local_model(config, on_start=on_start))
+        endpoint = stack.enter_context(embedded_model.hold(config, on_start=on_start))
     except FleetError as exc:
         console.print("[bold red]The embedded model is not available:[/bold red]")
         console.print(exc.message, markup=False, highlight=False)
@@ -169,7 +171,7 @@ async def _demo(console: Any) -> int:
     from rich.console import Console
     from rich.markup import escape
 
-    from fleet_lsp.live import LiveTurnView
+    from fleet_lsp.cli.live import LiveTurnView
     from fleet_lsp.protocol import NOTIFY_ARTIFACT_CHANGE, NOTIFY_SESSION_CHANGE
 
     client = LanguageClient("fleet-lsp-demo", "1")

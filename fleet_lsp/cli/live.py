@@ -203,7 +203,7 @@ def _label(agent: _Agent) -> Text:
 
 def _first_line(text: str, limit: int) -> str:
     """The first line of outside text, cut to ``limit`` and shown, never acted on."""
-    from fleet_lsp.terminal import visible
+    from fleet_lsp.cli.terminal import visible
 
     stripped = text.strip()
     return visible(stripped.splitlines()[0][:limit]) if stripped else ""

@@ -1,13 +1,13 @@
-"""``FleetRuntime``: the one async facade the language server, the CLI and the tests use."""
+"""``FleetRuntime``: a process's Sessions, workspaces, datasets, artifacts, memory, history and
+Turns, with its traces, evaluation and optimization as capability objects (``.traces``,
+``.evaluation``, ``.optimization``). Every method is async; blocking work runs in a thread."""
 
 from __future__ import annotations
 
 import shutil
 import threading
 import uuid
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from functools import partial
 from pathlib import Path
@@ -16,23 +16,24 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, get_args
 import anyio.to_thread
 
 from fleet_core import names, paging
+from fleet_core.api.evaluation import Evaluation
+from fleet_core.api.optimization import Optimization
+from fleet_core.api.records import ArtifactInfo, StorageInfo
+from fleet_core.api.threads import in_thread
+from fleet_core.api.traces import Traces
 from fleet_core.config import EffectiveConfig, ExecutionMode
 from fleet_core.errors import (
     ConfigError,
     DatasetChanged,
     FileTooLarge,
-    FleetError,
     InvalidInput,
-    ModelUnavailable,
     SessionLimit,
     SessionOwned,
-    TurnNotFound,
 )
 from fleet_core.models import (
     DatasetContext,
     Memory,
     ModelList,
-    ProvenanceRecord,
     SessionInfo,
     SessionModels,
     SessionPage,
@@ -40,8 +41,6 @@ from fleet_core.models import (
     WorkspaceFile,
     WorkspacePage,
 )
-from fleet_core.net import http_probe
-from fleet_core.observability.errors import TraceNotFound, TracingUnavailable
 from fleet_core.store import Store
 from fleet_core.store.database import database_url
 from fleet_core.workspace import (
@@ -56,32 +55,17 @@ from fleet_core.workspace import (
 
 if TYPE_CHECKING:
     from fleet_core.engine.discovery import ModelDiscovery
-    from fleet_core.engine.lm import LmProvider, Role
-    from fleet_core.evaluation.datasets import EvalCase
-    from fleet_core.evaluation.labels import LabelResult, LabelUpdate
-    from fleet_core.evaluation.runner import CaseOutcome, EvalReport
+    from fleet_core.engine.lm import LmProvider
     from fleet_core.events import TurnEvent
-    from fleet_core.localmodel.supervisor import LocalEndpoint, LocalModel, LocalModelStatus
+    from fleet_core.localmodel.supervisor import LocalModel
     from fleet_core.models import TurnRequest, TurnResult
-    from fleet_core.observability.export import ExportStats, TraceExporter
-    from fleet_core.observability.records import TraceRecord
-    from fleet_core.observability.traceview import TraceView
+    from fleet_core.observability.export import TraceExporter
     from fleet_core.observability.tracing import TurnTracer
-    from fleet_core.turns import RunningTurn, TurnService
+    from fleet_core.turns import TurnService
 
 T = TypeVar("T")
 MAX_DESCRIPTION_CHARS = 2_000
 TraceExportMode = Literal["background", "deferred", "inline"]
-
-
-@dataclass(frozen=True, slots=True)
-class ArtifactInfo:
-    """An artifact in a Session workspace with its provenance chain (newest record last)."""
-
-    path: str
-    size_bytes: int
-    sha256: str
-    provenance: list[ProvenanceRecord]
 
 
 class FleetRuntime:
@@ -96,7 +80,12 @@ class FleetRuntime:
         tracer: TurnTracer | None = None,
         trace_export: TraceExportMode = "background",
         local_model: LocalModel | None = None,
+        program: Any = None,
+        restore_inputs: Any = None,
     ) -> None:
+        """``program`` and ``restore_inputs``: an optimization rollout's disposable runtime
+        serves that program and restores the inputs its replay snapshot recorded (None: the
+        Session's active program, inputs as prepared)."""
         self.config = config
         self.store = store
         self._workspaces: dict[str, Workspace] = {}
@@ -108,10 +97,11 @@ class FleetRuntime:
         self._exporter: TraceExporter | None = None
         self._slots = threading.Lock()  # a limit check and the take it allows are one step
         self._local_model = local_model  # the embedded model (made when a Turn needs it)
-        # an optimization rollout's disposable runtime: the program it serves and the inputs
-        # its replay snapshot restores (None: the Session's active program, inputs as prepared)
-        self._rollout_program: Any = None
-        self._rollout_inputs: Any = None
+        self._program = program
+        self._restore_inputs = restore_inputs
+        self.traces = Traces(self)
+        self.evaluation = Evaluation(self)
+        self.optimization = Optimization(self, FleetRuntime.open)
         self._discovery: ModelDiscovery | None = None  # the endpoint's model list, cached
         store.locks.on_lost(self._ownership_lost)  # the lease monitor stops the Session's Turn
 
@@ -124,6 +114,8 @@ class FleetRuntime:
         tracer: TurnTracer | None = None,
         trace_export: TraceExportMode = "background",
         local_model: LocalModel | None = None,
+        program: Any = None,
+        restore_inputs: Any = None,
     ) -> FleetRuntime:
         """Open the store (migrating it) and fail any Turn a dead process left running.
 
@@ -132,7 +124,7 @@ class FleetRuntime:
         trace is exported or read, never here and never on a Turn's path. ``trace_export``:
         ``background`` exports queued traces from a thread (traces a previous process left
         queued included); ``deferred`` (short-lived CLI commands) leaves them queued for the
-        next process or ``flush_traces``; ``inline`` (evaluation runs, which read each trace
+        next process or ``traces.flush``; ``inline`` (evaluation runs, which read each trace
         right after its Turn) exports a Turn's trace before ``run_turn`` returns."""
         url = database_url(
             config.secrets.database_url.get_secret_value() if config.secrets.database_url else None,
@@ -149,6 +141,8 @@ class FleetRuntime:
             tracer=tracer,
             trace_export=trace_export,
             local_model=local_model,
+            program=program,
+            restore_inputs=restore_inputs,
         )
         await runtime._run(prepare_workspaces, config.state_dir / "workspaces")  # + stale temps
         await runtime._recover_interrupted()
@@ -179,7 +173,7 @@ class FleetRuntime:
         return self._tracer
 
     async def _run(self, func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        return await anyio.to_thread.run_sync(partial(func, *args, **kwargs))
+        return await in_thread(func, *args, **kwargs)
 
     # Trace export ---------------------------------------------------------------------------
 
@@ -204,7 +198,7 @@ class FleetRuntime:
             return
         if self._trace_export == "inline":
             try:
-                await self.export_trace(trace_id)
+                await self.traces.export(trace_id)
             except Exception:  # logged by the exporter; the trace stays queued
                 return
         else:
@@ -216,25 +210,6 @@ class FleetRuntime:
         within ``grace_seconds``, and what is left stays queued for the next process."""
         if self._exporter is not None:
             await self._run(self._exporter.stop, grace_seconds)
-
-    async def flush_traces(self) -> ExportStats:
-        """Export every queued trace now (``fleet-lsp trace``, evaluation); failures stay
-        queued. With tracing off, queued traces wait for a configuration that has it on."""
-        from fleet_core.observability.export import ExportStats
-
-        if not self.tracer.enabled:
-            return ExportStats()
-        return await self._run(self.exporter.export_pending)
-
-    async def pending_trace(self, trace_id: str) -> TraceRecord | None:
-        """A trace a Turn queued that is not exported yet (``None`` when not queued)."""
-        return await self._run(self.exporter.queued_record, trace_id)
-
-    async def export_trace(self, trace_id: str) -> bool:
-        """Export one queued trace now (False when it is not queued: already exported)."""
-        if not self.tracer.enabled:
-            return False
-        return await self._run(self.exporter.export_one, trace_id)
 
     async def _recover_interrupted(self) -> None:
         for session_id in await self._run(self.store.running_sessions):
@@ -603,8 +578,8 @@ class FleetRuntime:
                 tracer=lambda: self.tracer,
                 lm_provider=self._models(),
                 on_trace_queued=self._trace_queued,
-                programs=(lambda _sid: self._rollout_program) if self._rollout_program else None,
-                restore_inputs=self._rollout_inputs,
+                programs=(lambda _sid: self._program) if self._program else None,
+                restore_inputs=self._restore_inputs,
             )
         return self._turns
 
@@ -617,10 +592,6 @@ class FleetRuntime:
     async def cancel_turn(self, turn_id: str) -> bool:
         """Cancel a running Turn by id; False when no such Turn is running in this process."""
         return await self.turns.cancel_turn(turn_id)
-
-    def running_turns(self, session_id: str | None = None) -> list[RunningTurn]:
-        """The Turns running in this process (of one Session, or all)."""
-        return self.turns.running(session_id) if self._turns is not None else []
 
     def check_not_busy(self, session_id: str) -> None:
         """Raise the one ``TurnBusy`` error when the Session has a running Turn here."""
@@ -644,74 +615,6 @@ class FleetRuntime:
         """The id of the Session a Turn belongs to (``TurnNotFound`` for an unknown Turn)."""
         return await self._run(self.store.turn_session, turn_id)
 
-    async def find_turn_by_trace(self, trace_id: str) -> TurnSummary | None:
-        """The Turn behind a trace id: the Turn whose trace it is, else the Turn with that id
-        (a Turn without a recorded trace is addressed by its Turn id); ``None`` when neither."""
-        found = await self._run(self.store.find_turn_by_trace, trace_id)
-        if found is not None:
-            return found
-        try:
-            return await self.get_turn(trace_id)
-        except TurnNotFound:
-            return None
-
-    def tracing_status(self) -> TracingStatus:
-        """Whether Turns are traced to MLflow, where, and if not, why."""
-        tracer: Any = self.tracer
-        destination = getattr(tracer, "destination", None)
-        if getattr(tracer, "enabled", False) and destination is not None:
-            scope = getattr(tracer, "scope", "runtime")
-            return TracingStatus(True, destination.kind, destination.experiment(scope))
-        reason = getattr(tracer, "reason", None) or TRACING_OFF
-        if reason.startswith("Tracing is off"):
-            reason += "; set FLEET_MLFLOW_DESTINATION=local to record traces"
-        return TracingStatus(False, self.config.settings.mlflow.destination, None, reason)
-
-    async def load_trace(self, trace_id: str) -> TraceView:
-        """A stored MLflow trace (``TraceNotFound``; ``TracingUnavailable`` when tracing is off
-        or the destination is invalid: the message says which). A trace still queued for export
-        is exported first; if its destination cannot take it now, it is read from the queue
-        (``view.pending``)."""
-        tracer = self._mlflow_tracer()
-        try:
-            await self.export_trace(trace_id)
-        except Exception:
-            from fleet_core.observability.export import pending_view
-
-            pending = await self.pending_trace(trace_id)
-            if pending is not None:
-                return await self._run(pending_view, pending)
-        return await self._run(tracer.load_trace, trace_id)
-
-    async def trace_markdown(self, trace: str | TraceView) -> str:
-        """A stored trace (by id, or as loaded) rendered as a markdown document."""
-        from fleet_core.observability.traceview import render_trace_markdown
-
-        view = await self.load_trace(trace) if isinstance(trace, str) else trace
-        return await self._run(render_trace_markdown, view)
-
-    async def label_trace(self, trace_id: str, update: LabelUpdate) -> LabelResult:
-        """Apply a partial label update to a trace (or the trace of a Turn id): MLflow
-        expectations on the trace and the store's row, with optimization eligibility."""
-        from fleet_core.evaluation.labels import LabelService
-
-        resolved = await self._labelled_trace_id(trace_id)
-        backend = self._mlflow_tracer().backend
-        await self.export_trace(resolved)  # labels are MLflow expectations on the trace
-        return await LabelService(self.store, backend).label(resolved, update)
-
-    async def trace_labels(self, trace_id: str) -> dict[str, Any] | None:
-        """The store's label row of a trace (or of a Turn id's trace), ``None`` if unlabelled."""
-        resolved = await self._labelled_trace_id(trace_id)
-        return await self._run(self.store.get_trace_labels, resolved)
-
-    async def labelled_cases(self) -> tuple[list[EvalCase], list[str]]:
-        """Evaluation cases from labelled (not rejected), replay-captured Turns, and a reason for
-        every labelled trace that cannot be one."""
-        from fleet_core.evaluation.datasets import labelled_cases
-
-        return await self._run(labelled_cases, self.store)
-
     @classmethod
     async def open_evaluation(
         cls, config: EffectiveConfig, *, lm_provider: LmProvider | None = None
@@ -731,185 +634,7 @@ class FleetRuntime:
         runtime._owns_tracer = True
         return runtime
 
-    async def run_evaluation(
-        self,
-        cases: Sequence[EvalCase],
-        *,
-        run_name: str | None = None,
-        on_case: Callable[[CaseOutcome], None] | None = None,
-    ) -> EvalReport:
-        """Run every case as a fresh Session and Turn, score it (``fleet_metric``, the suite,
-        the judge role) and, when tracing is on, record one MLflow run; ``ModelUnavailable``
-        first when the root, sub or judge role has no model."""
-        from fleet_core.evaluation.judge import DspyJudge
-        from fleet_core.evaluation.runner import run_eval
-
-        lms = self._models()
-        lms.check("root", "sub", "judge")
-        tracer: Any = self.tracer
-        backend = tracer.backend if getattr(tracer, "enabled", False) else None
-        return await run_eval(
-            self,
-            cases,
-            judge=DspyJudge(lms.lm("judge")),
-            backend=backend,
-            run_name=run_name,
-            on_case=on_case,
-            store=self.store,
-        )
-
     # Optimization (fleet_core.optimization; docs/optimization.md) ---------------------------
-
-    async def optimize(
-        self,
-        session_id: str,
-        *,
-        budget: str | None = "light",
-        max_metric_calls: int | None = None,
-        seed: int = 0,
-        validation_ratio: float = 0.35,
-        on_progress: Callable[[OptimizationProgress], None] | None = None,
-        cancel: threading.Event | None = None,
-    ) -> OptimizationRun:
-        """A GEPA run for the Session's program: dataset, search, three validation passes, the
-        gate, and a saved (inactive) candidate with its report. ``on_progress`` is called on the
-        event loop; setting ``cancel`` stops the run, which then raises ``FleetError``
-        (TurnCancelled) and leaves no candidate and no change to the active program."""
-        import asyncio
-
-        from fleet_core.optimization.service import OptimizationService, RunOptions
-
-        if budget is not None and budget not in ("light", "medium", "heavy"):
-            raise InvalidInput(f"the GEPA budget must be light, medium or heavy; got {budget!r}")
-        if max_metric_calls is not None:
-            if not 1 <= max_metric_calls <= 100_000:
-                raise InvalidInput("max_metric_calls must be between 1 and 100000")
-            budget = None
-        await self.describe_session(session_id)
-        config = await self.effective_config(session_id)
-        lms = self._models()
-        lms.check("root", "sub", "judge", "reflection")
-        loop = asyncio.get_running_loop()
-
-        def progress(item: Any) -> None:
-            if on_progress is not None:
-                record = OptimizationProgress(
-                    item.phase, item.done, item.total, item.best_score, item.message
-                )
-                loop.call_soon_threadsafe(on_progress, record)
-
-        service = OptimizationService(
-            store=self.store,
-            config=config,
-            lms=lms,
-            validation_lms=_CacheFreeModels(lms),
-            open_rollout=lambda models: partial(self._open_rollout, models),
-            state_dir=self.config.state_dir,
-            recorder=self._optimization_recorder(),
-        )
-        options = RunOptions(
-            budget=budget,  # type: ignore[arg-type]
-            max_metric_calls=max_metric_calls,
-            seed=seed,
-            validation_ratio=validation_ratio,
-        )
-        cancel = cancel or threading.Event()
-        # The worker thread is not interruptible: a cancelled caller sets ``cancel`` (checked
-        # between rollouts and inside each), waits for the thread to stop, then re-raises.
-        worker = asyncio.ensure_future(
-            anyio.to_thread.run_sync(
-                partial(service.run, session_id, options, on_progress=progress, cancel=cancel)
-            )
-        )
-        try:
-            result = await asyncio.shield(worker)
-        except asyncio.CancelledError:
-            cancel.set()
-            await asyncio.wait({worker})
-            if not worker.cancelled():
-                worker.exception()  # retrieved: the run stopped with OptimizationCancelled
-            raise
-        m = result.manifest
-        return OptimizationRun(
-            version=m.version,
-            gate_passed=m.gate.passed,
-            gate=[(c.name, c.passed, c.detail) for c in m.gate.checks],
-            changed_components=list(m.changed_components),
-            candidate_digest=m.candidate_digest,
-            report_path=result.report_path,
-            mlflow_run_id=result.mlflow_run_id,
-            rollouts=result.rollouts,
-            host_seconds=result.host_seconds,
-            dataset_sizes=dict(m.dataset.get("sizes", {})),
-            notes=list(result.notes),
-        )
-
-    async def optimization_status(self, session_id: str) -> OptimizationStatus:
-        """The Session's candidates (newest last) with their gate verdicts, and the active
-        program's digest (the built-in default's when nothing was approved)."""
-        from fleet_core.optimization import candidates as cands
-
-        await self.describe_session(session_id)
-        state_dir = self.config.state_dir
-        manifests = await self._run(cands.list_candidates, state_dir, session_id)
-        active = await self._run(cands.active_digest, state_dir, session_id)
-        return OptimizationStatus(
-            session_id=session_id,
-            active_digest=active,
-            active_version=next(
-                (m.version for m in manifests if m.candidate_digest == active), None
-            ),
-            candidates=[
-                CandidateInfo.of(m, active=m.candidate_digest == active) for m in manifests
-            ],
-        )
-
-    async def approve_candidate(self, session_id: str, version: str) -> CandidateInfo:
-        """Re-check the gate, the candidate's bytes and the recorded incumbent, configuration,
-        code and dependency identities, then write the active program atomically; the next Turn
-        serves it. Stale evidence is refused with "reevaluate" (``InvalidInput``)."""
-        from fleet_core.optimization import candidates as cands
-        from fleet_core.optimization.service import identity
-
-        await self.own_session(session_id)
-        config = await self.effective_config(session_id)
-        state_dir = self.config.state_dir
-        current = await self._run(identity, state_dir, session_id, config)
-        m = await self._run(cands.approve, state_dir, session_id, version, current)
-        return CandidateInfo.of(m, active=True)
-
-    async def optimization_report(self, session_id: str, version: str) -> str:
-        """A candidate's markdown report."""
-        from fleet_core.optimization import candidates as cands
-
-        await self.describe_session(session_id)
-        return await self._run(cands.read_report, self.config.state_dir, session_id, version)
-
-    async def _open_rollout(
-        self, models: LmProvider, config: EffectiveConfig, program: Any, restore: Any
-    ) -> FleetRuntime:
-        """A disposable runtime for one rollout (see fleet_core.optimization.rollout)."""
-        from fleet_core.observability.tracing import NoopTracer
-
-        runtime = await FleetRuntime.open(
-            config,
-            lm_provider=models,
-            tracer=NoopTracer("optimization rollouts are not traced"),
-            trace_export="deferred",
-        )
-        runtime._rollout_program = program
-        runtime._rollout_inputs = restore
-        runtime._turns = None  # built on first use, with the two above (no Turn ran yet)
-        return runtime
-
-    def _optimization_recorder(self) -> Any:
-        """The MLflow run writer when tracing records to MLflow, else None."""
-        if not self.tracing_status().enabled:
-            return None
-        from fleet_core.observability.optimization import record_optimization_run
-
-        tracer: Any = self.tracer
-        return partial(record_optimization_run, tracer.backend)
 
     async def reconfigure(self, config: EffectiveConfig) -> list[str]:
         """Apply new settings to what starts next: Turns not yet running get the new models,
@@ -941,125 +666,9 @@ class FleetRuntime:
         """The store's backend and the state directory (doctor, ``fleet/debug/info``)."""
         return StorageInfo(backend=self.store.backend, state_dir=self.config.state_dir)
 
-    @staticmethod
-    def check_models(
-        config: EffectiveConfig, roles: Sequence[Role] | None = None, *, probe: bool = True
-    ) -> list[ModelCheck]:
-        """Per role (default: all): is a model configured, and (``probe``) does its endpoint
-        answer ``GET /models`` within 5 s? One probe per endpoint; keys are never shown. A role
-        without an endpoint reports the embedded model when it is installed (``embedded``; it
-        is never started here: its ``api_base`` is the running server's, if any)."""
-        from fleet_core.engine.lm import ROLES, resolve_spec
-        from fleet_core.localmodel.selection import models_in_use
-
-        checks = []
-        probed: dict[tuple[str, str], str] = {}
-        for role in roles or ROLES:
-            if role not in ROLES:
-                raise InvalidInput(f"Unknown model role '{role}'; use one of: {', '.join(ROLES)}")
-            try:
-                spec, key = resolve_spec(config.settings.llm, config.secrets, role)
-            except ModelUnavailable:
-                (use,) = models_in_use(config, (role,))  # the embedded model, or what to set
-                found = (use.model, use.api_base, use.problem, use.fix, use.embedded)
-                checks.append(ModelCheck(role, use.configured, *found))
-                continue
-            problem = ""
-            if probe:
-                endpoint = (spec.api_base, key)
-                if endpoint not in probed:
-                    probed[endpoint] = http_probe(spec.api_base.rstrip("/") + "/models", key)
-                problem = probed[endpoint]
-            fix = (
-                "check FLEET_LM_API_BASE, FLEET_LM_API_KEY and that the endpoint is up"
-                if problem
-                else ""
-            )
-            checks.append(ModelCheck(role, True, spec.model, spec.api_base, problem, fix))
-        return checks
-
-    @staticmethod
-    def check_jev(config: EffectiveConfig, *, probe: bool = True) -> JevCheck:
-        """Is Jev on (a key is set), and (``probe``) does ``GET /v1/models`` answer with it?"""
-        from fleet_core.engine.jev import JevError, jev_client
-
-        settings = config.settings.jev
-        try:
-            client = jev_client(config)
-        except JevError as exc:
-            return JevCheck(True, settings.base_url, settings.model, exc.message)
-        if client is None:
-            return JevCheck(False)
-        if not probe:
-            return JevCheck(True, client.base_url, client.model)
-        try:
-            models = client.models(remaining_seconds=5.0)
-        except JevError as exc:
-            return JevCheck(True, client.base_url, client.model, exc.message)
-        return JevCheck(True, client.base_url, client.model, "", tuple(models))
-
-    @staticmethod
-    def check_tracing_store(config: EffectiveConfig) -> str:
-        """Open the configured MLflow store and its experiments: '' when that works, else why
-        (doctor; for a local store this creates it)."""
-        from fleet_core.observability.tracing import create_tracer
-
-        try:
-            tracer: Any = create_tracer(config)
-            backend = getattr(tracer, "backend", None) if tracer.enabled else None
-            if backend is None:
-                return "tracing is off"
-            try:
-                for scope in ("runtime", "evaluation"):
-                    backend.experiment_id(scope)
-            finally:
-                tracer.close()
-        except FleetError as exc:
-            return exc.message
-        except Exception as exc:
-            return f"{type(exc).__name__}: {exc}"
-        return ""
-
-    @staticmethod
-    def local_tracing_store(config: EffectiveConfig) -> tuple[str, str]:
-        """The local MLflow store's tracking URI and artifact root (``mlflow ui``)."""
-        from fleet_core.observability.destination import local_paths
-
-        return local_paths(config.state_dir)
-
-    @staticmethod
-    def describe_sandbox(config: EffectiveConfig) -> dict[str, Any]:
-        """The local sandbox's isolation layers (bwrap, cgroups, rlimits, or ``refused``)."""
-        from fleet_core.sandbox.isolation import describe_local_isolation
-
-        found: dict[str, Any] = describe_local_isolation(
-            allow_unisolated=config.settings.sandbox.allow_unisolated
-        )
-        return found
-
-    @staticmethod
-    async def probe_sandbox(config: EffectiveConfig) -> str:
-        """Run ``print(6*7)`` in a throwaway sandbox: '' when it printed 42, else why."""
-        import tempfile
-
-        from fleet_core.sandbox import create_sandbox
-        from fleet_core.sandbox.base import SandboxSpec
-
-        try:
-            with tempfile.TemporaryDirectory(prefix="fleet-doctor-") as tmp:
-                root = Path(tmp)
-                for name in ("files", "artifacts", "memory", "skills"):
-                    (root / name).mkdir()
-                spec = SandboxSpec(session_id="doctor", agent_id="root", workspace=root)
-                sandbox = create_sandbox(spec, config.settings.sandbox)
-                try:
-                    await sandbox.start()
-                    result = await sandbox.execute("print(6*7)", timeout=30)
-                finally:
-                    await sandbox.destroy()
-        except Exception as exc:
-            return f"{type(exc).__name__}: {exc}"
-        return "" if "42" in result.stdout else f"unexpected output {result.stdout[:200]!r}"
+    def models(self) -> LmProvider:
+        """The models this runtime's Turns use (those given to ``open``, else the configured)."""
+        return self._models()
 
     def _models(self) -> LmProvider:
         if self._lm_provider is not None:
@@ -1076,97 +685,6 @@ class FleetRuntime:
 
             self._local_model = LocalModel.from_config(self.config)
         return self._local_model
-
-    # The embedded model for the faces (``fleet-lsp model``, doctor, demo): no store needed --
-
-    @staticmethod
-    def local_model_status(config: EffectiveConfig) -> LocalModelStatus:
-        """The embedded model: installed, assembled, running (where, RSS, users); starts
-        nothing."""
-        from fleet_core.localmodel.supervisor import LocalModel
-
-        return LocalModel.from_config(config).status()
-
-    @staticmethod
-    def serve_local_model(
-        config: EffectiveConfig,
-        *,
-        progress: Callable[[int, int], None] | None = None,
-        on_start: Callable[[str], None] | None = None,
-    ) -> LocalEndpoint:
-        """Start the embedded server (or find it running) and pin it: it keeps running after
-        this process exits, until :meth:`stop_local_model`. Blocking (seconds to minutes: the
-        weights are assembled first, with ``progress``)."""
-        from fleet_core.localmodel.supervisor import LocalModel
-
-        model = LocalModel.from_config(config)
-        endpoint = model.ensure(pin=True, progress=progress, on_start=on_start)
-        model.release()
-        return endpoint
-
-    @staticmethod
-    def prepare_local_model(
-        config: EffectiveConfig, *, progress: Callable[[int, int], None] | None = None
-    ) -> bool:
-        """Assemble the embedded model's weights when a Turn would use it (no endpoint for the
-        root role) and they are not yet; ``True`` when the embedded model will be used. For a
-        face that shows the progress itself (``fleet-lsp demo``)."""
-        from fleet_core.localmodel.weights import assemble
-
-        model = _root_embedded_model(config)
-        if model is None:
-            return False
-        assemble(model.weights, model.home, progress=progress)
-        return True
-
-    @staticmethod
-    @contextmanager
-    def hold_local_model(
-        config: EffectiveConfig,
-        *,
-        progress: Callable[[int, int], None] | None = None,
-        on_start: Callable[[str], None] | None = None,
-    ) -> Iterator[LocalEndpoint | None]:
-        """For a face that runs Turns in another process (``fleet-lsp demo``): when the root role
-        uses the embedded model, start it (or reuse a running one) and keep it running while the
-        block runs; on leaving, this process lets go and the server stops unless another process
-        uses it or it is pinned (a kill -9 of this process is reaped by the guard). Yields
-        ``None`` and starts nothing when an endpoint is configured. Blocking on entry."""
-        model = _root_embedded_model(config)
-        if model is None:
-            yield None
-            return
-        try:
-            yield model.ensure(progress=progress, on_start=on_start)
-        finally:
-            model.release()
-
-    @staticmethod
-    def stop_local_model(config: EffectiveConfig) -> bool:
-        """Stop the embedded server whoever started it; ``False`` when none was running."""
-        from fleet_core.localmodel.supervisor import LocalModel
-
-        return LocalModel.from_config(config).stop()
-
-    def _mlflow_tracer(self) -> Any:
-        """The tracer when it records to MLflow, else ``TracingUnavailable`` saying why."""
-        status = self.tracing_status()
-        if not status.enabled:
-            raise TracingUnavailable(status.reason or TRACING_OFF)
-        return self.tracer
-
-    async def _labelled_trace_id(self, trace_id: str) -> str:
-        """The MLflow trace id for a trace id or a Turn id (clear error when it has none)."""
-        turn = await self.find_turn_by_trace(trace_id)
-        if turn is None or turn.trace_id == trace_id:
-            return trace_id
-        if turn.trace_id is None:
-            raise TraceNotFound(
-                f"Turn '{turn.turn_id}' has no MLflow trace (tracing was off when it ran), "
-                "so it cannot be labelled; labels are stored on traces",
-                turn_id=turn.turn_id,
-            )
-        return turn.trace_id
 
 
 def _session_models(info: SessionInfo) -> SessionModels:
@@ -1188,146 +706,3 @@ def _mode(mode: str) -> ExecutionMode:
 
 def _wire_file(info: FileInfo) -> WorkspaceFile:
     return WorkspaceFile(path=info.path, size_bytes=info.size_bytes, sha256=info.sha256)
-
-
-# Records of the faces' section -----------------------------------------------------------------
-
-TRACING_OFF = 'Tracing is off ([mlflow] destination = "off")'
-
-
-class _CacheFreeModels:
-    """An ``LmProvider`` whose caching models are copies with the response cache off."""
-
-    def __init__(self, inner: LmProvider) -> None:
-        self.inner = inner
-        self._copies: dict[str, Any] = {}
-        self._lock = threading.Lock()
-
-    def check(self, *roles: Role) -> None:
-        self.inner.check(*roles)
-
-    def uses_embedded(self, role: Role) -> bool:
-        return self.inner.uses_embedded(role)
-
-    def lm(self, role: Role) -> Any:
-        with self._lock:
-            if role not in self._copies:
-                lm = self.inner.lm(role)
-                self._copies[role] = lm.copy(cache=False) if getattr(lm, "cache", False) else lm
-            return self._copies[role]
-
-
-@dataclass(frozen=True, slots=True)
-class OptimizationProgress:
-    """One progress report of an optimization run (see fleet_core.optimization.service)."""
-
-    phase: str  # dataset | search | validation | saving | done
-    done: int = 0
-    total: int = 0
-    best_score: float | None = None
-    message: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class CandidateInfo:
-    version: str
-    created_at: str
-    gate_passed: bool
-    gate: list[tuple[str, bool, str]]
-    candidate_digest: str
-    changed_components: list[str]
-    active: bool
-
-    @classmethod
-    def of(cls, manifest: Any, *, active: bool) -> CandidateInfo:
-        """A stored candidate (``optimization.candidates.Manifest``) as the faces show it."""
-        return cls(
-            version=manifest.version,
-            created_at=manifest.created_at,
-            gate_passed=manifest.gate.passed,
-            gate=[(c.name, c.passed, c.detail) for c in manifest.gate.checks],
-            candidate_digest=manifest.candidate_digest,
-            changed_components=list(manifest.changed_components),
-            active=active,
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class OptimizationRun:
-    version: str
-    gate_passed: bool
-    gate: list[tuple[str, bool, str]]
-    changed_components: list[str]
-    candidate_digest: str
-    report_path: Path
-    mlflow_run_id: str | None
-    rollouts: int
-    host_seconds: float
-    dataset_sizes: dict[str, int]
-    notes: list[str]
-
-
-@dataclass(frozen=True, slots=True)
-class OptimizationStatus:
-    session_id: str
-    active_digest: str
-    active_version: str | None
-    candidates: list[CandidateInfo]
-
-
-@dataclass(frozen=True, slots=True)
-class TracingStatus:
-    """Whether Turns are traced: the destination kind, the experiment, or why not."""
-
-    enabled: bool
-    destination: str
-    experiment: str | None = None
-    reason: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class StorageInfo:
-    backend: str  # "sqlite" | "postgresql"
-    state_dir: Path
-
-
-@dataclass(frozen=True, slots=True)
-class JevCheck:
-    """The optional Jev decision API: off (no ``FLEET_JEV_API_KEY``), or on at ``base_url``
-    with the probe's ``problem`` ('' when ``/v1/models`` answered) and the models the key may
-    use. Never the key."""
-
-    on: bool
-    base_url: str | None = None
-    model: str | None = None
-    problem: str = ""
-    models: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class ModelCheck:
-    """One model role: configured (model and endpoint) or not, and the endpoint probe's
-    problem ('' when it answered or was not probed); ``fix`` says what to do."""
-
-    role: str
-    configured: bool
-    model: str | None = None
-    api_base: str | None = None
-    problem: str = ""
-    fix: str = ""
-    embedded: bool = False  # the embedded offline model (no endpoint is configured)
-
-    @property
-    def ok(self) -> bool:
-        return self.configured and not self.problem
-
-
-def _root_embedded_model(config: EffectiveConfig) -> LocalModel | None:
-    """The embedded model when the root role would use it (no endpoint configured), else None."""
-    from fleet_core.engine.lm import ConfiguredLmProvider
-    from fleet_core.localmodel.supervisor import LocalModel
-
-    model = LocalModel.from_config(config)
-    if not ConfiguredLmProvider.from_config(config, embedded=model).uses_embedded("root"):
-        return None
-    return model

@@ -1,0 +1,126 @@
+"""``FleetRuntime.traces``: a Turn's trace read back, rendered and labelled, and the export
+queue (docs/observability.md). mlflow loads lazily, on the first trace read or exported."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from fleet_core.api.host import RuntimeHost
+from fleet_core.api.records import TRACING_OFF, TracingStatus
+from fleet_core.api.threads import in_thread
+from fleet_core.errors import TurnNotFound
+from fleet_core.models import TurnSummary
+from fleet_core.observability.errors import TraceNotFound, TracingUnavailable
+
+if TYPE_CHECKING:
+    from fleet_core.evaluation.labels import LabelResult, LabelUpdate
+    from fleet_core.observability.export import ExportStats
+    from fleet_core.observability.records import TraceRecord
+    from fleet_core.observability.traceview import TraceView
+
+
+class Traces:
+    """The traces of one runtime's Turns (its tracer, exporter and store)."""
+
+    def __init__(self, runtime: RuntimeHost) -> None:
+        self._runtime = runtime
+
+    def status(self) -> TracingStatus:
+        """Whether Turns are traced to MLflow, where, and if not, why."""
+        tracer: Any = self._runtime.tracer
+        destination = getattr(tracer, "destination", None)
+        if getattr(tracer, "enabled", False) and destination is not None:
+            scope = getattr(tracer, "scope", "runtime")
+            return TracingStatus(True, destination.kind, destination.experiment(scope))
+        reason = getattr(tracer, "reason", None) or TRACING_OFF
+        if reason.startswith("Tracing is off"):
+            reason += "; set FLEET_MLFLOW_DESTINATION=local to record traces"
+        return TracingStatus(False, self._runtime.config.settings.mlflow.destination, None, reason)
+
+    async def load(self, trace_id: str) -> TraceView:
+        """A stored MLflow trace (``TraceNotFound``; ``TracingUnavailable`` when tracing is off
+        or the destination is invalid: the message says which). A trace still queued for export
+        is exported first; if its destination cannot take it now, it is read from the queue
+        (``view.pending``)."""
+        tracer = self._mlflow_tracer()
+        try:
+            await self.export(trace_id)
+        except Exception:
+            from fleet_core.observability.export import pending_view
+
+            pending = await self.pending(trace_id)
+            if pending is not None:
+                return await in_thread(pending_view, pending)
+        return await in_thread(tracer.load_trace, trace_id)
+
+    async def markdown(self, trace: str | TraceView) -> str:
+        """A stored trace (by id, or as loaded) rendered as a markdown document."""
+        from fleet_core.observability.traceview import render_trace_markdown
+
+        view = await self.load(trace) if isinstance(trace, str) else trace
+        return await in_thread(render_trace_markdown, view)
+
+    async def label(self, trace_id: str, update: LabelUpdate) -> LabelResult:
+        """Apply a partial label update to a trace (or the trace of a Turn id): MLflow
+        expectations on the trace and the store's row, with optimization eligibility."""
+        from fleet_core.evaluation.labels import LabelService
+
+        resolved = await self._labelled_trace_id(trace_id)
+        backend = self._mlflow_tracer().backend
+        await self.export(resolved)  # labels are MLflow expectations on the trace
+        return await LabelService(self._runtime.store, backend).label(resolved, update)
+
+    async def labels(self, trace_id: str) -> dict[str, Any] | None:
+        """The store's label row of a trace (or of a Turn id's trace), ``None`` if unlabelled."""
+        resolved = await self._labelled_trace_id(trace_id)
+        return await in_thread(self._runtime.store.get_trace_labels, resolved)
+
+    async def flush(self) -> ExportStats:
+        """Export every queued trace now (``fleet-lsp trace``, evaluation); failures stay
+        queued. With tracing off, queued traces wait for a configuration that has it on."""
+        from fleet_core.observability.export import ExportStats
+
+        if not self._runtime.tracer.enabled:
+            return ExportStats()
+        return await in_thread(self._runtime.exporter.export_pending)
+
+    async def pending(self, trace_id: str) -> TraceRecord | None:
+        """A trace a Turn queued that is not exported yet (``None`` when not queued)."""
+        return await in_thread(self._runtime.exporter.queued_record, trace_id)
+
+    async def export(self, trace_id: str) -> bool:
+        """Export one queued trace now (False when it is not queued: already exported)."""
+        if not self._runtime.tracer.enabled:
+            return False
+        return await in_thread(self._runtime.exporter.export_one, trace_id)
+
+    async def find_turn(self, trace_id: str) -> TurnSummary | None:
+        """The Turn behind a trace id: the Turn whose trace it is, else the Turn with that id
+        (a Turn without a recorded trace is addressed by its Turn id); ``None`` when neither."""
+        found = await in_thread(self._runtime.store.find_turn_by_trace, trace_id)
+        if found is not None:
+            return found
+        try:
+            return await self._runtime.get_turn(trace_id)
+        except TurnNotFound:
+            return None
+
+    def _mlflow_tracer(self) -> Any:
+        """The tracer when it records to MLflow, else ``TracingUnavailable`` saying why."""
+        status = self.status()
+        if not status.enabled:
+            raise TracingUnavailable(status.reason or TRACING_OFF)
+        return self._runtime.tracer
+
+    async def _labelled_trace_id(self, trace_id: str) -> str:
+        """The MLflow trace id for a trace id or a Turn id (clear error when it has none)."""
+        turn = await self.find_turn(trace_id)
+        if turn is None or turn.trace_id == trace_id:
+            return trace_id
+        if turn.trace_id is None:
+            raise TraceNotFound(
+                f"Turn '{turn.turn_id}' has no MLflow trace (tracing was off when it ran), "
+                "so it cannot be labelled; labels are stored on traces",
+                turn_id=turn.turn_id,
+            )
+        return turn.trace_id

@@ -1,0 +1,17 @@
+"""``fleet-lsp serve`` over stdio, the fast path: standard library only until the server loads,
+so neither typer nor rich is imported before ``initialize`` is answered."""
+
+from __future__ import annotations
+
+import sys
+
+
+def serve_stdio() -> None:
+    """Serve over stdio; the process exits with the server's exit code (``exit`` after
+    ``shutdown``: 0; ``exit`` without it or a framing error: 1)."""
+    from fleet_lsp.server import configure_logging, create_server
+
+    configure_logging()
+    server = create_server()
+    server.start_io()
+    sys.exit(server.exit_code)

@@ -1,0 +1,150 @@
+"""What the CLI's commands share: opening a runtime for one command (``with_runtime``),
+``fail`` and the exit codes, the test-provider hook, a Turn's outcome on the terminal.
+
+It imports no command module (``fleet_lsp.cli.commands``): they, and the commands'
+implementations (``evaluation``, ``optimize``, ...), stand on it
+(tests/unit/test_invariants.py).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from fleet_core.api import FleetRuntime
+
+
+#: Exit codes: 0 ok, 1 a failure (not found, a Turn or store error), 2 something the user must
+#: fix first (invalid input or labels, no model configured, tracing off, bad configuration).
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+USAGE_KINDS = frozenset(
+    {"InvalidInput", "LabelInvalid", "ModelUnavailable", "TracingUnavailable", "ConfigError"}
+)
+
+NON_LOOPBACK_ENV = "FLEET_ALLOW_NON_LOOPBACK_BIND"
+
+
+def truthy(value: str | None) -> bool:
+    return (value or "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def fail(exc: Any) -> typer.Exit:
+    """Print a FleetError as one line on stderr; the exit code says what kind it was."""
+    from fleet_lsp.cli.terminal import visible
+
+    message = " ".join(str(exc.message).split())
+    typer.echo(visible(f"error ({exc.kind}): {message}"), err=True)
+    return typer.Exit(EXIT_USAGE if exc.kind in USAGE_KINDS else EXIT_FAILURE)
+
+
+def provider_from_test_hook() -> Any:
+    """Scripted models when the FLEET_TEST_SCRIPT test hook is set (fleet_lsp.testing)."""
+    import os
+
+    script = os.environ.get("FLEET_TEST_SCRIPT")
+    if not script:
+        return None
+    from fleet_lsp.testing import scripted_provider
+
+    return scripted_provider(script)
+
+
+def with_runtime(fn: Callable[[FleetRuntime], Awaitable[Any]]) -> Any:
+    """Run ``fn`` on a runtime for this command. Traces Turns queue stay queued (a CLI process
+    never waits for MLflow): a server or ``fleet-lsp trace`` exports them."""
+    import asyncio
+
+    from fleet_core.errors import FleetError
+
+    async def go() -> Any:
+        from fleet_core.api import FleetRuntime
+        from fleet_core.config import load_config
+
+        runtime = await FleetRuntime.open(
+            load_config(), lm_provider=provider_from_test_hook(), trace_export="deferred"
+        )
+        try:
+            return await fn(runtime)
+        finally:
+            await runtime.close()  # also closes the tracer it created
+
+    try:
+        return asyncio.run(go())
+    except FleetError as exc:
+        raise fail(exc) from None
+
+
+#: A Turn's exit codes: 0 completed, 1 failed, 130 cancelled (docs/cli.md).
+EXIT_CANCELLED = 130
+_TURN_FIXES = (
+    (
+        ("AuthError", "401", "403", "Invalid API key", "Unauthorized"),
+        "check the model endpoint's key (FLEET_LM_API_KEY; fleet-lsp doctor)",
+    ),
+    (
+        ("ConnectError", "Connection", "connect", "unreachable", "timed out", "Timeout"),
+        "check that the model endpoint answers (FLEET_LM_API_BASE; fleet-lsp doctor)",
+    ),
+    (
+        ("TurnDeadlineExceeded",),
+        "raise the Turn's timeout (runtime.turn_timeout_seconds) or ask for less",
+    ),
+    (("BudgetExhausted",), "raise the Turn's budget (engine settings) or ask for less"),
+)
+
+
+def turn_exit_code(result: dict[str, Any]) -> int:
+    status = result.get("status")
+    if status == "completed":
+        return 0
+    return EXIT_CANCELLED if status == "cancelled" else EXIT_FAILURE
+
+
+def turn_failure_line(result: dict[str, Any]) -> str:
+    """One line: what failed and what to do (the traceback stays in the log and the trace)."""
+    error = result.get("error") or {}
+    kind = str(error.get("kind") or result.get("status"))
+    first = next((ln for ln in str(error.get("message") or "").splitlines() if ln.strip()), "")
+    what = " ".join(first.split()) or f"the Turn ended {result.get('status')}"
+    fix = next(
+        (hint for needles, hint in _TURN_FIXES if any(n in f"{kind} {what}" for n in needles)),
+        None,
+    )
+    trace = result.get("traceId") or result.get("turnId")
+    if result.get("status") == "cancelled":
+        fix = fix or "run it again when you want it"
+    tail = (
+        f"fix: {fix}; details: fleet-lsp trace show {trace}"
+        if fix
+        else (f"details: fleet-lsp trace show {trace}")
+    )
+    from fleet_lsp.cli.terminal import visible
+
+    return visible(f"error ({kind}): {what} · {tail}")
+
+
+def print_result(result: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+
+    from fleet_lsp.cli.terminal import visible
+
+    console = Console()
+    status = escape(visible(result["status"]))
+    route = escape(visible(result.get("route") or "n/a"))
+    console.print(f"\n[bold]{status}[/bold] · route {route}")
+    # The answer keeps the model's own layout (tables, aligned columns): no markup, no reflow.
+    console.print(visible(result.get("answer") or "(no answer)"), markup=False, highlight=False)
+    for artifact in result.get("artifacts", []):
+        line = f"artifact: {artifact['path']} ({artifact['sizeBytes']:,} bytes) {artifact['uri']}"
+        console.print(visible(line), markup=False, highlight=False)
+    rejections = (result.get("usage") or {}).get("submitRejections")
+    if rejections:
+        console.print(f"ungrounded SUBMITs rejected: {int(rejections)}", markup=False)
+    tid = result.get("traceId") or result.get("turnId")
+    console.print(f"trace: fleet-lsp trace show {tid}", markup=False)
