@@ -5,11 +5,10 @@ in the local sandbox."""
 
 from __future__ import annotations
 
+from fleet_core.api import FleetRuntime
 from fleet_core.config import EffectiveConfig
 from fleet_core.engine.testing import SwitchableLms, action, scripted_lm, submit
-from fleet_core.models import HISTORY_ARTIFACT_PATHS, TurnRequest
-from fleet_core.runtime import FleetRuntime
-from fleet_core.store import TurnOutcome
+from fleet_core.models import TurnRequest
 
 WRITE = (
     "import os\n"
@@ -60,26 +59,3 @@ async def test_history_of_an_earlier_process_has_duration_and_artifact_paths(
     # the process that ran it is gone: marked interrupted, with no duration
     assert pending.turn_id == running.turn_id and pending.status == "failed"
     assert pending.duration_seconds is None and pending.artifact_paths == []
-
-
-async def test_history_bounds_artifact_paths_and_tolerates_old_results(
-    runtime: FleetRuntime,
-) -> None:
-    await runtime.new_session("bounded")
-    many = [{"path": f"artifacts/f{i:03}.txt"} for i in range(HISTORY_ARTIFACT_PATHS + 7)]
-    outcomes = [
-        # a result listing more artifacts than a summary carries, some already omitted
-        {"durationSeconds": 2.5, "artifacts": many, "artifactsOmitted": 3},
-        # a result stored before these fields, and one with odd shapes
-        {"answer": "15"},
-        {"durationSeconds": "slow", "artifacts": [{"path": 7}, "x", {"path": "artifacts/ok"}]},
-    ]
-    for result in outcomes:
-        claim = runtime.store.claim_turn("bounded", "task", None)
-        runtime.store.finish_turn(claim.turn_id, TurnOutcome(status="completed", result=result))
-    big, old, odd = await runtime.history("bounded")
-    assert big.duration_seconds == 2.5
-    assert big.artifact_paths == [a["path"] for a in many[:HISTORY_ARTIFACT_PATHS]]
-    assert big.artifacts_omitted == 3 + 7
-    assert (old.duration_seconds, old.artifact_paths, old.artifacts_omitted) == (None, [], 0)
-    assert (odd.duration_seconds, odd.artifact_paths) == (None, ["artifacts/ok"])

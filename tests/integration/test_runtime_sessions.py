@@ -12,21 +12,18 @@ import anyio
 import pytest
 
 from fleet_core import workspace as workspace_module
+from fleet_core.api import FleetRuntime
 from fleet_core.config import EffectiveConfig, load_config
 from fleet_core.errors import (
     DatasetChanged,
     FileTooLarge,
-    IdempotencyConflict,
     InvalidInput,
     MemoryNotFound,
     SessionExists,
     SessionNotFound,
-    SessionOwned,
     WorkspaceFileNotFound,
     WorkspacePathError,
 )
-from fleet_core.models import ProvenanceRecord
-from fleet_core.runtime import FleetRuntime
 from fleet_core.store import TurnOutcome
 from fleet_core.workspace import STAGING_DIR, TEMP_PREFIX
 
@@ -165,66 +162,6 @@ async def test_a_running_turn_of_a_live_owner_is_left_alone_at_startup(
         await owner.close()
         if other is not None:
             await other.close()
-
-
-async def test_two_runtimes_cannot_own_the_same_session(fleet_config: EffectiveConfig) -> None:
-    first = await FleetRuntime.open(fleet_config)
-    second = await FleetRuntime.open(fleet_config)
-    try:
-        await first.new_session("owned")
-        with pytest.raises(SessionOwned, match="owned by another fleet-lsp process"):
-            await second.load_session("owned")
-        with pytest.raises(SessionOwned):
-            await second.write_file("owned", "files/x.txt", b"x")
-        await first.close_session("owned")
-        assert (await second.load_session("owned")).session_id == "owned"
-        with pytest.raises(SessionOwned):
-            await first.set_mode("owned", "rlm")
-    finally:
-        await first.close()
-        await second.close()
-
-
-async def test_idempotency_key_replays_the_stored_outcome(runtime: FleetRuntime) -> None:
-    await runtime.new_session("idem")
-    store = runtime.store
-    claim = store.claim_turn("idem", "task one", "key-1")
-    assert claim.replayed is None
-    store.finish_turn(claim.turn_id, TurnOutcome(status="completed", result={"answer": "42"}))
-    again = store.claim_turn("idem", "task one", "key-1")
-    assert (again.turn_id, again.replayed) == (claim.turn_id, {"answer": "42"})
-    with pytest.raises(IdempotencyConflict, match="already belongs to another task"):
-        store.claim_turn("idem", "task two", "key-1")
-
-
-async def test_turn_outcome_commits_provenance_and_replay_together(
-    runtime: FleetRuntime,
-) -> None:
-    await runtime.new_session("commit")
-    claim = runtime.store.claim_turn("commit", "delegate", None)
-    await runtime.write_file("commit", "artifacts/child-1/out.csv", b"a\n")
-    record = ProvenanceRecord(
-        path="artifacts/child-1/out.csv",
-        root_path="artifacts/child-1/out.csv",
-        sha256="ab" * 32,
-        size_bytes=2,
-        agent_id="child-1",
-        parent_chain=["root"],
-    )
-    outcome = TurnOutcome(
-        status="completed",
-        result={"answer": "done"},
-        artifacts=[record],
-        replay=("cd" * 32, b"\x1f\x8bsnapshot"),
-    )
-    runtime.store.finish_turn(claim.turn_id, outcome)
-    [artifact] = await runtime.list_artifacts("commit")
-    assert artifact.path == "artifacts/child-1/out.csv"
-    assert artifact.provenance[0].agent_id == "child-1"
-    assert artifact.provenance[0].turn_id == claim.turn_id
-    # a committed outcome is never overwritten by a late failure path
-    runtime.store.finish_turn(claim.turn_id, TurnOutcome(status="failed", result={}))
-    assert (await runtime.history("commit"))[0].status == "completed"
 
 
 async def test_memories_are_stored_and_reviewed_explicitly(runtime: FleetRuntime) -> None:

@@ -1,7 +1,7 @@
 """Initial schema: sessions, turns, memories, artifacts, replays, labels, candidates.
 
 The tables are built from ``fleet_core.store.schema`` as it stands at this revision (the digest
-is pinned in ``tests/integration/test_migrations.py``). Before changing a table in schema.py,
+is pinned in ``tests/store/test_migrations.py``). Before changing a table in schema.py,
 freeze this file by copying the table definitions in, then add a new revision for the change.
 
 Revision ID: 0001
