@@ -200,7 +200,7 @@ class StoreTraceSource:
         self, runtime: FleetRuntime, turn: TurnSummary, note: str | None = None
     ) -> TraceDocument:
         """The document; ``note`` (why there is no trace) is rendered at its top."""
-        from fleet_core.observability.traceview import stored_trace_view
+        from fleet_core.api.traces import stored_trace_view
 
         session_id = await runtime.turn_session(turn.turn_id)
         try:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
-import os
 import re
 import sys
 import threading
@@ -75,7 +74,6 @@ STANDARD_KINDS = {
     INVALID_PARAMS: "InvalidParams",
     REQUEST_CANCELLED: "RequestCancelled",
 }
-TEST_SCRIPT_ENV = "FLEET_TEST_SCRIPT"
 
 
 @attrs.define
@@ -381,13 +379,11 @@ class FleetServer(LanguageServer):
     async def _open_runtime(self) -> FleetRuntime:
         config = await asyncio.to_thread(self.load_config)
         from fleet_core.api import FleetRuntime
+        from fleet_core.api.scripted import provider_from_environment
 
-        provider: Any = None  # the configured models; runtime.reconfigure follows changes
-        script = os.environ.get(TEST_SCRIPT_ENV)
-        if script:  # documented test hook (fleet_lsp.testing): scripted models
-            from fleet_lsp.testing import scripted_provider
-
-            provider = await asyncio.to_thread(scripted_provider, script)
+        # None: the configured models (runtime.reconfigure follows changes); scripted models
+        # when the documented FLEET_TEST_SCRIPT hook is set (fleet_core.api.scripted)
+        provider: Any = await asyncio.to_thread(provider_from_environment)
         runtime = await FleetRuntime.open(config, lm_provider=provider)
         self._runtime = runtime
         return runtime

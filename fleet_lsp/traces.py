@@ -27,7 +27,7 @@ from fleet_lsp.documents import StoreTraceSource, TraceDocument, trace_uri
 
 if TYPE_CHECKING:
     from fleet_core.api import FleetRuntime
-    from fleet_core.evaluation.labels import LabelResult, LabelUpdate
+    from fleet_core.api.evaluation import LabelResult, LabelUpdate
     from fleet_core.events import TurnEvent
     from fleet_core.models import TurnSummary
 
@@ -82,7 +82,7 @@ class TraceService:
         self, runtime: FleetRuntime, *, trace_id: str | None = None, turn_id: str | None = None
     ) -> TraceDoc:
         """The trace document of a Turn: from MLflow, or the store's outcome with a note."""
-        from fleet_core.observability.errors import TraceNotFound, TracingUnavailable
+        from fleet_core.api.traces import TraceNotFound, TracingUnavailable
 
         if turn_id:
             try:
@@ -184,7 +184,7 @@ def label_update(
     reviewer: str | None = None,
 ) -> LabelUpdate:
     """A ``LabelUpdate`` from protocol/CLI values; ``InvalidInput`` (-32602) names the field."""
-    from fleet_core.evaluation.labels import LabelUpdate, parse_expectations
+    from fleet_core.api.evaluation import LabelUpdate, parse_expectations
 
     if status is not None and status not in LABEL_STATUSES:
         raise InvalidInput(

@@ -9,7 +9,6 @@ answer, saves the artifact next to the user and says how to open the trace.
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
 import time
 import uuid
@@ -34,9 +33,9 @@ def sales_csv() -> Path:
 
 def model_problem() -> str | None:
     """What to set when no model endpoint is configured (None when one is, or in tests)."""
-    from fleet_core.api import diagnostics
+    from fleet_core.api import diagnostics, scripted
 
-    if os.environ.get("FLEET_TEST_SCRIPT"):
+    if scripted.script_path():
         return None
     from fleet_core.config import load_config
 
@@ -91,8 +90,9 @@ def embedded_model(console: Any) -> Iterator[None]:
     and let go of it at exit (it stops unless another process uses it or it is pinned; after a
     kill -9 the guard reaps it). Nothing happens with a configured endpoint or scripted models."""
     from fleet_core.api import local_model as embedded_model
+    from fleet_core.api import scripted
 
-    if os.environ.get("FLEET_TEST_SCRIPT"):
+    if scripted.script_path():
         yield
         return
     from fleet_core.config import load_config

@@ -24,9 +24,9 @@ from rich.markup import escape
 
 if TYPE_CHECKING:
     from fleet_core.api import FleetRuntime, TracingStatus
+    from fleet_core.api.evaluation import LabelResult
     from fleet_core.config import EffectiveConfig
     from fleet_core.evaluation.datasets import EvalCase
-    from fleet_core.evaluation.labels import LabelResult
     from fleet_core.evaluation.runner import CaseOutcome, EvalReport
 
 
@@ -53,7 +53,7 @@ def label_command(
     try:
         expectations = None
         if expectations_file is not None:
-            from fleet_core.evaluation.labels import load_expectations_file
+            from fleet_core.api.evaluation import load_expectations_file
 
             expectations = load_expectations_file(Path(expectations_file).expanduser())
         update = label_update(
@@ -115,8 +115,8 @@ def _print_label(result: LabelResult) -> None:
 
 
 def dataset_command(*, seed: int, out: str | None, per_kind: int, long_context: bool) -> None:
+    from fleet_core.api.evaluation import build_dataset, write_dataset
     from fleet_core.errors import FleetError
-    from fleet_core.evaluation.datasets import build_dataset, write_dataset
     from fleet_lsp.cli.support import fail
 
     if out is None:
@@ -159,8 +159,8 @@ def dataset_command(*, seed: int, out: str | None, per_kind: int, long_context: 
 def _load_cases(
     dataset: str | None, seed: int, wanted: Sequence[str] | None, limit: int | None
 ) -> list[EvalCase]:
+    from fleet_core.api.evaluation import build_dataset, read_dataset
     from fleet_core.errors import InvalidInput
-    from fleet_core.evaluation.datasets import build_dataset, read_dataset
 
     if dataset is None:
         cases = build_dataset(seed=seed)

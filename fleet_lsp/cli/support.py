@@ -43,15 +43,10 @@ def fail(exc: Any) -> typer.Exit:
 
 
 def provider_from_test_hook() -> Any:
-    """Scripted models when the FLEET_TEST_SCRIPT test hook is set (fleet_lsp.testing)."""
-    import os
+    """Scripted models when the FLEET_TEST_SCRIPT hook is set (``fleet_core.api.scripted``)."""
+    from fleet_core.api.scripted import provider_from_environment
 
-    script = os.environ.get("FLEET_TEST_SCRIPT")
-    if not script:
-        return None
-    from fleet_lsp.testing import scripted_provider
-
-    return scripted_provider(script)
+    return provider_from_environment()
 
 
 def with_runtime(fn: Callable[[FleetRuntime], Awaitable[Any]]) -> Any:

@@ -36,7 +36,7 @@ def models() -> Models:
     return make_models()
 
 
-#: The same three models as a ``FLEET_TEST_SCRIPT`` (fleet_lsp.testing) for a server or CLI
+#: The same three models as a ``FLEET_TEST_SCRIPT`` (fleet_core.api.scripted) for a server or CLI
 #: process: rules match in order, so the improved instruction's mark wins over the default.
 SCRIPT: dict[str, object] = {
     "root": {"rules": {MARK: {"submit": "str(6 * 7)"}, "": {"submit": "'unknown'"}}},

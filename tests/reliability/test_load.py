@@ -209,9 +209,9 @@ async def test_a_turn_leaves_nothing_in_dspys_call_history(tmp_path: Path) -> No
     from dspy.clients.base_lm import GLOBAL_HISTORY
 
     from fleet_core.api import FleetRuntime
+    from fleet_core.api.scripted import scripted_provider
     from fleet_core.config import load_config
     from fleet_core.models import TurnRequest
-    from fleet_lsp.testing import scripted_provider
 
     script = tmp_path / "script.json"
     script.write_text(json.dumps(SCRIPT), encoding="utf-8")

@@ -11,7 +11,19 @@ from typing import TYPE_CHECKING, Any
 from fleet_core.api.records import JevCheck, ModelCheck, SandboxIsolation
 from fleet_core.config import EffectiveConfig
 from fleet_core.errors import FleetError, InvalidInput, ModelUnavailable
+from fleet_core.localmodel.selection import ModelInUse, models_in_use
 from fleet_core.net import http_probe
+
+__all__ = [
+    "ModelInUse",
+    "check_jev",
+    "check_models",
+    "check_tracing_store",
+    "describe_sandbox",
+    "local_tracing_store",
+    "models_in_use",
+    "probe_sandbox",
+]
 
 if TYPE_CHECKING:
     from fleet_core.endpoints import Role
@@ -25,7 +37,6 @@ def check_models(
     without an endpoint reports the embedded model when it is installed (``embedded``; it
     is never started here: its ``api_base`` is the running server's, if any)."""
     from fleet_core.endpoints import ROLES, resolve_spec
-    from fleet_core.localmodel.selection import models_in_use
 
     checks = []
     probed: dict[tuple[str, str], str] = {}

@@ -7,6 +7,24 @@ from typing import TYPE_CHECKING, Any
 
 from fleet_core.api.host import RuntimeHost
 from fleet_core.api.threads import in_thread
+from fleet_core.evaluation.datasets import build_dataset, read_dataset, write_dataset
+from fleet_core.evaluation.labels import (
+    LabelResult,
+    LabelUpdate,
+    load_expectations_file,
+    parse_expectations,
+)
+
+__all__ = [
+    "Evaluation",
+    "LabelResult",
+    "LabelUpdate",
+    "build_dataset",
+    "load_expectations_file",
+    "parse_expectations",
+    "read_dataset",
+    "write_dataset",
+]
 
 if TYPE_CHECKING:
     from fleet_core.evaluation.datasets import EvalCase

@@ -11,6 +11,9 @@ from fleet_core.api.threads import in_thread
 from fleet_core.errors import TurnNotFound
 from fleet_core.models import TurnSummary
 from fleet_core.observability.errors import TraceNotFound, TracingUnavailable
+from fleet_core.observability.traceview import stored_trace_view
+
+__all__ = ["TraceNotFound", "Traces", "TracingUnavailable", "stored_trace_view"]
 
 if TYPE_CHECKING:
     from fleet_core.evaluation.labels import LabelResult, LabelUpdate

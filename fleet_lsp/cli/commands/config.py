@@ -43,7 +43,7 @@ def config_show(
         config = with_runtime(go)
     items = list(config.items())
     secrets = config.secret_status()
-    from fleet_core.localmodel.selection import models_in_use
+    from fleet_core.api.diagnostics import models_in_use
 
     models = models_in_use(config)  # a configured endpoint, the embedded model, or none
     if as_json:

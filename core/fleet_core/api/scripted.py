@@ -1,4 +1,5 @@
-"""Test hook: scripted models for the server and CLI processes (never used in production).
+"""The ``FLEET_TEST_SCRIPT`` hook: scripted models for the server and CLI processes, the one
+stand-in for a model (end-to-end tests, ``demo`` harnesses; never configured by a user).
 
 When ``FLEET_TEST_SCRIPT`` names a JSON file, the server (and ``fleet-lsp turn``/``demo``) open
 the runtime with a ``StaticLmProvider`` over ``fleet_core.engine.testing`` scripted LMs instead
@@ -22,10 +23,23 @@ relevance judge's relevant, relevance_score and rationale = the critique).
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 TEST_SCRIPT_ENV = "FLEET_TEST_SCRIPT"
+
+
+def script_path(environ: Mapping[str, str] = os.environ) -> str | None:
+    """The script ``FLEET_TEST_SCRIPT`` names, or None when the hook is off."""
+    return environ.get(TEST_SCRIPT_ENV) or None
+
+
+def provider_from_environment(environ: Mapping[str, str] = os.environ) -> Any:
+    """The scripted models of the hook's script (blocking: reads it), or None when it is off."""
+    path = script_path(environ)
+    return scripted_provider(path) if path else None
 
 
 def _reply(spec: Any) -> Any:
