@@ -1,6 +1,6 @@
 """GEPA search host overhead (results in docs/benchmarks.md, section "Optimization").
 
-A ``--gepa-budget light`` run (``FleetRuntime.optimize``) over a curated replay dataset of 9
+A ``--gepa-budget light`` run (``FleetRuntime.optimization.run``) over a curated replay dataset of 9
 approved, replay-captured Turns in 3 source groups, with scripted serving, judge and reflection
 models that answer instantly; every rollout is a real Turn in a fresh disposable runtime restored
 from its replay snapshot (own SQLite store, workspace, sandbox), so what is measured is the

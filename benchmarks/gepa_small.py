@@ -6,7 +6,7 @@
 Builds a replay dataset from the product's own quickstart-like tasks (bench_demo.py's sales,
 log and words cases on freshly generated data: three source groups), each example a Turn
 recorded with a scripted correct program (its replay snapshot holds the inputs; its approved
-labels hold the figures computed from the data), then runs ``FleetRuntime.optimize`` with no
+labels hold the figures computed from the data), then runs ``FleetRuntime.optimization.run`` with no
 endpoint configured: the rollouts, the judge and the reflection all run on the embedded
 Qwen2.5-Coder-1.5B, whose Turns take the small profile, so GEPA's candidate components include
 ``codefirst``. Prints the search's dev scores, the gate's checks and the changed components.

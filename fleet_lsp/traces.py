@@ -5,7 +5,7 @@ A Turn's trace document is rendered from the **stored** MLflow trace (``runtime.
 tracing is off or the destination cannot be read does it fall back to the store's Turn outcome
 (:class:`fleet_lsp.documents.StoreTraceSource`), with a note at the top saying why; both are
 rendered by the one renderer, ``fleet_core.observability.traceview``. Labels go
-through ``FleetRuntime.label_trace``: MLflow expectations on the trace and the store's
+through ``FleetRuntime.traces.label``: MLflow expectations on the trace and the store's
 ``fleet_trace_labels`` row.
 
 Ids: a trace id (``tr-...``) or, where a Turn had no MLflow trace, its Turn id. ``fleet/trace/get``

@@ -1,9 +1,9 @@
 """``fleet-lsp eval label | dataset | run``: the command-line side of ``fleet_core.evaluation``.
 
-- ``label``: ``FleetRuntime.label_trace`` through :class:`fleet_lsp.traces.TraceService`
+- ``label``: ``FleetRuntime.traces.label`` through :class:`fleet_lsp.traces.TraceService`
   (MLflow expectations on the trace and the store's row; partial updates keep earlier fields).
 - ``dataset``: ``build_dataset(seed)`` written with ``write_dataset``.
-- ``run``: ``FleetRuntime.run_evaluation``: every case as a fresh Session and Turn with the
+- ``run``: ``FleetRuntime.evaluation.run``: every case as a fresh Session and Turn with the
   configured models (the judge role scores answers), ``fleet_metric`` plus the trace-based
   suite, one MLflow run in the evaluation experiment; a rich progress bar while it runs and a
   summary table at the end.

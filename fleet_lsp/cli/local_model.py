@@ -1,7 +1,7 @@
 """``fleet-lsp model serve|status|stop``: the embedded offline model (docs/local-model.md).
 
-Everything goes through the facade (``FleetRuntime.local_model_status``, ``serve_local_model``,
-``stop_local_model``, ``prepare_local_model``); this module only renders: a rich progress bar
+Everything goes through the facade (``fleet_core.api.local_model``: ``status``, ``serve``,
+``stop``, ``prepare``); this module only renders: a rich progress bar
 while the weights are assembled, one line per state change, ``--json`` records.
 """
 

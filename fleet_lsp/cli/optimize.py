@@ -1,4 +1,4 @@
-"""``fleet-lsp optimize``: the command-line side of ``FleetRuntime.optimize``,
+"""``fleet-lsp optimize``: the command-line side of ``FleetRuntime.optimization.run``,
 ``optimization_status`` and ``approve_candidate`` (docs/optimization.md).
 
 - a run: a rich progress bar per phase (dataset, search, validation passes) with rollouts done

@@ -1,8 +1,9 @@
 """``fleet/optimize/status``, ``fleet/optimize/run`` and ``fleet/optimize/approve``.
 
-A run is ``FleetRuntime.optimize`` awaited by the request, with ``$/progress`` on the client's
-``workDoneToken`` (or a server-created one). Both cancel routes set the run's cancel flag and
-wait for it to stop between rollouts (no candidate is saved, the active program is unchanged):
+A run is ``FleetRuntime.optimization.run`` awaited by the request, with ``$/progress`` on the
+client's ``workDoneToken`` (or a server-created one). Both cancel routes set the run's cancel
+flag and wait for it to stop between rollouts (no candidate is saved, the active program is
+unchanged):
 
 - ``$/cancelRequest``: pygls cancels the request task; the client gets -32800.
 - ``window/workDoneProgress/cancel`` on the run's token: the request answers -32800 too

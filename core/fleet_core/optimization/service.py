@@ -1,6 +1,6 @@
 """The optimization run: dataset -> splits -> search -> validation -> gate -> candidate.
 
-``OptimizationService`` is built by the facade (``FleetRuntime.optimize``) with explicit
+``OptimizationService`` is built by the facade (``FleetRuntime.optimization.run``) with explicit
 collaborators: the store, the Session's effective configuration, the models, a factory for the
 disposable rollout runtimes, the state directory and an optional recorder for the MLflow run.
 It runs in a worker thread; progress goes to ``on_progress`` (called from that thread) and
