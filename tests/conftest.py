@@ -18,6 +18,7 @@ from psycopg import sql
 
 from fleet_core.api import FleetRuntime
 from fleet_core.config import EffectiveConfig, load_config
+from fleet_core.engine.testing import SwitchableLms
 
 ADMIN_URL = os.environ.get(
     "FLEET_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -94,4 +95,15 @@ def fleet_config(fleet_environ: dict[str, str], tmp_path: Path) -> EffectiveConf
 async def runtime(fleet_config: EffectiveConfig) -> AsyncIterator[FleetRuntime]:
     opened = await FleetRuntime.open(fleet_config)
     yield opened
+    await opened.close()
+
+
+@pytest.fixture
+async def scripted(
+    fleet_config: EffectiveConfig,
+) -> AsyncIterator[tuple[FleetRuntime, SwitchableLms]]:
+    """A runtime and its swappable scripted models; traces stay queued (export deferred)."""
+    lms = SwitchableLms()
+    opened = await FleetRuntime.open(fleet_config, lm_provider=lms, trace_export="deferred")
+    yield opened, lms
     await opened.close()

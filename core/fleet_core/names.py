@@ -129,7 +129,7 @@ def walk_regular(root_fd: int, top: str, *, max_depth: int) -> tuple[list[str], 
         while stack:
             dir_fd, prefix, depth = stack.pop()
             try:
-                for name in _names(dir_fd):
+                for name in entry_names(dir_fd):
                     child = _visit(dir_fd, name, prefix, root_fd, top, found, renamed)
                     if child is None:
                         continue
@@ -177,7 +177,8 @@ def _visit(
     return None
 
 
-def _names(dir_fd: int) -> list[str]:
+def entry_names(dir_fd: int) -> list[str]:
+    """The names in the directory open as ``dir_fd`` ([] when it cannot be read)."""
     try:
         with os.scandir(dir_fd) as entries:
             return [entry.name for entry in entries]

@@ -7,14 +7,12 @@ Turn, the listings and delete all work. The scripted model's code runs in the re
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from fleet_core import names
 from fleet_core.api import FleetRuntime
-from fleet_core.config import EffectiveConfig
 from fleet_core.engine.testing import SwitchableLms, action, scripted_lm, submit
 from fleet_core.events import TurnEvent
 from fleet_core.models import TurnRequest
@@ -49,16 +47,6 @@ def _writer(paths: list[str]) -> str:
         "open(deep + '/long.txt', 'w').write('deep')\n"
         "print('wrote')"
     )
-
-
-@pytest.fixture
-async def scripted(
-    fleet_config: EffectiveConfig,
-) -> AsyncIterator[tuple[FleetRuntime, SwitchableLms]]:
-    lms = SwitchableLms()
-    opened = await FleetRuntime.open(fleet_config, lm_provider=lms, trace_export="deferred")
-    yield opened, lms
-    await opened.close()
 
 
 async def _turn(

@@ -108,7 +108,9 @@ def sanitize_workspace(
 def _walk(root_fd: int, scan: WorkspaceScan, *, sanitize: bool, exclude: frozenset[str]) -> None:
     """Depth-first; only the directories on the current path are open."""
     seen: set[tuple[int, int]] = set()
-    stack: list[tuple[int, str, list[str], bool]] = [(root_fd, "", _names(root_fd), True)]
+    stack: list[tuple[int, str, list[str], bool]] = [
+        (root_fd, "", names.entry_names(root_fd), True)
+    ]
     try:
         while stack:
             dir_fd, prefix, entries, counted = stack[-1]
@@ -129,7 +131,7 @@ def _walk(root_fd: int, scan: WorkspaceScan, *, sanitize: bool, exclude: frozens
                 os.close(child)
                 scan.too_deep = True
                 continue
-            stack.append((child, rel + "/", _names(child), charge))
+            stack.append((child, rel + "/", names.entry_names(child), charge))
     finally:
         for dir_fd, *_rest in stack:
             if dir_fd != root_fd:
@@ -153,14 +155,6 @@ def _quarantined(
     parent, _slash, new_name = moved.new.rpartition("/")
     same_place = parent == rel.rpartition("/")[0]
     return (dir_fd if same_place else top_fd), new_name, moved.new
-
-
-def _names(dir_fd: int) -> list[str]:
-    try:
-        with os.scandir(dir_fd) as entries:
-            return [entry.name for entry in entries]
-    except OSError:
-        return []
 
 
 def _visit(
