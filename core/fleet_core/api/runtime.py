@@ -41,8 +41,6 @@ from fleet_core.models import (
     WorkspaceFile,
     WorkspacePage,
 )
-from fleet_core.store import Store
-from fleet_core.store.database import database_url
 from fleet_core.workspace import (
     FileInfo,
     Workspace,
@@ -61,6 +59,7 @@ if TYPE_CHECKING:
     from fleet_core.models import TurnRequest, TurnResult
     from fleet_core.observability.export import TraceExporter
     from fleet_core.observability.tracing import TurnTracer
+    from fleet_core.store import Store
     from fleet_core.turns import TurnService
 
 T = TypeVar("T")
@@ -126,6 +125,9 @@ class FleetRuntime:
         queued included); ``deferred`` (short-lived CLI commands) leaves them queued for the
         next process or ``traces.flush``; ``inline`` (evaluation runs, which read each trace
         right after its Turn) exports a Turn's trace before ``run_turn`` returns."""
+        from fleet_core.store import Store  # SQLAlchemy: loaded when a runtime opens
+        from fleet_core.store.database import database_url
+
         url = database_url(
             config.secrets.database_url.get_secret_value() if config.secrets.database_url else None,
             config.state_dir,
