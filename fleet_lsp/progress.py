@@ -37,6 +37,7 @@ from fleet_core.event_payloads import (
     ToolCallStartPayload,
     TriageDecisionPayload,
 )
+from fleet_core.events import ROOT_AGENT
 from fleet_lsp.documents import artifact_uri
 from fleet_lsp.protocol import NOTIFY_ARTIFACT_CHANGE, NOTIFY_TURN_EVENT
 
@@ -46,7 +47,6 @@ if TYPE_CHECKING:
     from fleet_core.events import TurnEvent
 
 log = logging.getLogger(__name__)
-ROOT = "root"
 CREATE_TIMEOUT = 5.0
 
 
@@ -117,7 +117,7 @@ class TurnProgress:
             if not await self._create(token):
                 token = None
         if token is not None:
-            self.root = _Token(token, ROOT, None)
+            self.root = _Token(token, ROOT_AGENT, None)
             future = self._progress.tokens.setdefault(token, Future())
             future.add_done_callback(self._cancelled_by_client)
         self._pump_task = asyncio.ensure_future(self._pump())
@@ -196,10 +196,10 @@ class TurnProgress:
             return
         if isinstance(data, ArtifactPayload):
             self.artifact_changed(data.path)
-        if event.agent_id != ROOT:
+        if event.agent_id != ROOT_AGENT:
             tok = self.agents.get(event.agent_id)
             if tok is None:
-                await self._open_child(event.agent_id, event.parent_agent_id or ROOT, None)
+                await self._open_child(event.agent_id, event.parent_agent_id or ROOT_AGENT, None)
                 tok = self.agents.get(event.agent_id)
             if tok is not None and not tok.ended:
                 message = _describe(kind, data)
@@ -222,12 +222,12 @@ class TurnProgress:
     async def _on_child(self, event: TurnEvent, data: AnyPayload | None) -> None:
         """``child_spawned``/``child_finished``: the event's agent is the child."""
         child = event.agent_id
-        if child == ROOT:
+        if child == ROOT_AGENT:
             return
         if event.kind == "child_spawned":
             self._running_children.add(child)
             spawned = data if isinstance(data, ChildSpawnedPayload) else None
-            await self._open_child(child, event.parent_agent_id or ROOT, spawned)
+            await self._open_child(child, event.parent_agent_id or ROOT_AGENT, spawned)
         else:
             self._running_children.discard(child)
             tok = self.agents.get(child)
@@ -315,7 +315,7 @@ class TurnProgress:
     async def _open_child(
         self, agent_id: str, parent: str, spawned: ChildSpawnedPayload | None
     ) -> None:
-        if agent_id in self.agents or agent_id == ROOT or self.root is None:
+        if agent_id in self.agents or agent_id == ROOT_AGENT or self.root is None:
             return
         if not self._supports_create:
             return
@@ -371,7 +371,7 @@ class TurnProgress:
         tok.pending = None
         tok.ended = True
         value: dict[str, Any] = {"kind": "end", "message": status, "turnId": self.turn_id}
-        if tok.agent_id != ROOT:
+        if tok.agent_id != ROOT_AGENT:
             value["agentId"] = tok.agent_id
             value["parentAgentId"] = tok.parent_agent_id
         self._send(tok, value)
@@ -420,7 +420,7 @@ def _event_wire(event: TurnEvent) -> dict[str, Any]:
         "turnId": wire["turnId"],
         "sessionId": wire["sessionId"],
         "seq": wire["seq"],
-        "agentId": wire.get("agentId", ROOT),
+        "agentId": wire.get("agentId", ROOT_AGENT),
         **({"parentAgentId": wire["parentAgentId"]} if wire.get("parentAgentId") else {}),
         "kind": wire["kind"],
         "payload": wire.get("payload", {}),

@@ -24,6 +24,7 @@ from fleet_core.event_payloads import (
     TriageDecisionPayload,
     UngroundedSubmitPayload,
 )
+from fleet_core.events import ROOT_AGENT
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -32,7 +33,6 @@ if TYPE_CHECKING:
 
     from fleet_core.events import TurnEvent
 
-ROOT = "root"
 TERMINAL = ("turn_completed", "turn_failed", "turn_cancelled")
 
 
@@ -60,7 +60,7 @@ class LiveTurnView:
         from rich.live import Live
 
         self.task = _first_line(task, 80)
-        self.agents: dict[str, _Agent] = {ROOT: _Agent(ROOT, None)}
+        self.agents: dict[str, _Agent] = {ROOT_AGENT: _Agent(ROOT_AGENT, None)}
         self.route = ""
         self.calls = ""
         self.status = "running"
@@ -94,7 +94,7 @@ class LiveTurnView:
     def _apply(self, event: TurnEvent) -> None:
         agent = self.agents.get(event.agent_id)
         if agent is None:
-            parent = event.parent_agent_id or ROOT
+            parent = event.parent_agent_id or ROOT_AGENT
             agent = self.agents[event.agent_id] = _Agent(event.agent_id, parent)
         data = event.data
         if isinstance(data, TriageDecisionPayload):
@@ -166,12 +166,12 @@ class LiveTurnView:
 
         with self._lock:
             tree = Tree(self._head())
-            nodes = {ROOT: tree.add(_label(self.agents[ROOT]))}
-            pending = [a for a in self.agents.values() if a.agent_id != ROOT]
+            nodes = {ROOT_AGENT: tree.add(_label(self.agents[ROOT_AGENT]))}
+            pending = [a for a in self.agents.values() if a.agent_id != ROOT_AGENT]
             for _ in range(len(pending) + 1):
                 rest = []
                 for a in pending:
-                    parent = nodes.get(a.parent or ROOT)
+                    parent = nodes.get(a.parent or ROOT_AGENT)
                     if parent is None:
                         rest.append(a)
                     else:

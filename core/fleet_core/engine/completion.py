@@ -26,11 +26,11 @@ from dspy.primitives.prediction import Prediction
 from dspy.primitives.repl_types import REPLHistory, REPLVariable
 from dspy.utils.exceptions import format_error_for_lm
 
-from fleet_core.engine.codefirst import normalized
+from fleet_core.engine.adapter import OPTIONAL_OUTPUTS
+from fleet_core.engine.codefirst import OUTPUT_CHARS, normalized
 from fleet_core.engine.inspection import ArtifactReport, inspection_cell, parse_inspection
 from fleet_core.engine.profile import REPEAT_TEMPERATURE
 
-OUTPUT_CHARS = 2_000
 HOST_FINISH = "host: the task was complete"
 
 
@@ -46,9 +46,6 @@ As soon as the printed output answers the task, finish with SUBMIT(answer=...), 
 answer from variables, never retyping figures. Never repeat a step that already worked.
 Also available: llm_query(prompt) asks a sub-model; use_skill(name) reads a Skill of \
 skills_catalog."""
-
-#: Output fields SUBMIT may leave out (they default to "").
-OPTIONAL_OUTPUTS = ("learned_skill_note",)
 
 
 class CompletingRLM(dspy.RLM):  # type: ignore[misc]

@@ -50,6 +50,7 @@ from fleet_core.event_payloads import (
     TriageDecisionPayload,
     TriageEvidence,
 )
+from fleet_core.events import ROOT_AGENT
 from fleet_core.models import ProvenanceRecord
 from fleet_core.sandbox.interpreter import SandboxInterpreter
 from fleet_core.skills import Skill, use_skill_text
@@ -59,7 +60,6 @@ MAX_FINDINGS_CHARS = 20_000
 MAX_NOTE_CHARS = 10_000
 MAX_SUBTASKS = 8
 MAX_REFERENCE_CHARS = 200_000
-ROOT = "root"
 
 
 class AgentSpace(Protocol):
@@ -193,7 +193,7 @@ class TurnProgram:
         self._skills = inputs.skills
         control = self.control
         root_lm = MeteredLM(self.lms.lm("root"), control, category="generation")
-        callbacks = [EventCallback(control, ROOT, None)]
+        callbacks = [EventCallback(control, ROOT_AGENT, None)]
         # disable_history: dspy would keep every call (prompt and response) for the process's life
         with dspy.context(
             lm=root_lm, adapter=self.adapter, callbacks=callbacks, disable_history=True

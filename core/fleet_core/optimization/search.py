@@ -39,6 +39,7 @@ from dspy.teleprompt.gepa import InstructionProposer
 from dspy.teleprompt.gepa.gepa import AUTO_RUN_SETTINGS
 
 from fleet_core.evaluation.judge import gepa_metric, labels_example
+from fleet_core.events import ROOT_AGENT
 from fleet_core.optimization.dataset import OptExample
 from fleet_core.optimization.program import COMPONENTS, ProgramState, changed_components
 from fleet_core.optimization.rollout import OptimizationCancelled, Rollouts
@@ -333,7 +334,7 @@ def run_search(
 class _RootSpace:
     """The root's place in the agent tree, for building the student's modules (never run)."""
 
-    agent_id = "root"
+    agent_id = ROOT_AGENT
     parent_agent_id = None
     depth = 0
 
