@@ -23,7 +23,12 @@ from typing import TYPE_CHECKING, Literal
 from urllib.parse import quote, unquote
 
 from fleet_core.errors import InvalidInput, TurnNotFound
-from fleet_core.workspace import is_probably_text, validate_relative_path, validate_session_id
+from fleet_core.workspace import (
+    artifact_uri,
+    is_probably_text,
+    validate_relative_path,
+    validate_session_id,
+)
 from fleet_lsp.protocol import URI_SCHEME, ArtifactReadResult
 
 if TYPE_CHECKING:
@@ -104,12 +109,6 @@ def parse_uri(uri: str) -> FleetUri:
         f"Unknown fleet URI {uri[:200]!r}: the second segment must be 'artifacts', "
         "'traces/<traceId>.md' or 'optimization/<version>.md'"
     )
-
-
-def artifact_uri(session_id: str, path: str) -> str:
-    """The URI of a workspace artifact (``path`` with or without the ``artifacts/`` root)."""
-    relative = path.removeprefix("artifacts/")
-    return f"{URI_SCHEME}:/sessions/{quote(session_id)}/artifacts/{quote(relative)}"
 
 
 def trace_uri(session_id: str, trace_id: str) -> str:

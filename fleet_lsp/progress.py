@@ -38,7 +38,7 @@ from fleet_core.event_payloads import (
     TriageDecisionPayload,
 )
 from fleet_core.events import ROOT_AGENT
-from fleet_lsp.documents import artifact_uri
+from fleet_core.workspace import artifact_uri
 from fleet_lsp.protocol import NOTIFY_ARTIFACT_CHANGE, NOTIFY_TURN_EVENT
 
 if TYPE_CHECKING:

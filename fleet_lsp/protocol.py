@@ -20,10 +20,12 @@ from typing import Any, Literal, NotRequired, TypedDict, TypeVar, Union, get_arg
 
 import attrs
 
+from fleet_core import workspace
+
 T = TypeVar("T")
 PROTOCOL_VERSION = 1
 SERVER_NAME = "fleet-lsp"
-URI_SCHEME = "fleet"
+URI_SCHEME = workspace.URI_SCHEME  # fleet:/ documents (built by fleet_core.workspace)
 
 Mode = Literal["hybrid", "rlm", "flex"]
 ProgressToken = int | str

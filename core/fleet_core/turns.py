@@ -80,6 +80,7 @@ from fleet_core.store import (
     TraceExport,
     TurnOutcome,
 )
+from fleet_core.workspace import artifact_uri
 
 if TYPE_CHECKING:
     from fleet_core.config import EffectiveConfig
@@ -761,7 +762,7 @@ class TurnService:
             record = by_path.get(info.path)
             refs.append(
                 ArtifactRef(
-                    uri=f"fleet:/sessions/{session_id}/{info.path}",
+                    uri=artifact_uri(session_id, info.path),
                     path=info.path,
                     size_bytes=info.size_bytes,
                     sha256=info.sha256,

@@ -27,6 +27,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
+from urllib.parse import quote
 
 from fleet_core import names
 from fleet_core.errors import (
@@ -37,6 +38,7 @@ from fleet_core.errors import (
 )
 
 ROOTS = ("files", "artifacts", "memory", "skills")
+URI_SCHEME = "fleet"  # the read-only documents' scheme: fleet:/sessions/<id>/...
 MAX_PATH_CHARS = names.MAX_PATH_CHARS
 MAX_DEPTH = 256
 """Directories deeper than this are not listed (the sandbox's walk stops a cell that nests
@@ -95,6 +97,13 @@ def validate_session_id(session_id: str) -> str:
     if ".." in session_id:
         raise InvalidInput(f"Invalid session id {session_id!r}: '..' is not allowed")
     return session_id
+
+
+def artifact_uri(session_id: str, path: str) -> str:
+    """The one URI of a workspace artifact (``path`` with or without the ``artifacts/`` root),
+    percent-encoded: the TurnResult, ``fleet/artifact/didChange`` and the documents agree."""
+    relative = path.removeprefix("artifacts/")
+    return f"{URI_SCHEME}:/sessions/{quote(session_id)}/artifacts/{quote(relative)}"
 
 
 def validate_relative_path(path: str, roots: tuple[str, ...] = ROOTS) -> PurePosixPath:

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types
 
 from fleet_core.errors import FleetError, InvalidInput
+from fleet_core.workspace import artifact_uri
 from fleet_lsp.documents import (
     FleetUri,
-    artifact_uri,
     optimization_report_uri,
     parse_uri,
     read_artifact,
