@@ -40,6 +40,16 @@ class Renamed:
     def describe(self) -> str:
         return f"'{shown(self.old)}' -> '{self.new}'"
 
+    @property
+    def in_place(self) -> bool:
+        """Still in the directory it was found in (False: moved to its root)."""
+        return self.new.rpartition("/")[0] == self.old.rpartition("/")[0]
+
+    @property
+    def name(self) -> str:
+        """Its name now."""
+        return self.new.rpartition("/")[2]
+
 
 def renamed_note(renamed: list[Renamed]) -> str:
     """What the model, the trace and the log are told of quarantined entries ('' for none)."""
@@ -164,8 +174,7 @@ def _visit(
         return None  # could not be renamed (e.g. a read-only input): not listed
     if moved is not None:
         renamed.append(moved)
-        parent, _slash, name = moved.new.rpartition("/")
-        dir_fd, rel = (dir_fd if parent == prefix else top_fd), moved.new
+        dir_fd, name, rel = (dir_fd if moved.in_place else top_fd), moved.name, moved.new
     try:
         info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
         if stat.S_ISREG(info.st_mode):

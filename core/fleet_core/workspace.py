@@ -161,8 +161,6 @@ class Workspace:
         self.max_file_bytes = max_file_bytes
         self.max_read_bytes = max_read_bytes
         self._digests: dict[str, tuple[tuple[int, int, int], str]] = {}
-        self.renamed: list[names.Renamed] = []
-        """Entries this object quarantined (``fleet_core.names``), oldest first."""
 
     def ensure_layout(self) -> None:
         """Create the roots; the workspace directory itself is private (0700)."""
@@ -252,7 +250,7 @@ class Workspace:
     def paths(self, root: str | None = None) -> list[str]:
         """Every regular file's path, sorted. A name the workspace cannot hold (one an older
         version or a sandbox left) is quarantined on the way (``fleet_core.names``), so a
-        listing always succeeds; the renames are logged and kept in ``renamed``."""
+        listing always succeeds; the renames are logged."""
         roots = (root,) if root else ROOTS
         found: list[str] = []
         for name in roots:
@@ -272,7 +270,6 @@ class Workspace:
     def _note_renamed(self, renamed: list[names.Renamed]) -> None:
         if not renamed:
             return
-        self.renamed = [*self.renamed, *renamed][-100:]
         log.warning("Workspace %s: %s", self.root.name, names.renamed_note(renamed))
 
     def stamps(self, root: str | None = None) -> dict[str, FileStamp]:
@@ -813,9 +810,9 @@ def _entry_kind(
         if moved is None:
             return None  # vanished meanwhile
         renamed.append(moved)
-        parent, _slash, name = moved.new.rpartition("/")
-        if parent != prefix:
+        if not moved.in_place:
             return None  # moved to its root: listed from there from now on
+        name = moved.name
         mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
     except OSError:
         return None

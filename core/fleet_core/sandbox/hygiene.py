@@ -53,10 +53,6 @@ class WorkspaceScan:
     renamed: list[names.Renamed] = field(default_factory=list)
     """Entries whose names a workspace cannot hold, quarantined (``fleet_core.names``)."""
 
-    @property
-    def changed(self) -> bool:
-        return bool(self.stripped or self.removed or self.renamed)
-
     def renamed_note(self) -> str:
         return names.renamed_note(self.renamed)
 
@@ -152,9 +148,7 @@ def _quarantined(
     if moved is None:
         return dir_fd, name, rel
     scan.renamed.append(moved)
-    parent, _slash, new_name = moved.new.rpartition("/")
-    same_place = parent == rel.rpartition("/")[0]
-    return (dir_fd if same_place else top_fd), new_name, moved.new
+    return (dir_fd if moved.in_place else top_fd), moved.name, moved.new
 
 
 def _visit(
