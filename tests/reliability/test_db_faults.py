@@ -35,6 +35,7 @@ from fleet_core.errors import (
     StoreError,
 )
 from fleet_core.models import TurnRequest
+from fleet_core.store import Store, ownership
 from fleet_core.store.ownership import advisory_key
 
 pytestmark = pytest.mark.postgres
@@ -410,6 +411,37 @@ async def test_a_database_outage_is_a_store_error_and_then_a_lost_lease(
         await runtime.set_mode("o", "rlm")
     finally:
         await runtime.close()
+
+
+def test_a_lease_backend_that_dies_between_lock_and_epoch_leaves_no_broken_connection(
+    pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lock is taken, then the backend dies before the epoch is bumped: that take fails
+    with a StoreError, and the next take works on a fresh connection (it once raised a raw
+    PendingRollbackError from the invalidated lease connection)."""
+    store = Store.open(pg_url, tmp_path / "state", lease_check_seconds=3600)
+    locks = store.locks
+    real_try_lock = ownership._try_lock
+
+    def lock_then_die(conn: Any, session_id: str) -> bool:
+        got = real_try_lock(conn, session_id)
+        if session_id == "dies":
+            pid = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar_one()
+            _query(pg_url, "SELECT pg_terminate_backend(%s, 5000)", pid)
+        return got
+
+    try:
+        locks.acquire("held")
+        monkeypatch.setattr(ownership, "_try_lock", lock_then_die)
+        with pytest.raises(StoreError, match="database"):
+            locks.acquire("dies")
+        locks.acquire("next")  # a fresh lease connection, and "held" re-taken on it
+        assert locks.owned("held") and locks.owned("next") and not locks.owned("dies")
+        assert len(_holders(pg_url, "held")) == 1 and len(_holders(pg_url, "next")) == 1
+        locks.release("next")
+        assert _holders(pg_url, "next") == []
+    finally:
+        store.close()
 
 
 # --- (d) two servers, one database, Turns on different Sessions ---------------------------------

@@ -4,6 +4,8 @@ result (store/__init__.py)."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 
 from fleet_core.api import FleetRuntime
@@ -75,3 +77,31 @@ async def test_history_bounds_artifact_paths_and_tolerates_old_results(
     assert big.artifacts_omitted == 3 + 7
     assert (old.duration_seconds, old.artifact_paths, old.artifacts_omitted) == (None, [], 0)
     assert (odd.duration_seconds, odd.artifact_paths) == (None, ["artifacts/ok"])
+
+
+async def test_two_reviewers_labelling_one_new_trace_at_once_both_land(
+    runtime: FleetRuntime,
+) -> None:
+    """Labels are one upsert: of 8 writers racing on each new trace, none fails and one of
+    their labels is what stays (a lost insert race used to abort PostgreSQL's transaction)."""
+    store = runtime.store
+
+    def label(trace_id: str, writer: int) -> None:
+        store.upsert_trace_labels(
+            trace_id,
+            session_id=None,
+            turn_id=None,
+            labels={"writer": writer},
+            eligible=False,
+            ineligible_reason="no replay",
+        )
+
+    for round_ in range(5):
+        trace_id = f"tr-race-{round_}"
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            list(pool.map(label, [trace_id] * 8, range(8)))
+        row = store.get_trace_labels(trace_id)
+        assert row is not None and row["labels"]["writer"] in range(8)
+    label("tr-race-0", 99)
+    row = store.get_trace_labels("tr-race-0")
+    assert row is not None and row["labels"] == {"writer": 99}

@@ -26,6 +26,8 @@ from sqlalchemy import (
     select,
     update,
 )
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import DBAPIError, IntegrityError, InterfaceError, OperationalError
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
@@ -803,17 +805,13 @@ class Store:
             "updated_at": now(),
         }
         table = schema.trace_labels
+        dialect_insert = pg_insert if self.backend == "postgresql" else sqlite_insert
+        upsert = dialect_insert(table).values(trace_id=trace_id, **values)
+        # One statement: two reviewers labelling at once both land (the later wins); an
+        # insert that lost the race used to abort PostgreSQL's transaction before its update.
+        upsert = upsert.on_conflict_do_update(index_elements=[table.c.trace_id], set_=values)
         with self.engine.begin() as conn:
-            exists = conn.execute(
-                select(table.c.trace_id).where(table.c.trace_id == trace_id)
-            ).first()
-            if exists is None:
-                try:
-                    conn.execute(insert(table).values(trace_id=trace_id, **values))
-                    return
-                except IntegrityError:
-                    pass
-            conn.execute(update(table).where(table.c.trace_id == trace_id).values(**values))
+            conn.execute(upsert)
 
     @_read
     def get_trace_labels(self, trace_id: str) -> dict[str, Any] | None:

@@ -231,7 +231,7 @@ class AdvisorySessionLocks:
             return
         try:
             got = _try_lock(self._conn(), session_id)
-        except DBAPIError:  # the lease connection died: re-take what it held, then try again
+        except SQLAlchemyError:  # the lease connection died: re-take what it held, try again
             lost.extend(self._recover())
             got = _try_lock(self._conn(), session_id)
         if not got:
@@ -241,6 +241,8 @@ class AdvisorySessionLocks:
             self._epochs[session_id] = self._bump(conn, session_id)
         except BaseException:
             self._unlock_quietly(conn, session_id)
+            if conn.invalidated:  # it died with this take: a fresh one, and the rest re-taken
+                lost.extend(self._recover())
             raise
 
     def release(self, session_id: str) -> None:
@@ -250,7 +252,7 @@ class AdvisorySessionLocks:
             if self._epochs.pop(session_id, None) is not None:
                 try:
                     _unlock(self._conn(), session_id)
-                except DBAPIError:  # its connection died, and the lock with it
+                except SQLAlchemyError:  # its connection died, and the lock with it
                     lost = self._recover()
         self._notify(lost)
 
