@@ -298,7 +298,7 @@ ORACLE = {  # --dry-run: a correct program per task (small-profile code-first re
 
 def oracle_provider(kind: str) -> Any:
     from fleet_core.engine.lm import StaticLmProvider
-    from fleet_core.engine.testing import scripted_lm
+    from fleet_core.engine.scripted_lm import scripted_lm
 
     return StaticLmProvider(scripted_lm([f"```python\n{ORACLE[kind]}\n```"]))
 

@@ -25,7 +25,7 @@ from typing import Any
 from fleet_core.api import FleetRuntime
 from fleet_core.config import load_config
 from fleet_core.engine.lm import StaticLmProvider
-from fleet_core.engine.testing import action, scripted_lm, submit
+from fleet_core.engine.scripted_lm import action, scripted_lm, submit
 from fleet_core.models import TurnRequest
 
 

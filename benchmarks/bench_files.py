@@ -24,7 +24,7 @@ from typing import Any
 
 from fleet_core.api import FleetRuntime
 from fleet_core.config import load_config
-from fleet_core.engine.testing import SwitchableLms, action, scripted_lm, submit
+from fleet_core.engine.scripted_lm import SwitchableLms, action, scripted_lm, submit
 from fleet_core.models import TurnRequest
 
 

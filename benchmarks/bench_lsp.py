@@ -156,7 +156,7 @@ SALES = REPO / "fleet_lsp" / "examples" / "sales.csv"
 
 def quickstart_script(path: Path) -> Path:
     """The quickstart answered by scripted models: triage routes to rlm, one pandas cell."""
-    from fleet_core.engine.testing import action, route, submit
+    from fleet_core.engine.scripted_lm import action, route, submit
 
     code = (
         "import pandas as pd\n"
@@ -207,7 +207,7 @@ async def bench_first_turn(rounds: int, env: dict[str, str], root: Path) -> dict
 
 
 def turn_script(path: Path) -> Path:
-    from fleet_core.engine.testing import action, submit
+    from fleet_core.engine.scripted_lm import action, submit
 
     slow_child = action(
         "import time\nfor i in range(60):\n    time.sleep(0.1)\n    print(i)\n"

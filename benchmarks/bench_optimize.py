@@ -41,7 +41,7 @@ from fleet_core.config import load_config
 from fleet_core.engine.lm import StaticLmProvider
 from fleet_core.errors import FleetError
 from fleet_core.models import TurnRequest
-from fleet_core.optimization.testing import TASK, add_examples, scripted_models
+from fleet_core.optimization.scripted_examples import TASK, add_examples, scripted_models
 
 
 def provider() -> StaticLmProvider:

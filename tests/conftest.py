@@ -18,7 +18,7 @@ from psycopg import sql
 
 from fleet_core.api import FleetRuntime
 from fleet_core.config import EffectiveConfig, load_config
-from fleet_core.engine.testing import SwitchableLms
+from fleet_core.engine.scripted_lm import SwitchableLms
 
 ADMIN_URL = os.environ.get(
     "FLEET_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"

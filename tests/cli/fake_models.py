@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from fleet_core.engine.testing import action, route, submit
+from fleet_core.engine.scripted_lm import action, route, submit
 from tests.fake_http import JsonHandler, serving
 
 #: The Turn the endpoint plays: triage picks rlm, one cell runs in the sandbox, then SUBMIT.

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from fleet_core.engine.testing import action, fields, route, submit
+from fleet_core.engine.scripted_lm import action, fields, route, submit
 from tests.cli.test_cli import run
 from tests.fake_http import JsonHandler, serving
 from tests.lsp.conftest import REPO, write_script

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from fleet_core.engine.testing import action, route, submit
+from fleet_core.engine.scripted_lm import action, route, submit
 from tests.cli.fake_models import ScriptedModels
 from tests.cli.test_cli import run
 from tests.fake_http import serving

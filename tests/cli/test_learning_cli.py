@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from fleet_core.engine.testing import action, submit
+from fleet_core.engine.scripted_lm import action, submit
 from tests.cli.test_cli import ok, rlm_answer
 from tests.lsp.conftest import write_script
 from tests.lsp.test_learning import FACT, REMEMBER, SAVE

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from fleet_core.engine.testing import action, route, submit
+from fleet_core.engine.scripted_lm import action, route, submit
 from tests.fake_http import JsonHandler, serving
 
 REPO = Path(__file__).resolve().parents[2]

@@ -9,7 +9,7 @@ import pytest
 
 from fleet_core.api import FleetRuntime
 from fleet_core.config import EffectiveConfig, load_config
-from fleet_core.engine.testing import SwitchableLms
+from fleet_core.engine.scripted_lm import SwitchableLms
 
 OpenRuntime = Callable[..., Awaitable[FleetRuntime]]
 

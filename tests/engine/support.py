@@ -13,7 +13,7 @@ import dspy
 from dspy.lm15 import Response
 
 from fleet_core.api import FleetRuntime
-from fleet_core.engine.testing import ScriptedEngine
+from fleet_core.engine.scripted_lm import ScriptedEngine
 from fleet_core.events import TurnEvent
 from fleet_core.models import TurnRequest, TurnResult
 

@@ -10,8 +10,8 @@ from fleet_core.engine.interpreter import (
     SKILL_HELPERS_SHOWN,
     TURN_EXECUTION_INSTRUCTIONS,
 )
+from fleet_core.engine.scripted_lm import action, scripted_lm, submit
 from fleet_core.engine.signatures import ChildTask, FleetTask
-from fleet_core.engine.testing import action, scripted_lm, submit
 from fleet_core.sandbox.interpreter import EXECUTION_INSTRUCTIONS
 from tests.engine.support import run_turn
 

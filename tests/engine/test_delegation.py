@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fleet_core.engine.testing import action, scripted_lm, submit
+from fleet_core.engine.scripted_lm import action, scripted_lm, submit
 from fleet_core.models import TurnRequest
 
 SALES = "region,revenue\nnorth,100\nsouth,250\nnorth,50\n"

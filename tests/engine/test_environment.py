@@ -10,7 +10,7 @@ import pytest
 
 from fleet_core import turns
 from fleet_core.engine import environment
-from fleet_core.engine.testing import scripted_lm, submit
+from fleet_core.engine.scripted_lm import scripted_lm, submit
 from fleet_core.event_payloads import SandboxEnvironmentIncompletePayload
 from fleet_core.models import TurnRequest
 

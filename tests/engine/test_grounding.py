@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fleet_core.engine.testing import action, scripted_lm, submit
+from fleet_core.engine.scripted_lm import action, scripted_lm, submit
 from tests.engine.support import payloads, run_turn
 
 TASK = "Sum the integers below 1000"

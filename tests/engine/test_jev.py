@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from fleet_core.engine.testing import action, fields, route, scripted_lm, submit
+from fleet_core.engine.scripted_lm import action, fields, route, scripted_lm, submit
 from tests.engine.support import payloads, run_turn
 from tests.fake_jev import KEY, fake_jev
 

@@ -10,7 +10,7 @@ import pytest
 from fleet_core.api import FleetRuntime
 from fleet_core.config import load_config
 from fleet_core.engine.lm import ConfiguredLmProvider
-from fleet_core.engine.testing import action, scripted_lm, submit
+from fleet_core.engine.scripted_lm import action, scripted_lm, submit
 from fleet_core.errors import ModelUnavailable, TurnBusy
 from fleet_core.models import TurnRequest
 

@@ -4,7 +4,7 @@ import csv
 import io
 from pathlib import Path
 
-from fleet_core.engine.testing import action, route, scripted_lm, submit
+from fleet_core.engine.scripted_lm import action, route, scripted_lm, submit
 from fleet_core.models import TurnRequest
 
 SALES = "region,revenue\nnorth,100\nsouth,250\nnorth,50.5\neast,10\nsouth,0.5\n"

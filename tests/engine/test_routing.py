@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from fleet_core.engine.testing import action, fields, route, scripted_lm, submit
+from fleet_core.engine.scripted_lm import action, fields, route, scripted_lm, submit
 from tests.engine.support import run_turn
 
 TASK = "What is 6*7?"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from fleet_core.engine.testing import action, scripted_lm, submit
+from fleet_core.engine.scripted_lm import action, scripted_lm, submit
 from fleet_core.models import TurnRequest
 
 

@@ -20,7 +20,7 @@ from fleet_core.engine.codefirst import (
     extract_code,
 )
 from fleet_core.engine.profile import EngineProfile, dataset_preview
-from fleet_core.engine.testing import scripted_lm
+from fleet_core.engine.scripted_lm import scripted_lm
 from fleet_core.models import TurnRequest
 from tests.engine.support import (
     EXPECTED,

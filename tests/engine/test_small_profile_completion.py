@@ -10,8 +10,8 @@ import dspy
 import pytest
 
 from fleet_core.engine.adapter import FleetChatAdapter
+from fleet_core.engine.scripted_lm import action, fields, scripted_lm
 from fleet_core.engine.signatures import FleetTask
-from fleet_core.engine.testing import action, fields, scripted_lm
 from fleet_core.models import TurnRequest
 from tests.engine.support import (
     EXPECTED,

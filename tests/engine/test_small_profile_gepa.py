@@ -10,7 +10,7 @@ from typing import Any
 import dspy
 
 from fleet_core.engine.codefirst import SYSTEM
-from fleet_core.engine.testing import scripted_lm
+from fleet_core.engine.scripted_lm import scripted_lm
 from fleet_core.models import TurnRequest
 from tests.engine.support import PROGRAM, TASK, fenced, quick_session
 

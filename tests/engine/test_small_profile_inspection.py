@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from fleet_core.engine.profile import json_template_keys, named_artifacts
-from fleet_core.engine.testing import scripted_lm
+from fleet_core.engine.scripted_lm import scripted_lm
 from fleet_core.models import TurnRequest
 from tests.engine.support import (
     EXPECTED,

@@ -9,7 +9,7 @@ from typing import Any
 
 from fleet_core.config import EngineSettings
 from fleet_core.engine.profile import compact_manifest, resolve_profile
-from fleet_core.engine.testing import action, fields, route, scripted_lm
+from fleet_core.engine.scripted_lm import action, fields, route, scripted_lm
 from fleet_core.models import TurnRequest
 from tests.engine.support import EXPECTED, PROGRAM, TASK, artifact_rows, fenced, quick_session
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from fleet_core.api import FleetRuntime
 from fleet_core.config import EffectiveConfig
-from fleet_core.engine.testing import action, fields, route, scripted_lm
+from fleet_core.engine.scripted_lm import action, fields, route, scripted_lm
 from fleet_core.evaluation.datasets import build_dataset
 from fleet_core.evaluation.judge import DspyJudge
 from fleet_core.evaluation.runner import run_eval

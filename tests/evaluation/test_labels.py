@@ -16,7 +16,7 @@ from fleet_core.evaluation.labels import (
     load_expectations_file,
 )
 from fleet_core.observability.replay import capture_replay, encode_replay
-from fleet_core.observability.testing import scripted_turn_events, scripted_turn_result
+from fleet_core.observability.sample_turn import scripted_turn_events, scripted_turn_result
 from fleet_core.observability.tracing import MlflowTracer, TurnTraceStart
 from fleet_core.store import TurnOutcome
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from fleet_core.engine.testing import fields, scripted_lm
+from fleet_core.engine.scripted_lm import fields, scripted_lm
 from fleet_core.evaluation.judge import DspyJudge, gepa_metric, labels_example
 from fleet_core.evaluation.labels import TraceLabels, parse_expectations
 from fleet_core.evaluation.metric import (

@@ -6,7 +6,7 @@ from fleet_core.evaluation.datasets import build_dataset, read_dataset, write_da
 from fleet_core.evaluation.metric import JudgeVerdict
 from fleet_core.evaluation.runner import run_eval
 from fleet_core.models import TurnRequest, TurnResult, Usage
-from fleet_core.observability.testing import scripted_turn_events
+from fleet_core.observability.sample_turn import scripted_turn_events
 from fleet_core.observability.tracing import MlflowTracer, TurnTraceStart
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from fleet_core.engine.testing import fields, scripted_lm
+from fleet_core.engine.scripted_lm import fields, scripted_lm
 from fleet_core.evaluation.datasets import EvalCase
 from fleet_core.evaluation.judge import DspyGroundednessJudge, DspyJudge, DspyRelevanceJudge
 from fleet_core.evaluation.labels import TraceLabels

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from fleet_core.api import FleetRuntime
-from fleet_core.engine.testing import SwitchableLms, action, route, scripted_lm, submit
+from fleet_core.engine.scripted_lm import SwitchableLms, action, route, scripted_lm, submit
 from fleet_core.models import TurnRequest
 from fleet_core.workspace import artifact_uri
 from fleet_lsp.documents import parse_uri

@@ -4,7 +4,7 @@ the wire; the traceback is kept, redacted, on the root span of its trace."""
 from __future__ import annotations
 
 from fleet_core.api import FleetRuntime
-from fleet_core.engine.testing import SwitchableLms, route, scripted_lm
+from fleet_core.engine.scripted_lm import SwitchableLms, route, scripted_lm
 from fleet_core.events import TurnEvent
 from fleet_core.models import TurnRequest
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from fleet_core.api import FleetRuntime
 from fleet_core.config import EffectiveConfig
-from fleet_core.engine.testing import SwitchableLms, action, scripted_lm, submit
+from fleet_core.engine.scripted_lm import SwitchableLms, action, scripted_lm, submit
 from fleet_core.models import TurnRequest
 
 WRITE = (

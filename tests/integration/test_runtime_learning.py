@@ -15,7 +15,7 @@ import pytest
 from fleet_core.api import FleetRuntime
 from fleet_core.config import EffectiveConfig, load_config
 from fleet_core.engine.context import SHARED_NOTES_HEADER
-from fleet_core.engine.testing import SwitchableLms, action, scripted_lm, submit
+from fleet_core.engine.scripted_lm import SwitchableLms, action, scripted_lm, submit
 from fleet_core.events import TurnEvent
 from fleet_core.models import TurnRequest
 from tests.integration.test_runtime_memories import _memories_section

@@ -6,7 +6,7 @@ import pytest
 
 from fleet_core.api import FleetRuntime
 from fleet_core.engine.context import relevant_memories, render_memory_summary
-from fleet_core.engine.testing import SwitchableLms, scripted_lm, submit
+from fleet_core.engine.scripted_lm import SwitchableLms, scripted_lm, submit
 from fleet_core.errors import InvalidInput, MemoryNotFound
 from fleet_core.models import Memory, TurnRequest
 from fleet_core.store import MEMORY_CONTENT_CHARS

@@ -297,7 +297,7 @@ async def test_a_turn_with_1501_artifacts_commits_with_bounded_work(
     """Issue 13: the commit of a Turn that writes 1,501 artifacts. Unchanged files are never
     re-hashed, at most ``storage.max_turn_artifacts`` are hashed and listed, and the next Turn
     that changes one artifact hashes only that one."""
-    from fleet_core.engine.testing import SwitchableLms, action, scripted_lm, submit
+    from fleet_core.engine.scripted_lm import SwitchableLms, action, scripted_lm, submit
     from fleet_core.models import TurnRequest
 
     env = {**fleet_environ, "FLEET_MLFLOW_DESTINATION": "off"}

@@ -11,7 +11,7 @@ import pytest
 from fleet_core.api import FleetRuntime
 from fleet_core.config import EffectiveConfig, load_config
 from fleet_core.engine.lm import StaticLmProvider
-from fleet_core.engine.testing import scripted_lm, submit, submit_model
+from fleet_core.engine.scripted_lm import scripted_lm, submit, submit_model
 from fleet_core.errors import InvalidInput
 from fleet_core.models import TurnRequest
 

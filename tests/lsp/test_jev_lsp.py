@@ -15,7 +15,7 @@ import pytest
 import pytest_asyncio
 from pytest_lsp import LanguageClient
 
-from fleet_core.engine.testing import action, submit
+from fleet_core.engine.scripted_lm import action, submit
 from tests.fake_jev import KEY, fake_jev
 from tests.lsp.conftest import CLIENTS, call, start_client, write_script
 

@@ -14,7 +14,7 @@ import pytest
 import pytest_asyncio
 from pytest_lsp import LanguageClient
 
-from fleet_core.engine.testing import action, submit
+from fleet_core.engine.scripted_lm import action, submit
 from tests.lsp.conftest import call, start_client, write_script
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")

@@ -12,7 +12,7 @@ import pytest
 import pytest_asyncio
 from pytest_lsp import LanguageClient
 
-from fleet_core.engine.testing import submit
+from fleet_core.engine.scripted_lm import submit
 from fleet_lsp.protocol import ERROR_CODES
 from tests.lsp.conftest import CLIENTS, call, call_error, scripted_lsp
 

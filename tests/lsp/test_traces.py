@@ -21,7 +21,7 @@ import pytest
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
-from fleet_core.engine.testing import action, route, submit
+from fleet_core.engine.scripted_lm import action, route, submit
 from fleet_lsp.protocol import ERROR_CODES, INVALID_PARAMS
 from tests.fake_http import JsonHandler, serving
 from tests.lsp.conftest import call, call_error, start_client, write_script

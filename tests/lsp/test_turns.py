@@ -18,7 +18,7 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 from pytest_lsp import LanguageClient
 
-from fleet_core.engine.testing import action, route, submit
+from fleet_core.engine.scripted_lm import action, route, submit
 from fleet_lsp.protocol import ERROR_CODES
 from tests.lsp.conftest import CLIENTS, SALES, call, call_error, scripted_lsp, start_request
 

@@ -10,7 +10,7 @@ import pytest
 
 from fleet_core.api import FleetRuntime
 from fleet_core.config import EffectiveConfig, load_config
-from fleet_core.engine.testing import SwitchableLms
+from fleet_core.engine.scripted_lm import SwitchableLms
 from fleet_core.observability.tracing import MlflowTracer, create_tracer
 
 os.environ.setdefault("MLFLOW_ENABLE_ASYNC_TRACE_LOGGING", "false")

@@ -14,8 +14,8 @@ from fleet_core.events import ROOT_AGENT
 from fleet_core.models import TurnError
 from fleet_core.observability import attributes as attr
 from fleet_core.observability.records import TraceRecord, TurnTraceStart
+from fleet_core.observability.sample_turn import scripted_turn_events, scripted_turn_result
 from fleet_core.observability.spans import TraceBuilder
-from fleet_core.observability.testing import scripted_turn_events, scripted_turn_result
 from fleet_core.observability.traceview import build_view
 
 CORE = Path(__file__).resolve().parents[2] / "core" / "fleet_core"

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from fleet_core.api import FleetRuntime
-from fleet_core.engine.testing import SwitchableLms, action, route, scripted_lm, submit
+from fleet_core.engine.scripted_lm import SwitchableLms, action, route, scripted_lm, submit
 from fleet_core.models import TurnRequest
 from fleet_core.observability.replay import decode_replay
 from fleet_core.observability.tracing import MlflowTracer, load_trace

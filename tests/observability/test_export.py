@@ -17,7 +17,7 @@ import pytest
 
 from fleet_core.api import FleetRuntime
 from fleet_core.config import EffectiveConfig
-from fleet_core.engine.testing import SwitchableLms, route, scripted_lm, submit
+from fleet_core.engine.scripted_lm import SwitchableLms, route, scripted_lm, submit
 from fleet_core.models import TurnRequest
 from fleet_core.observability.errors import TraceNotFound
 from fleet_core.observability.export import TraceExporter
@@ -27,7 +27,7 @@ from fleet_core.observability.records import (
     decode_record,
     encode_record,
 )
-from fleet_core.observability.testing import scripted_turn_events, scripted_turn_result
+from fleet_core.observability.sample_turn import scripted_turn_events, scripted_turn_result
 from fleet_core.observability.tracing import MlflowTracer, create_tracer
 from tests.observability.conftest import make_config
 

@@ -4,7 +4,7 @@ whose cell spans carry the ungrounded figures and whose agent span counts the ve
 from __future__ import annotations
 
 from fleet_core.api import FleetRuntime
-from fleet_core.engine.testing import SwitchableLms, action, scripted_lm, submit
+from fleet_core.engine.scripted_lm import SwitchableLms, action, scripted_lm, submit
 from fleet_core.models import TurnRequest
 from fleet_core.observability.tracing import MlflowTracer
 

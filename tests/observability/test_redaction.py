@@ -17,7 +17,7 @@ from fleet_core.observability.redaction import (
     redact_event,
 )
 from fleet_core.observability.replay import capture_replay, encode_replay
-from fleet_core.observability.testing import scripted_turn_events, scripted_turn_result
+from fleet_core.observability.sample_turn import scripted_turn_events, scripted_turn_result
 from fleet_core.observability.tracing import MlflowTracer, TurnTraceStart
 
 from .conftest import CANARY
@@ -159,7 +159,7 @@ async def test_canary_appears_nowhere_end_to_end(
     from sqlalchemy import select
 
     from fleet_core.api import FleetRuntime
-    from fleet_core.engine.testing import action, scripted_lm, submit
+    from fleet_core.engine.scripted_lm import action, scripted_lm, submit
     from fleet_core.models import TurnRequest
     from fleet_core.store import schema
 

@@ -10,8 +10,8 @@ from typing import Any
 
 from fleet_core.models import TurnSummary
 from fleet_core.observability.records import TurnTraceStart
+from fleet_core.observability.sample_turn import scripted_turn_events, scripted_turn_result
 from fleet_core.observability.spans import TraceBuilder
-from fleet_core.observability.testing import scripted_turn_events, scripted_turn_result
 from fleet_core.observability.traceview import (
     build_view,
     render_trace_markdown,

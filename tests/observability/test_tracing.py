@@ -5,7 +5,7 @@ import uuid
 
 import pytest
 
-from fleet_core.observability.testing import scripted_turn_events, scripted_turn_result
+from fleet_core.observability.sample_turn import scripted_turn_events, scripted_turn_result
 from fleet_core.observability.traceview import render_trace_markdown
 from fleet_core.observability.tracing import MlflowTracer, TurnTraceStart
 

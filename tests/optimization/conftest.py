@@ -12,7 +12,7 @@ import pytest
 from fleet_core.api import FleetRuntime
 from fleet_core.config import load_config
 from fleet_core.engine.lm import StaticLmProvider
-from fleet_core.optimization.testing import MARK, add_examples, scripted_models
+from fleet_core.optimization.scripted_examples import MARK, add_examples, scripted_models
 
 __all__ = ["MARK", "Models", "add_examples", "build_optimization_state", "make_models"]
 

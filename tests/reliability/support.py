@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from fleet_core.engine.testing import action, route
+from fleet_core.engine.scripted_lm import action, route
 from tests.lsp.test_turns import QUICK_CODE
 
 REPO = Path(__file__).resolve().parents[2]

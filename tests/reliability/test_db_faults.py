@@ -26,7 +26,7 @@ from psycopg import sql
 
 from fleet_core.api import FleetRuntime
 from fleet_core.config import load_config
-from fleet_core.engine.testing import SwitchableLms, action, scripted_lm, submit
+from fleet_core.engine.scripted_lm import SwitchableLms, action, scripted_lm, submit
 from fleet_core.errors import (
     FleetError,
     IdempotencyConflict,

@@ -23,7 +23,7 @@ import pytest
 
 from fleet_core.api import FleetRuntime
 from fleet_core.config import load_config
-from fleet_core.engine.testing import SwitchableLms, action, scripted_lm, submit
+from fleet_core.engine.scripted_lm import SwitchableLms, action, scripted_lm, submit
 from fleet_core.models import TurnRequest
 from fleet_core.sandbox import SandboxLimits, SandboxSpec, WorkspaceQuotaError, hygiene
 from fleet_core.sandbox.errors import SandboxCrashedError

@@ -13,7 +13,7 @@ import pytest
 
 from fleet_core import names
 from fleet_core.api import FleetRuntime
-from fleet_core.engine.testing import SwitchableLms, action, scripted_lm, submit
+from fleet_core.engine.scripted_lm import SwitchableLms, action, scripted_lm, submit
 from fleet_core.events import TurnEvent
 from fleet_core.models import TurnRequest
 from fleet_core.sandbox.isolation import find_bwrap

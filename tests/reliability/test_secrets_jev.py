@@ -14,7 +14,7 @@ import pytest
 
 from fleet_core.api import FleetRuntime
 from fleet_core.config import load_config
-from fleet_core.engine.testing import SwitchableLms, action, fields, scripted_lm, submit
+from fleet_core.engine.scripted_lm import SwitchableLms, action, fields, scripted_lm, submit
 from fleet_core.events import TurnEvent
 from fleet_core.models import TurnRequest
 from tests.fake_jev import KEY, fake_jev

@@ -13,7 +13,7 @@ import pytest
 from sandbox_support import needs_bwrap
 
 from fleet_core.config import SandboxSettings
-from fleet_core.engine.testing import ScriptedEngine
+from fleet_core.engine.scripted_lm import ScriptedEngine
 from fleet_core.sandbox.interpreter import (
     SandboxInterpreter,
     local_interpreter_factory,

@@ -192,7 +192,7 @@ async def test_one_timeout_rule_for_a_turn_request(tmp_path: Path) -> None:
     from fleet_core.api import FleetRuntime
     from fleet_core.config import TURN_TIMEOUT_RULE
     from fleet_core.engine.lm import StaticLmProvider
-    from fleet_core.engine.testing import fields, scripted_lm
+    from fleet_core.engine.scripted_lm import fields, scripted_lm
     from fleet_core.errors import InvalidInput
     from fleet_core.models import TurnRequest
 

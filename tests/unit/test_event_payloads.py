@@ -48,7 +48,7 @@ from fleet_core.event_payloads import (
 from fleet_core.events import TurnEvent
 from fleet_core.models import ArtifactRef, ProvenanceRecord, TurnError, TurnResult, Usage
 from fleet_core.observability.redaction import EVENT_LIMITS, Redactor
-from fleet_core.observability.testing import scripted_turn_events
+from fleet_core.observability.sample_turn import scripted_turn_events
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = REPO / "docs" / "schema" / "turn-events.schema.json"

@@ -212,7 +212,7 @@ async def handler(runtime, ls):
     for fragment in expected:
         assert any(fragment in problem for problem in found), (fragment, found)
     # the scripted-model hook is part of the API (fleet_core.api.scripted), never the engine's
-    assert face_violations("from fleet_core.engine.testing import scripted_lm\n") != []
+    assert face_violations("from fleet_core.engine.scripted_lm import scripted_lm\n") != []
     assert face_violations("from fleet_core.api.scripted import scripted_provider\n") == []
 
 

@@ -2,7 +2,7 @@
 stand-in for a model (end-to-end tests, ``demo`` harnesses; never configured by a user).
 
 When ``FLEET_TEST_SCRIPT`` names a JSON file, the server (and ``fleet-lsp turn``/``demo``) open
-the runtime with a ``StaticLmProvider`` over ``fleet_core.engine.testing`` scripted LMs instead
+the runtime with a ``StaticLmProvider`` over ``fleet_core.engine.scripted_lm`` scripted LMs instead
 of the configured endpoint, so end-to-end tests run real Turns whose code really runs in the
 sandbox, with deterministic model replies. Script format::
 
@@ -43,7 +43,7 @@ def provider_from_environment(environ: Mapping[str, str] = os.environ) -> Any:
 
 
 def _reply(spec: Any) -> Any:
-    from fleet_core.engine import testing as t
+    from fleet_core.engine import scripted_lm as t
 
     if isinstance(spec, str):
         return spec
@@ -73,7 +73,7 @@ def _reply(spec: Any) -> Any:
 
 
 def _lm(section: dict[str, Any], latency: float) -> Any:
-    from fleet_core.engine.testing import scripted_lm
+    from fleet_core.engine.scripted_lm import scripted_lm
 
     replies = [_reply(r) for r in section.get("replies", [])]
     rules: dict[str, Any] = {}

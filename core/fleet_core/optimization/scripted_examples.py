@@ -1,5 +1,5 @@
 """Scripted models and a curated replay dataset for optimization tests and
-``benchmarks/bench_optimize.py``: the scripted LM (``engine.testing``) is the only stand-in, and
+``benchmarks/bench_optimize.py``: the scripted LM (``engine.scripted_lm``) is the only stand-in, and
 the code the serving model writes runs in the real sandbox.
 
 The serving model computes the right answer only under the improved instruction (``MARK``); the
@@ -14,7 +14,7 @@ import re
 import uuid
 from typing import TYPE_CHECKING, Any, Protocol
 
-from fleet_core.engine.testing import fields, scripted_lm, submit
+from fleet_core.engine.scripted_lm import fields, scripted_lm, submit
 from fleet_core.models import TurnRequest, TurnResult
 
 if TYPE_CHECKING:
