@@ -22,6 +22,7 @@ import os
 import re
 import secrets
 import stat
+import weakref
 from collections.abc import Generator, Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -36,8 +37,10 @@ from fleet_core.errors import (
     WorkspaceFileNotFound,
     WorkspacePathError,
 )
+from fleet_core.tracking import WorkspaceTree
 
 ROOTS = ("files", "artifacts", "memory", "skills")
+READONLY_ROOTS = ("files",)  # what a sandbox mounts read-only (not charged to its quota)
 URI_SCHEME = "fleet"  # the read-only documents' scheme: fleet:/sessions/<id>/...
 MAX_PATH_CHARS = names.MAX_PATH_CHARS
 MAX_DEPTH = 256
@@ -161,6 +164,25 @@ class Workspace:
         self.max_file_bytes = max_file_bytes
         self.max_read_bytes = max_read_bytes
         self._digests: dict[str, tuple[tuple[int, int, int], str]] = {}
+        self._tree: WorkspaceTree | None = None
+        self._tree_tried = False
+
+    def change_tree(self) -> WorkspaceTree | None:
+        """The workspace's change-tracked tree (``fleet_core.tracking``), opened at first use
+        and released with this object or by ``close``; None where change tracking is not
+        available (then walks stay whole)."""
+        if not self._tree_tried:
+            self._tree_tried = True
+            self._tree = WorkspaceTree.open(self.root, exclude=frozenset(READONLY_ROOTS))
+            if self._tree is not None:
+                weakref.finalize(self, self._tree.close)
+        return self._tree
+
+    def close(self) -> None:
+        """Release the change tracking (the files stay); ``change_tree()`` opens it again."""
+        tree, self._tree, self._tree_tried = self._tree, None, False
+        if tree is not None:
+            tree.close()
 
     def ensure_layout(self) -> None:
         """Create the roots; the workspace directory itself is private (0700)."""

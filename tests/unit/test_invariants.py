@@ -356,6 +356,7 @@ LEAVES = frozenset(
         "fleet_core.event_payloads",
         "fleet_core.workspace",
         "fleet_core.names",
+        "fleet_core.tracking",
         "fleet_core.net",
         "fleet_core.offline",
         "fleet_core.models",

@@ -128,7 +128,8 @@ class SandboxAgentSpace:
             limits=SandboxLimits.from_settings(runtime.settings),
             labels={"turn": runtime.turn_id},
         )
-        sandbox = create_sandbox(spec, runtime.settings)
+        tree = self.workspace.change_tree() if self.child is None else None  # a child's is fresh
+        sandbox = create_sandbox(spec, runtime.settings, tree=tree)
         with self._lock:
             self._sandboxes.append(sandbox)
         interpreter = SandboxInterpreter(

@@ -35,6 +35,7 @@ from fleet_core.sandbox.errors import (
 
 if TYPE_CHECKING:
     from fleet_core.config import SandboxSettings
+    from fleet_core.tracking import WorkspaceTree
 
 __all__ = [
     "ExecutionCancelledError",
@@ -59,12 +60,15 @@ __all__ = [
 ]
 
 
-def create_sandbox(spec: SandboxSpec, settings: SandboxSettings) -> Sandbox:
-    """The configured backend's sandbox for ``spec`` (not started)."""
+def create_sandbox(
+    spec: SandboxSpec, settings: SandboxSettings, *, tree: WorkspaceTree | None = None
+) -> Sandbox:
+    """The configured backend's sandbox for ``spec`` (not started); ``tree``: the workspace's
+    change-tracked tree, if it has one (the local sandbox's walks then visit only changes)."""
     if settings.backend == "local":
         from fleet_core.sandbox.local import LocalSandbox
 
-        return LocalSandbox(spec, allow_unisolated=settings.allow_unisolated)
+        return LocalSandbox(spec, allow_unisolated=settings.allow_unisolated, tree=tree)
     try:
         from fleet_core.sandbox import daytona  # type: ignore[attr-defined, unused-ignore]
     except ImportError:

@@ -10,7 +10,7 @@ from typing import Any, Literal, Protocol, Self, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from fleet_core.config import SandboxSettings
-from fleet_core.workspace import FileInfo
+from fleet_core.workspace import READONLY_ROOTS, FileInfo
 
 ToolFunction = Callable[..., Any] | Callable[..., Awaitable[Any]]
 """A host callable reachable from sandbox code; sync (run in a thread) or async (awaited)."""
@@ -89,7 +89,7 @@ class SandboxSpec(_Frozen):
     workspace: Path
     limits: SandboxLimits = SandboxLimits()
     network: bool = False
-    readonly_roots: tuple[str, ...] = ("files",)
+    readonly_roots: tuple[str, ...] = READONLY_ROOTS
     labels: dict[str, str] = Field(default_factory=dict)
 
 

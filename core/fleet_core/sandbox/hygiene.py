@@ -14,6 +14,11 @@ symlink (every step is relative to an open directory fd, opened with ``O_NOFOLLO
 
 The host calls it before the first cell, after every cell and at teardown (then no sandbox
 process is left to race with it); the quota watchdog calls it with ``sanitize=False``.
+
+With a change-tracked tree of the workspace (``fleet_core.tracking``), :func:`clean_changes`
+cleans only the paths changed since the last clean (a new directory: all of it) and takes the
+measurements from the tree, so neither costs anything per untouched file; where the tree cannot
+vouch for what changed, it walks everything as above.
 """
 
 from __future__ import annotations
@@ -26,12 +31,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fleet_core import names
+from fleet_core import names, tracking
+from fleet_core.tracking import BLOCK, Change, WorkspaceTree
 
 log = logging.getLogger(__name__)
 
 SPECIAL_BITS = stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX
-BLOCK = 4096
 MAX_DEPTH = 256
 """Deeper directories are not walked; the scan says so (``too_deep``) and the quota treats it
 as exceeded, so nothing can be hidden below the walk."""
@@ -71,7 +76,7 @@ def scan_workspace(
         return scan
     try:
         info = os.fstat(root_fd)
-        scan.bytes_used += _charge(info)
+        scan.bytes_used += tracking.charge(info)
         if sanitize:
             _tighten_root(root_fd, info)
         _walk(root_fd, scan, sanitize=sanitize, exclude=frozenset(exclude))
@@ -84,7 +89,80 @@ def sanitize_workspace(
     root: Path, *, label: str = "", exclude: Iterable[str] = ()
 ) -> WorkspaceScan:
     """:func:`scan_workspace` with cleaning, logging a warning when anything was changed."""
-    scan = scan_workspace(root, sanitize=True, exclude=exclude)
+    return _logged(scan_workspace(root, sanitize=True, exclude=exclude), root, label)
+
+
+def measure_tracked(tree: WorkspaceTree) -> WorkspaceScan | None:
+    """The quota's measurements from the tree (no walk), or None when it cannot vouch."""
+    if tree.refresh() is None:
+        return None
+    scan = WorkspaceScan()
+    scan.bytes_used, scan.entries, scan.too_deep = tree.totals()
+    return scan
+
+
+def clean_changes(tree: WorkspaceTree, *, label: str = "") -> WorkspaceScan:
+    """:func:`sanitize_workspace` over what changed since the tree's last clean (everything,
+    when the tree cannot say), measured by the tree."""
+    generation = tree.refresh()
+    since = tree.clean_cursor
+    changes = tree.changed_since(since) if generation is not None and since is not None else None
+    if changes is None:
+        scan = sanitize_workspace(tree.root, label=label, exclude=tree.exclude)
+        tree.clean_cursor = generation  # what changed during the walk is cleaned next time
+        return scan
+    scan = WorkspaceScan()
+    try:
+        root_fd = os.open(tree.root, _DIR_FLAGS)
+    except OSError:
+        return scan
+    try:
+        _tighten_root(root_fd, os.fstat(root_fd))
+        for change in changes:
+            _clean_change(root_fd, change, scan)
+    finally:
+        os.close(root_fd)
+    tree.clean_cursor = generation  # this clean's own renames and chmods are seen again: clean
+    tree.refresh()
+    scan.bytes_used, scan.entries, scan.too_deep = tree.totals()
+    return _logged(scan, tree.root, label)
+
+
+def _clean_change(root_fd: int, change: Change, scan: WorkspaceScan) -> None:
+    """Clean one changed entry (with ``change.subtree``, everything below it) as the whole walk
+    would: its directory is opened from the root one component at a time, never by a link."""
+    parts = change.path.split("/")
+    stack: list[tuple[int, str, list[str], bool]] = [(root_fd, "", [], True)]
+    for index, part in enumerate(parts[:-1]):
+        try:
+            fd = os.open(part, _DIR_FLAGS, dir_fd=stack[-1][0])
+        except OSError:
+            _close_stack(stack, root_fd)
+            return  # gone meanwhile: nothing left to clean
+        stack.append((fd, "/".join(parts[: index + 1]) + "/", [], True))
+    parent_fd, prefix, _names, _counted = stack[-1]
+    if change.subtree:
+        stack[-1] = (parent_fd, prefix, [parts[-1]], True)
+        _walk_stack(root_fd, stack, scan, sanitize=True, exclude=frozenset())
+        return
+    try:
+        dir_fd, name, rel = parent_fd, parts[-1], change.path
+        if len(stack) > 1:
+            dir_fd, name, rel = _quarantined(dir_fd, name, rel, stack[1], scan)
+        child = _visit(dir_fd, name, rel, scan, set(), sanitize=True, charge=False)
+        if child is not None:
+            os.close(child)
+    finally:
+        _close_stack(stack, root_fd)
+
+
+def _close_stack(stack: list[tuple[int, str, list[str], bool]], root_fd: int) -> None:
+    for dir_fd, *_rest in stack:
+        if dir_fd != root_fd:
+            os.close(dir_fd)
+
+
+def _logged(scan: WorkspaceScan, root: Path, label: str) -> WorkspaceScan:
     if scan.stripped or scan.removed:
         log.warning(
             "sandbox %s: stripped setuid/setgid/sticky bits from %d path(s) %s and removed %d "
@@ -103,10 +181,21 @@ def sanitize_workspace(
 
 def _walk(root_fd: int, scan: WorkspaceScan, *, sanitize: bool, exclude: frozenset[str]) -> None:
     """Depth-first; only the directories on the current path are open."""
+    stack = [(root_fd, "", names.entry_names(root_fd), True)]
+    _walk_stack(root_fd, stack, scan, sanitize=sanitize, exclude=exclude)
+
+
+def _walk_stack(
+    root_fd: int,
+    stack: list[tuple[int, str, list[str], bool]],
+    scan: WorkspaceScan,
+    *,
+    sanitize: bool,
+    exclude: frozenset[str],
+) -> None:
+    """Walk what ``stack`` (the open directories from the root down, each with the names left
+    to visit) holds; closes every directory but the root."""
     seen: set[tuple[int, int]] = set()
-    stack: list[tuple[int, str, list[str], bool]] = [
-        (root_fd, "", names.entry_names(root_fd), True)
-    ]
     try:
         while stack:
             dir_fd, prefix, entries, counted = stack[-1]
@@ -129,9 +218,7 @@ def _walk(root_fd: int, scan: WorkspaceScan, *, sanitize: bool, exclude: frozens
                 continue
             stack.append((child, rel + "/", names.entry_names(child), charge))
     finally:
-        for dir_fd, *_rest in stack:
-            if dir_fd != root_fd:
-                os.close(dir_fd)
+        _close_stack(stack, root_fd)
 
 
 def _quarantined(
@@ -173,7 +260,7 @@ def _visit(
         if child is not None and sanitize and mode & SPECIAL_BITS:
             _strip(child, info, rel, scan)
         if charge:
-            scan.bytes_used += _charge(info)
+            scan.bytes_used += tracking.charge(info)
         return child
     if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
         if sanitize:
@@ -189,12 +276,8 @@ def _visit(
     key = (info.st_dev, info.st_ino)
     if charge and key not in seen:
         seen.add(key)
-        scan.bytes_used += _charge(info)
+        scan.bytes_used += tracking.charge(info)
     return None
-
-
-def _charge(info: os.stat_result) -> int:
-    return max(info.st_blocks * 512, info.st_size, BLOCK)
 
 
 def _open_dir(dir_fd: int, name: str, info: os.stat_result) -> int | None:

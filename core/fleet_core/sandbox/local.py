@@ -49,6 +49,7 @@ from fleet_core.sandbox.session import (
     tool_result_frame,
     with_note,
 )
+from fleet_core.tracking import WorkspaceTree
 
 READY_TIMEOUT_S = 30.0
 EOF_EXIT_WAIT_S = 0.5
@@ -60,6 +61,7 @@ QUOTA_IDLE_INTERVAL_S = 0.1  # ...this often between cells,
 QUOTA_MAX_INTERVAL_S = 1.0  # ...and at least this often; in between, 4x the last walk's time
 QUOTA_IO_POLL_S = 0.005  # how often the sandbox's write counters are read between walks,
 QUOTA_IDLE_IO_POLL_S = 0.02  # ...and between cells
+QUOTA_STOP_SETTLE_S = 0.1  # after the soft stop, what lands this soon is the cell's last writes
 QUOTA_AFTER_STOP = 8 << 20  # written after the quota's soft stop (beyond the result frame): kill
 _swept_cgroups = False  # the stale process and cgroup sweeps run once per host process
 
@@ -87,11 +89,13 @@ class LocalSandbox(CellSession):
         use_cgroups: bool = True,
         use_dedicated_uid: bool = True,
         python: str | Path | None = None,
+        tree: WorkspaceTree | None = None,
     ) -> None:
         """``use_dedicated_uid``: without a pids cgroup, run bwrap as a dedicated uid so
         RLIMIT_NPROC bounds fork bombs (needs root and a world-readable interpreter).
         ``python``: the interpreter for the worker (default: this one); e.g. a dedicated
-        sandbox venv."""
+        sandbox venv. ``tree``: the workspace's change-tracked tree (its hygiene walks and
+        quota measurements then visit only what changed)."""
         super().__init__(spec, f"local-{uuid.uuid4().hex[:12]}")
         self._allow_unisolated = allow_unisolated
         self._mode = isolation_mode
@@ -99,6 +103,12 @@ class LocalSandbox(CellSession):
         self._use_cgroups = use_cgroups
         self._use_dedicated_uid = use_dedicated_uid
         self._python = str(python) if python is not None else None
+        # the tree measures with the spec's exclusions, of the spec's workspace, or not at all
+        fits = tree is not None and (tree.root, tree.exclude) == (
+            spec.workspace,
+            frozenset(spec.readonly_roots),
+        )
+        self._tree = tree if fits else None
         self._proc: asyncio.subprocess.Process | None = None
         self._worker_pid: int | None = None
         self._cgroup: isolation.CgroupScope | None = None
@@ -123,6 +133,7 @@ class LocalSandbox(CellSession):
         self._fs_seen: tuple[int | None, int | None] = (None, None)  # ...and (inodes, blocks)
         self._walked_entries = 0  # the entries the last walk counted
         self._model_code_ran = True  # since the last launch scan (False: only host cells ran)
+        self._cell_walked = True  # the last cell's own walk is done (its allowances are current)
         self.last_scan: hygiene.WorkspaceScan | None = None
         """The workspace walk after the last cell (what was measured, stripped, removed)."""
 
@@ -391,6 +402,7 @@ class LocalSandbox(CellSession):
         self._cell_allowed = max(self._spec.limits.workspace_quota_bytes, self._usage)
         self._cell_entries = max(self._spec.limits.workspace_max_entries, self._entries)
         self._stop_written = None
+        self._cell_walked = False
         self._model_code_ran = self._model_code_ran or not self._host_code
 
     # -- the workspace: quota and hygiene -------------------------------------------------------
@@ -429,6 +441,8 @@ class LocalSandbox(CellSession):
             if cell is not self._cell or (cell is not None and not cell.open):
                 continue  # a cell began or ended during the walk: measure again
             if cell is None:
+                if not self._cell_walked:
+                    continue  # a cell that just ended is measured by its own walk first
                 text = self._over_text(
                     scan,
                     self._allowed_after if scan.bytes_used > self._usage else None,
@@ -508,9 +522,11 @@ class LocalSandbox(CellSession):
                 self._quota_soft_stop(cell, text)
             return False
         _cell, stopped_at, entries_at, deadline = self._quota_stop
-        if entries_at is None:  # files made while the stopping walk ran count from here
-            self._quota_stop = (cell, stopped_at, scan.entries, deadline)
-            entries_at = scan.entries
+        grace = self._spec.limits.interrupt_grace_seconds
+        settling = time.monotonic() < deadline - grace + QUOTA_STOP_SETTLE_S
+        if entries_at is None or settling:  # what the interrupted cell still wrote counts
+            self._quota_stop = (cell, max(stopped_at, scan.bytes_used), scan.entries, deadline)
+            return False
         grew = scan.bytes_used > stopped_at or scan.entries > entries_at
         if grew or time.monotonic() > deadline:
             await self._hard_stop(cell)
@@ -527,12 +543,17 @@ class LocalSandbox(CellSession):
         self._signal_worker(signal.SIGINT)
 
     def _measure(self) -> hygiene.WorkspaceScan:
+        if self._tree is not None and (scan := hygiene.measure_tracked(self._tree)) is not None:
+            return scan
         return hygiene.scan_workspace(
             self._spec.workspace, sanitize=False, exclude=self._spec.readonly_roots
         )
 
     def _scan_and_clean(self) -> hygiene.WorkspaceScan:
-        """(In a thread.) Strip special bits, remove special files and measure: one walk."""
+        """(In a thread.) Strip special bits, remove special files and measure: one walk (of
+        what changed, with a tree)."""
+        if self._tree is not None:
+            return hygiene.clean_changes(self._tree, label=self._id)
         return hygiene.sanitize_workspace(
             self._spec.workspace, label=self._id, exclude=self._spec.readonly_roots
         )
@@ -553,6 +574,7 @@ class LocalSandbox(CellSession):
                 self.last_scan, stripped=[], removed=[], renamed=[]
             )
         self._allowed_after, self._entries_after = allowed, allowed_entries
+        self._cell_walked = True
 
     def _checked(self, result: ExecutionResult) -> ExecutionResult:
         """A cell that ended before the watchdog saw it outgrow the quota fails all the same."""
