@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from fleet_core import names
+
 log = logging.getLogger(__name__)
 
 BLOCK: Final = 4096
@@ -316,7 +318,7 @@ class WorkspaceTree:
             while stack:
                 fd, prefix = stack.pop()
                 try:
-                    for name in _names(fd):
+                    for name in names.entry_names(fd):
                         child = f"{prefix}/{name}" if prefix else name
                         opened = self._add(fd, child, walk=False)
                         if opened is not None:
@@ -355,7 +357,7 @@ class WorkspaceTree:
         if path.count("/") + 1 > MAX_DEPTH:
             self._deep.add(path)
             return None
-        fd = _open_dir(parent_fd, name, info)
+        fd = open_dir(parent_fd, name, info)
         if fd is None:
             return None
         if not self._watch(fd, path):
@@ -449,15 +451,7 @@ def _charge_of(info: os.stat_result) -> int:
     )
 
 
-def _names(dir_fd: int) -> list[str]:
-    try:
-        with os.scandir(dir_fd) as entries:
-            return [entry.name for entry in entries]
-    except OSError:
-        return []
-
-
-def _open_dir(dir_fd: int, name: str, info: os.stat_result) -> int | None:
+def open_dir(dir_fd: int, name: str, info: os.stat_result) -> int | None:
     """Open a subdirectory without following links; None if it was swapped meanwhile."""
     try:
         fd = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)

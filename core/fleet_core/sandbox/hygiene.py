@@ -256,7 +256,7 @@ def _visit(
     mode = info.st_mode
     scan.entries += 1
     if stat.S_ISDIR(mode):
-        child = _open_dir(dir_fd, name, info)
+        child = tracking.open_dir(dir_fd, name, info)
         if child is not None and sanitize and mode & SPECIAL_BITS:
             _strip(child, info, rel, scan)
         if charge:
@@ -278,19 +278,6 @@ def _visit(
         seen.add(key)
         scan.bytes_used += tracking.charge(info)
     return None
-
-
-def _open_dir(dir_fd: int, name: str, info: os.stat_result) -> int | None:
-    """Open a subdirectory without following links; None if it was swapped meanwhile."""
-    try:
-        fd = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
-    except OSError:
-        return None
-    opened = os.fstat(fd)
-    if (opened.st_dev, opened.st_ino) != (info.st_dev, info.st_ino):
-        os.close(fd)
-        return None
-    return fd
 
 
 def _strip_entry(dir_fd: int, name: str, rel: str, scan: WorkspaceScan) -> None:
