@@ -69,12 +69,19 @@ def charge(info: os.stat_result) -> int:
     return max(info.st_blocks * 512, info.st_size, BLOCK)
 
 
+Key = tuple[int, int, int]
+"""A regular file's stamp: (inode, size, mtime in ns)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Change:
-    """A path that changed; ``subtree``: everything below it may have changed too."""
+    """A path that changed; ``subtree``: everything below it may have changed too.
+    ``before``: the file's stamp before its first change in the range (None: it was no
+    regular file, or that is not known)."""
 
     path: str
     subtree: bool
+    before: Key | None = None
 
 
 @dataclass(slots=True)
@@ -83,7 +90,7 @@ class _Entry:
     inode: tuple[int, int]
     charge: int
     counted: bool
-    key: tuple[int, int, int]  # (inode, size, mtime): a regular file's stamp
+    key: Key
 
 
 class WorkspaceTree:
@@ -152,10 +159,16 @@ class WorkspaceTree:
             used = root + self._other_bytes + self._inode_bytes
             return used, len(self._entries), bool(self._deep)
 
-    def file_keys(self, top: str) -> dict[str, tuple[int, int, int]]:
-        """Every regular file below the top-level directory ``top``: its (inode, size, mtime)."""
+    def key_of(self, path: str) -> Key | None:
+        """The regular file's stamp as last refreshed (None: no regular file there)."""
         with self._lock:
-            found: dict[str, tuple[int, int, int]] = {}
+            entry = self._entries.get(path)
+            return entry.key if entry is not None and stat.S_ISREG(entry.mode) else None
+
+    def file_keys(self, top: str) -> dict[str, Key]:
+        """Every regular file below the directory ``top``: its stamp (a walk of the index)."""
+        with self._lock:
+            found: dict[str, Key] = {}
             stack = [top]
             while stack:
                 path = stack.pop()
@@ -250,13 +263,14 @@ class WorkspaceTree:
         """Bring ``path`` (in the directory open as ``parent_fd``; None: it is gone), and with
         ``subtree`` everything below it, up to date, and log it."""
         old = self._entries.get(path)
+        before = old.key if old is not None and stat.S_ISREG(old.mode) else None
         if not subtree and old is not None and stat.S_ISDIR(old.mode):
             subtree = not self._restat_dir(parent_fd, path, old)
         if subtree or old is None or not stat.S_ISDIR(old.mode):
             self._remove(path)
             if parent_fd is not None:
                 self._add(parent_fd, path, walk=True)
-        self._record(Change(path, subtree))
+        self._record(Change(path, subtree, before))
 
     def _restat_dir(self, parent_fd: int | None, path: str, old: _Entry) -> bool:
         """A directory's own change (its mode, say): update its entry alone; False when it is
@@ -466,16 +480,20 @@ def open_dir(dir_fd: int, name: str, info: os.stat_result) -> int | None:
 
 def _collapsed(changes: Iterable[Change]) -> list[Change]:
     """Each path once (a subtree change wins), parents first, nothing below a subtree."""
-    merged: dict[str, bool] = {}
+    merged: dict[str, Change] = {}
     for change in changes:
-        merged[change.path] = merged.get(change.path, False) or change.subtree
+        first = merged.get(change.path)
+        if first is None:
+            merged[change.path] = change
+        elif change.subtree and not first.subtree:
+            merged[change.path] = Change(change.path, True, first.before)
     found: list[Change] = []
     covered: set[str] = set()
     for path in sorted(merged, key=lambda p: (p.count("/"), p)):
         parts = path.split("/")
         if any("/".join(parts[:depth]) in covered for depth in range(1, len(parts))):
             continue
-        found.append(Change(path, merged[path]))
-        if merged[path]:
+        found.append(merged[path])
+        if merged[path].subtree:
             covered.add(path)
     return found

@@ -80,12 +80,12 @@ from fleet_core.store import (
     TraceExport,
     TurnOutcome,
 )
-from fleet_core.workspace import artifact_uri
+from fleet_core.workspace import Baseline, artifact_uri
 
 if TYPE_CHECKING:
     from fleet_core.config import EffectiveConfig
     from fleet_core.engine.program import EngineResult
-    from fleet_core.workspace import FileStamp, Workspace
+    from fleet_core.workspace import Workspace
 
 TRACEBACK_CHARS = 20_000  # of a failed Turn's traceback, kept for its trace
 log = logging.getLogger(__name__)
@@ -392,7 +392,7 @@ class TurnService:
         box: dict[str, Any] = {}
         finished = anyio.Event()
         cancelled = anyio.get_cancelled_exc_class()
-        before: dict[str, FileStamp] = {}
+        before = Baseline("artifacts")  # filled before the program runs
         loop = asyncio.get_running_loop()
         try:
             async with BlockingPortal() as portal, anyio.create_task_group() as tg:
@@ -403,7 +403,7 @@ class TurnService:
                         try:
                             with trace.phase("prepare_inputs"):
                                 dataset = await self.sessions.check_dataset(session_id)
-                                before.update(await self._artifact_stamps(session_id))
+                                await self._mark_artifacts(session_id, before)
                                 inputs = await self._prepare(request, mode, dataset, config)
                                 self._report_environment(session_id, control)
                             trace.annotate(
@@ -585,11 +585,10 @@ class TurnService:
         payload = SandboxEnvironmentIncompletePayload(missing=env.missing, python=env.python)
         control.emit("sandbox_environment_incomplete", payload)
 
-    async def _artifact_stamps(self, session_id: str) -> dict[str, FileStamp]:
-        """The artifacts' stamps before the Turn (inodes only: nothing is read or hashed)."""
-        stamps: dict[str, FileStamp]
-        stamps = await self._run(self.sessions.workspace(session_id).stamps, "artifacts")
-        return stamps
+    async def _mark_artifacts(self, session_id: str, before: Baseline) -> None:
+        """What the artifacts are before the Turn (nothing is read or hashed; with a change
+        tree, not even visited)."""
+        await self._run(self.sessions.workspace(session_id).mark, before)
 
     # --- outcome -----------------------------------------------------------------------------
 
@@ -601,7 +600,7 @@ class TurnService:
         channel: EventChannel,
         on_event: OnEvent | None,
         box: dict[str, Any],
-        before: dict[str, FileStamp],
+        before: Baseline,
     ) -> TurnResult:
         trace = running.trace
         with trace.phase("commit"):  # preparing the outcome; its transaction follows the trace
@@ -627,7 +626,7 @@ class TurnService:
         turn_id: str,
         running: _Running,
         box: dict[str, Any],
-        before: dict[str, FileStamp],
+        before: Baseline,
     ) -> tuple[TurnResult, TurnOutcome, str]:
         """The Turn's result, what its commit writes, and its terminal event kind."""
         session_id = request.session_id
@@ -739,7 +738,7 @@ class TurnService:
         self,
         session_id: str,
         turn_id: str,
-        before: dict[str, FileStamp],
+        before: Baseline,
         promoted: list[ProvenanceRecord],
     ) -> tuple[list[ArtifactRef], int]:
         """New or changed artifacts: unchanged files are not read, and at most
@@ -747,7 +746,7 @@ class TurnService:
         returns them and how many were left out."""
         limit = self.config.settings.storage.max_turn_artifacts
         workspace = self.sessions.workspace(session_id)
-        changed, total = await self._run(workspace.changed_since, before, "artifacts", limit=limit)
+        changed, total = await self._run(workspace.changed_after, before, limit=limit)
         if total > len(changed):
             log.warning(
                 "Turn %s changed %d artifacts; its result lists the first %d "

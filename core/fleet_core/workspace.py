@@ -25,7 +25,7 @@ import stat
 import weakref
 from collections.abc import Generator, Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 from urllib.parse import quote
@@ -37,7 +37,7 @@ from fleet_core.errors import (
     WorkspaceFileNotFound,
     WorkspacePathError,
 )
-from fleet_core.tracking import WorkspaceTree
+from fleet_core.tracking import Change, WorkspaceTree
 
 ROOTS = ("files", "artifacts", "memory", "skills")
 READONLY_ROOTS = ("files",)  # what a sandbox mounts read-only (not charged to its quota)
@@ -153,6 +153,19 @@ class FileStamp:
 
     key: tuple[int, int, int]
     sha256: str | None = None
+
+
+@dataclass(slots=True)
+class Baseline:
+    """What a root of the workspace held when a Turn began, to list what changed since
+    (``Workspace.mark`` fills it, ``Workspace.changed_after`` reads it). With a change tree:
+    its generation and the digests known then (no file is visited); without one: every file's
+    stamp. Never filled, every file counts as new."""
+
+    root: str
+    generation: int | None = None
+    stamps: dict[str, FileStamp] = field(default_factory=dict)
+    digests: dict[str, tuple[tuple[int, int, int], str]] = field(default_factory=dict)
 
 
 class Workspace:
@@ -304,6 +317,56 @@ class Workspace:
                 cached = self._digests.get(path)
                 found[path] = FileStamp(key, cached[1] if cached and cached[0] == key else None)
         return found
+
+    def mark(self, baseline: Baseline) -> None:
+        """Fill ``baseline`` with what its root holds now (see ``Baseline``)."""
+        tree = self.change_tree()
+        generation = tree.refresh() if tree is not None else None
+        if generation is None:
+            baseline.stamps = self.stamps(baseline.root)
+            return
+        baseline.generation, baseline.digests = generation, dict(self._digests)
+
+    def changed_after(self, baseline: Baseline, *, limit: int) -> tuple[list[FileInfo], int]:
+        """``changed_since`` for a ``Baseline``: with a change tree, only the paths it saw
+        change are visited; if it lost track meanwhile (an overflow), every file is compared
+        with the digests known at the baseline, and one not known then counts as changed."""
+        tree = self._tree
+        if baseline.generation is None:
+            return self.changed_since(baseline.stamps, baseline.root, limit=limit)
+        changes = None
+        if tree is not None and tree.refresh() is not None:
+            changes = tree.changed_since(baseline.generation)
+        if tree is None or changes is None:
+            known = {path: FileStamp(key, sha) for path, (key, sha) in baseline.digests.items()}
+            return self.changed_since(known, baseline.root, limit=limit)
+        return self._changed_among(tree, _candidates(tree, changes, baseline.root), baseline, limit)
+
+    def _changed_among(
+        self,
+        tree: WorkspaceTree,
+        candidates: Mapping[str, tuple[int, int, int] | None],
+        baseline: Baseline,
+        limit: int,
+    ) -> tuple[list[FileInfo], int]:
+        changed: list[FileInfo] = []
+        pending = 0
+        for path in sorted(candidates):
+            key, before = tree.key_of(path), candidates[path]
+            if key is None or key == before:
+                continue
+            if len(changed) >= limit:
+                pending += 1
+                continue
+            try:
+                info = self.stat(path)
+            except (WorkspaceFileNotFound, WorkspacePathError):
+                continue  # removed or replaced meanwhile
+            cached = baseline.digests.get(path)
+            old_sha = cached[1] if cached is not None and cached[0] == before else None
+            if before is None or old_sha != info.sha256:
+                changed.append(info)
+        return changed, len(changed) + pending
 
     def changed_since(
         self, before: Mapping[str, FileStamp], root: str | None = None, *, limit: int
@@ -852,6 +915,24 @@ def _stat_key(dir_fd: int, name: str) -> tuple[int, int, int] | None:
     if not stat.S_ISREG(info.st_mode):
         return None
     return (info.st_ino, info.st_size, info.st_mtime_ns)
+
+
+def _candidates(
+    tree: WorkspaceTree, changes: Iterable[Change], root: str
+) -> dict[str, tuple[int, int, int] | None]:
+    """The regular files below ``root`` that ``changes`` may have touched, each with its stamp
+    before the first change (None: not known, so it counts as new)."""
+    found: dict[str, tuple[int, int, int] | None] = {}
+    prefix = f"{root}/"
+    for change in changes:
+        if change.path.startswith(prefix) or change.path == root:
+            if change.subtree:
+                found.update(dict.fromkeys(tree.file_keys(change.path)))
+            else:
+                found.setdefault(change.path, change.before)
+        elif change.subtree and root.startswith(f"{change.path}/"):
+            found.update(dict.fromkeys(tree.file_keys(root)))  # the root itself was replaced
+    return found
 
 
 def render_manifest(

@@ -7,6 +7,7 @@ import os
 import random
 import shutil
 import stat
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ import pytest
 from fleet_core.sandbox import hygiene
 from fleet_core.sandbox.hygiene import clean_changes, scan_workspace
 from fleet_core.tracking import MAX_LOG, Change, WorkspaceTree
+from fleet_core.workspace import Baseline, Workspace
 
 EXCLUDE = frozenset({"files"})
 
@@ -192,3 +194,82 @@ def test_the_tracked_clean_visits_only_changes_and_cleans_them_as_the_whole_walk
     again = clean_changes(tree)  # only this clean's own renames and chmods come back
     assert not again.stripped and not again.removed and not again.renamed
     assert len(visited) <= 4, visited
+
+
+def _workspace(tmp_path: Path) -> Workspace:
+    workspace = Workspace(tmp_path / "ws2", max_file_bytes=1 << 20, max_read_bytes=1 << 20)
+    workspace.ensure_layout()
+    return workspace
+
+
+def test_a_turns_changed_artifacts_come_from_the_tree_without_visiting_the_rest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a change tree, what a Turn changed under artifacts/ is listed from the paths the
+    tree saw change: new and rewritten files; not an identical rewrite of a file whose digest
+    was known, a chmod, a removed file or any of the untouched ones (which are never hashed)."""
+    workspace = _workspace(tmp_path)
+    art = workspace.root / "artifacts"
+    for i in range(200):
+        (art / f"old-{i}.txt").write_text(f"old {i}")
+    workspace.stat("artifacts/old-2.txt")  # its digest is known before the Turn
+    before = Baseline("artifacts")
+    workspace.mark(before)
+    assert before.generation is not None and before.stamps == {}
+    hashed: list[str] = []
+    real_stat = Workspace.stat
+
+    def counting_stat(self: Workspace, path: str) -> Any:
+        hashed.append(path)
+        return real_stat(self, path)
+
+    monkeypatch.setattr(Workspace, "stat", counting_stat)
+    (art / "new.csv").write_text("a,b\n")
+    (art / "old-1.txt").write_text("rewritten")
+    time.sleep(0.01)
+    (art / "old-2.txt").write_text("old 2")  # the same content again: a new stamp, same digest
+    os.chmod(art / "old-3.txt", 0o600)
+    (art / "old-4.txt").unlink()
+    (art / "sub").mkdir()
+    (art / "sub" / "inner.json").write_text("{}")
+    changed, total = workspace.changed_after(before, limit=100)
+    assert [info.path for info in changed] == [
+        "artifacts/new.csv",
+        "artifacts/old-1.txt",
+        "artifacts/sub/inner.json",
+    ]
+    assert total == 3
+    assert len(hashed) <= 4, hashed  # the candidates only, never the 195 untouched files
+    workspace.close()
+
+
+def test_changed_artifacts_when_the_tree_lost_track_fall_back_to_known_digests(
+    tmp_path: Path,
+) -> None:
+    workspace = _workspace(tmp_path)
+    art = workspace.root / "artifacts"
+    (art / "known.txt").write_text("k")
+    workspace.stat("artifacts/known.txt")
+    before = Baseline("artifacts")
+    workspace.mark(before)
+    (art / "fresh.txt").write_text("f")
+    tree = workspace.change_tree()
+    assert tree is not None
+    tree._floor = (tree.refresh() or 0) + 1  # as if the log had dropped the Turn's changes
+    changed, total = workspace.changed_after(before, limit=10)
+    assert [info.path for info in changed] == ["artifacts/fresh.txt"] and total == 1
+    workspace.close()
+
+
+def test_without_a_tree_a_baseline_holds_every_stamp(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    workspace = _workspace(tmp_path)
+    monkeypatch.setattr(Workspace, "change_tree", lambda self: None)
+    (workspace.root / "artifacts" / "a.txt").write_text("a")
+    before = Baseline("artifacts")
+    workspace.mark(before)
+    assert before.generation is None and set(before.stamps) == {"artifacts/a.txt"}
+    (workspace.root / "artifacts" / "b.txt").write_text("b")
+    changed, _total = workspace.changed_after(before, limit=10)
+    assert [info.path for info in changed] == ["artifacts/b.txt"]
