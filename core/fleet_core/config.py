@@ -23,17 +23,17 @@ import threading
 import tomllib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NamedTuple
 from urllib.parse import urlsplit
 
 from dotenv import dotenv_values
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from fleet_core.errors import ConfigError
+from fleet_core.modes import ExecutionMode
 
 SCHEMA_VERSION = 1
 DEFAULT_CONFIG_PATH = Path("config/fleet.toml")
-ExecutionMode = Literal["hybrid", "rlm", "flex"]
 Source = Literal["default", "file", "dotenv", "env", "override", "session"]
 #: Who wrote a value: ``user`` (the process environment, ``FLEET_CONFIG``, overrides),
 #: ``workspace`` (the working directory's ``config/fleet.toml`` and ``.env``) or ``default``.
@@ -319,6 +319,19 @@ class Secrets(BaseModel):
         return f"llm.{role}" in self.withheld
 
 
+class _KeyStyle(NamedTuple):
+    """How a ``KeyBinding`` rendering punctuates the key's part."""
+
+    no_key: str
+    key: str
+    trusted: str
+    not_sent: str
+
+
+_LINE = _KeyStyle(", no key", " key ", " — sent: workspace trusted", " — not sent: ")
+_PROVENANCE = _KeyStyle("; no key", "; key ", ", sent: workspace trusted", " not sent: ")
+
+
 class KeyBinding(BaseModel):
     """Which source set an endpoint and which set its key, and whether the key is sent.
 
@@ -342,44 +355,48 @@ class KeyBinding(BaseModel):
     reason: str | None = None  # why ``key`` is not sent
     trusted: bool = False  # a workspace endpoint that receives the user's key by opt-in
 
-    def describe(self) -> str:
-        """One line: ``root: api_base https://x (from config/fleet.toml, workspace) key ...``."""
+    def describe(self, *, provenance: bool = False) -> str:
+        """One line, names only: ``root: api_base https://x (from config/fleet.toml, workspace)
+        key FLEET_LM_API_KEY (environment, user) — not sent: ...`` (``config show``). With
+        ``provenance`` (doctor), where the endpoint and its key came from, without the endpoint
+        itself: ``llm.root.api_base from config/fleet.toml (workspace); key FLEET_LM_API_KEY
+        (environment, user) not sent: ...``."""
+        if provenance:
+            return self._with_key(self._endpoint_origin(), _PROVENANCE)
+        return self._with_key(self._endpoint_line(), _LINE)
+
+    def provenance(self) -> str:
+        """``describe(provenance=True)``."""
+        return self.describe(provenance=True)
+
+    def _endpoint_line(self) -> str:
         what = {"jev": "base_url", "mlflow": "tracking_uri", "sandbox.daytona": "api_url"}
         setting = what.get(self.name, "api_base")
         if self.endpoint is None and self.name.startswith("llm."):
-            text = f"{self.label}: no {setting}"
-        elif self.endpoint is None:
-            text = f"{self.label}: {setting} (built-in default)"
-        else:
-            where = (
-                "built-in default"
-                if self.endpoint_source == "default"
-                else (f"from {self.endpoint_origin}, {self.endpoint_scope}")
-            )
-            text = f"{self.label}: {setting} {self.endpoint} ({where})"
-        if self.key is None:
-            return text + ", no key"
-        text += f" key {self.key} ({self.key_origin}, {self.key_scope})"
-        if self.key_sent:
-            return text + (" — sent: workspace trusted" if self.trusted else "")
-        text += f" — not sent: {self.reason}"
-        return text + (f"; sending {self.key_used} instead" if self.key_used else "")
+            return f"{self.label}: no {setting}"
+        if self.endpoint is None:
+            return f"{self.label}: {setting} (built-in default)"
+        where = (
+            "built-in default"
+            if self.endpoint_source == "default"
+            else f"from {self.endpoint_origin}, {self.endpoint_scope}"
+        )
+        return f"{self.label}: {setting} {self.endpoint} ({where})"
 
-    def provenance(self) -> str:
-        """Where the endpoint and its key came from, without the endpoint itself (doctor):
-        ``api_base from config/fleet.toml (workspace); key FLEET_LM_API_KEY (environment, user)
-        not sent: ...``."""
+    def _endpoint_origin(self) -> str:
         setting = self.endpoint_setting or "endpoint"
         if self.endpoint is None or self.endpoint_source == "default":
-            text = f"{setting}: built-in default"
-        else:
-            text = f"{setting} from {self.endpoint_origin} ({self.endpoint_scope})"
+            return f"{setting}: built-in default"
+        return f"{setting} from {self.endpoint_origin} ({self.endpoint_scope})"
+
+    def _with_key(self, text: str, style: _KeyStyle) -> str:
+        """``text`` and the key's part: which variable, where it came from, whether it is sent."""
         if self.key is None:
-            return text + "; no key"
-        text += f"; key {self.key} ({self.key_origin}, {self.key_scope})"
+            return text + style.no_key
+        text += f"{style.key}{self.key} ({self.key_origin}, {self.key_scope})"
         if self.key_sent:
-            return text + (", sent: workspace trusted" if self.trusted else "")
-        text += f" not sent: {self.reason}"
+            return text + (style.trusted if self.trusted else "")
+        text += f"{style.not_sent}{self.reason}"
         return text + (f"; sending {self.key_used} instead" if self.key_used else "")
 
     def wire(self) -> dict[str, Any]:

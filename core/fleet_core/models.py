@@ -13,6 +13,7 @@ from pydantic.alias_generators import to_camel
 from pydantic.json_schema import SkipJsonSchema
 
 from fleet_core.digests import DEFAULT_PROGRAM_DIGEST
+from fleet_core.modes import ExecutionMode
 
 TurnStatus = Literal["running", "completed", "failed", "cancelled"]
 
@@ -124,7 +125,7 @@ class Memory(Record):
 class TurnRequest(Record):
     session_id: str
     task: str = Field(min_length=1, max_length=100_000)
-    mode: Literal["hybrid", "rlm", "flex"] | None = None
+    mode: ExecutionMode | None = None
     timeout_seconds: int | None = None
     record_replay: bool = False
     idempotency_key: str | None = Field(None, min_length=1, max_length=128)

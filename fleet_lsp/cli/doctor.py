@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
+    from fleet_core.api.records import ModelInUse
     from fleet_core.config import EffectiveConfig
 
 Status = Literal["ok", "warn", "fail"]
@@ -272,22 +273,18 @@ def check_models(config: EffectiveConfig) -> list[Check]:
 
     checks = []
     for found in diagnostics.check_models(config):
-        name = f"model ({found.role})"
         binding = config.bindings.get(f"llm.{found.role}")
-        where = f" ({binding.provenance()})" if binding is not None else ""
-        if not found.configured:
-            status: Status = "fail" if found.role in ("root", "sub") else "warn"
-            checks.append(Check(name, status, found.problem.split(":")[0], found.fix))
-        elif found.embedded:
-            where = f"running at {found.api_base}" if found.api_base else "starts on the first Turn"
-            detail = f"embedded offline model {found.model} ({where}; no endpoint is configured)"
-            checks.append(Check(name, "ok", detail))
-        elif found.problem:
-            detail = f"{found.model} at {found.api_base}: {found.problem}{where}"
-            checks.append(Check(name, "fail", detail, found.fix))
-        else:
-            checks.append(Check(name, "ok", f"{found.model} at {found.api_base}{where}"))
+        origin = binding.provenance() if binding is not None else ""
+        detail = found.describe(detailed=True, origin=origin)
+        checks.append(Check(f"model ({found.role})", _model_status(found), detail, found.fix))
     return checks
+
+
+def _model_status(found: ModelInUse) -> Status:
+    """A failed probe fails; so does a missing root or sub model (the optional roles warn)."""
+    if found.ok:
+        return "ok"
+    return "fail" if found.configured or found.role in ("root", "sub") else "warn"
 
 
 def check_jev(config: EffectiveConfig) -> Check:

@@ -65,12 +65,7 @@ def status(config: EffectiveConfig) -> dict[str, Any]:
 
     record = embedded_model.status(config).wire()
     record["inUse"] = {
-        check.role: {
-            "model": check.model,
-            "apiBase": check.api_base,
-            "embedded": check.embedded,
-            "problem": check.problem or None,
-        }
+        check.role: check.wire()
         for check in diagnostics.check_models(config, ("root", "sub"), probe=False)
     }
     return record

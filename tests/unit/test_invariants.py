@@ -81,6 +81,7 @@ FACE_IMPORTS: dict[str, frozenset[str]] = {
     "fleet_core": frozenset({"__version__"}),
     "fleet_core.api": ALL,  # the one API boundary (fleet_core/api/)
     "fleet_core.models": ALL,
+    "fleet_core.modes": ALL,  # standard library only: the execution modes and the routes
     "fleet_core.errors": ALL,
     "fleet_core.events": ALL,
     "fleet_core.event_payloads": ALL,
@@ -360,6 +361,7 @@ LEAVES = frozenset(
         "fleet_core.net",
         "fleet_core.offline",
         "fleet_core.models",
+        "fleet_core.modes",
         "fleet_core.paging",
         "fleet_core.digests",
         "fleet_core.endpoints",

@@ -9,7 +9,7 @@
 
 Nothing inside the core imports this package (tests/unit/test_invariants.py); faces import
 nothing from the core but this package and the leaf modules (errors, config, events,
-event_payloads, models, workspace path rules, net, offline).
+event_payloads, models, modes, workspace path rules, net, offline).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from fleet_core.api.records import (
     ArtifactInfo,
     CandidateInfo,
     JevCheck,
-    ModelCheck,
+    ModelInUse,
     OptimizationProgress,
     OptimizationRun,
     OptimizationStatus,
@@ -36,7 +36,7 @@ __all__ = [
     "CandidateInfo",
     "FleetRuntime",
     "JevCheck",
-    "ModelCheck",
+    "ModelInUse",
     "OptimizationProgress",
     "OptimizationRun",
     "OptimizationStatus",

@@ -8,14 +8,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fleet_core.api.records import JevCheck, ModelCheck, SandboxIsolation
+from fleet_core.api.records import JevCheck, ModelInUse, SandboxIsolation
 from fleet_core.config import EffectiveConfig
 from fleet_core.errors import FleetError, InvalidInput, ModelUnavailable
-from fleet_core.localmodel.selection import ModelInUse, models_in_use
+from fleet_core.localmodel.selection import models_in_use
 from fleet_core.net import http_probe
 
 __all__ = [
-    "ModelInUse",
     "check_jev",
     "check_models",
     "check_tracing_store",
@@ -31,14 +30,14 @@ if TYPE_CHECKING:
 
 def check_models(
     config: EffectiveConfig, roles: Sequence[Role] | None = None, *, probe: bool = True
-) -> list[ModelCheck]:
+) -> list[ModelInUse]:
     """Per role (default: all): is a model configured, and (``probe``) does its endpoint
     answer ``GET /models`` within 5 s? One probe per endpoint; keys are never shown. A role
     without an endpoint reports the embedded model when it is installed (``embedded``; it
     is never started here: its ``api_base`` is the running server's, if any)."""
     from fleet_core.endpoints import ROLES, resolve_spec
 
-    checks = []
+    checks: list[ModelInUse] = []
     probed: dict[tuple[str, str], str] = {}
     for role in roles or ROLES:
         if role not in ROLES:
@@ -46,9 +45,7 @@ def check_models(
         try:
             spec, key = resolve_spec(config.settings.llm, config.secrets, role)
         except ModelUnavailable:
-            (use,) = models_in_use(config, (role,))  # the embedded model, or what to set
-            found = (use.model, use.api_base, use.problem, use.fix, use.embedded)
-            checks.append(ModelCheck(role, use.configured, *found))
+            checks += models_in_use(config, (role,))  # the embedded model, or what to set
             continue
         problem = ""
         if probe:
@@ -61,7 +58,7 @@ def check_models(
             if problem
             else ""
         )
-        checks.append(ModelCheck(role, True, spec.model, spec.api_base, problem, fix))
+        checks.append(ModelInUse(role, spec.model, spec.api_base, problem=problem, fix=fix))
     return checks
 
 

@@ -1,7 +1,9 @@
 """Every record a face receives from :mod:`fleet_core.api`, each a frozen value.
 
 The core's own records that cross the boundary unchanged (``SessionInfo``, ``TurnResult``, ...,
-from ``fleet_core.models``) are re-exported here, so a face names one module for all of them.
+from ``fleet_core.models``; ``ModelInUse``, one model role's record, from
+``fleet_core.localmodel.selection``) are re-exported here, so a face names one module for all of
+them.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fleet_core.localmodel.selection import ModelInUse
 from fleet_core.models import (
     DatasetContext,
     Memory,
@@ -35,8 +38,8 @@ __all__ = [
     "DatasetContext",
     "JevCheck",
     "Memory",
-    "ModelCheck",
     "ModelEntry",
+    "ModelInUse",
     "ModelList",
     "OptimizationProgress",
     "OptimizationRun",
@@ -155,24 +158,6 @@ class JevCheck:
     model: str | None = None
     problem: str = ""
     models: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class ModelCheck:
-    """One model role: configured (model and endpoint) or not, and the endpoint probe's
-    problem ('' when it answered or was not probed); ``fix`` says what to do."""
-
-    role: str
-    configured: bool
-    model: str | None = None
-    api_base: str | None = None
-    problem: str = ""
-    fix: str = ""
-    embedded: bool = False  # the embedded offline model (no endpoint is configured)
-
-    @property
-    def ok(self) -> bool:
-        return self.configured and not self.problem
 
 
 @dataclass(frozen=True, slots=True)

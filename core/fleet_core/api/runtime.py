@@ -8,10 +8,11 @@ import shutil
 import threading
 import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, get_args
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import anyio.to_thread
 
@@ -21,7 +22,7 @@ from fleet_core.api.optimization import Optimization
 from fleet_core.api.records import ArtifactInfo, StorageInfo
 from fleet_core.api.threads import in_thread
 from fleet_core.api.traces import Traces
-from fleet_core.config import EffectiveConfig, ExecutionMode
+from fleet_core.config import EffectiveConfig
 from fleet_core.errors import (
     ConfigError,
     DatasetChanged,
@@ -41,6 +42,7 @@ from fleet_core.models import (
     WorkspaceFile,
     WorkspacePage,
 )
+from fleet_core.modes import EXECUTION_MODES, ExecutionMode
 from fleet_core.workspace import (
     FileInfo,
     Workspace,
@@ -67,37 +69,38 @@ MAX_DESCRIPTION_CHARS = 2_000
 TraceExportMode = Literal["background", "deferred", "inline"]
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Collaborators:
+    """What ``FleetRuntime.open`` is given beside the configuration (each None: the configured
+    one, made when first needed). ``program`` and ``restore_inputs``: an optimization rollout's
+    disposable runtime serves that program and restores the inputs its replay snapshot recorded
+    (None: the Session's active program, inputs as prepared)."""
+
+    lm_provider: LmProvider | None = None
+    tracer: TurnTracer | None = None
+    trace_export: TraceExportMode = "background"
+    local_model: LocalModel | None = None
+    program: Any = None
+    restore_inputs: Any = None
+
+
 class FleetRuntime:
     """Sessions, workspace files, datasets, artifacts, memory and history for one process."""
 
     def __init__(
-        self,
-        config: EffectiveConfig,
-        store: Store,
-        *,
-        lm_provider: LmProvider | None = None,
-        tracer: TurnTracer | None = None,
-        trace_export: TraceExportMode = "background",
-        local_model: LocalModel | None = None,
-        program: Any = None,
-        restore_inputs: Any = None,
+        self, config: EffectiveConfig, store: Store, given: Collaborators = Collaborators()
     ) -> None:
-        """``program`` and ``restore_inputs``: an optimization rollout's disposable runtime
-        serves that program and restores the inputs its replay snapshot recorded (None: the
-        Session's active program, inputs as prepared)."""
+        """Over an open ``store``; use ``FleetRuntime.open``."""
         self.config = config
         self.store = store
+        self._given = given
         self._workspaces: dict[str, Workspace] = {}
-        self._lm_provider = lm_provider
-        self._tracer = tracer
-        self._owns_tracer = tracer is None
+        self._tracer = given.tracer
+        self._owns_tracer = given.tracer is None
         self._turns: TurnService | None = None
-        self._trace_export = trace_export
         self._exporter: TraceExporter | None = None
         self._slots = threading.Lock()  # a limit check and the take it allows are one step
-        self._local_model = local_model  # the embedded model (made when a Turn needs it)
-        self._program = program
-        self._restore_inputs = restore_inputs
+        self._local_model = given.local_model  # the embedded model (made when a Turn needs it)
         self.traces = Traces(self)
         self.evaluation = Evaluation(self)
         self.optimization = Optimization(self, FleetRuntime.open)
@@ -136,9 +139,7 @@ class FleetRuntime:
         store = await anyio.to_thread.run_sync(
             partial(Store.open, url, config.state_dir, lease_check_seconds=check)
         )
-        runtime = cls(
-            config,
-            store,
+        given = Collaborators(
             lm_provider=lm_provider,
             tracer=tracer,
             trace_export=trace_export,
@@ -146,6 +147,7 @@ class FleetRuntime:
             program=program,
             restore_inputs=restore_inputs,
         )
+        runtime = cls(config, store, given)
         await runtime._run(prepare_workspaces, config.state_dir / "workspaces")  # + stale temps
         await runtime._recover_interrupted()
         pending = await runtime._run(store.count_pending_traces)
@@ -196,9 +198,9 @@ class FleetRuntime:
             self.exporter.start()
 
     async def _trace_queued(self, trace_id: str) -> None:
-        if not self.tracer.enabled or self._trace_export == "deferred":
+        if not self.tracer.enabled or self._given.trace_export == "deferred":
             return
-        if self._trace_export == "inline":
+        if self._given.trace_export == "inline":
             try:
                 await self.traces.export(trace_id)
             except Exception:  # logged by the exporter; the trace stays queued
@@ -580,8 +582,8 @@ class FleetRuntime:
                 tracer=lambda: self.tracer,
                 lm_provider=self._models(),
                 on_trace_queued=self._trace_queued,
-                programs=(lambda _sid: self._program) if self._program else None,
-                restore_inputs=self._restore_inputs,
+                programs=(lambda _sid: self._given.program) if self._given.program else None,
+                restore_inputs=self._given.restore_inputs,
             )
         return self._turns
 
@@ -660,7 +662,8 @@ class FleetRuntime:
             self._workspaces.clear()  # new file limits for the next operation
         self.config = config
         if self._turns is not None:  # a running Turn keeps the config and models it started with
-            models = self._models() if self._lm_provider is None else None  # not ones given to open
+            # new configured models; not when open was given the models
+            models = self._models() if self._given.lm_provider is None else None
             self._turns.reconfigure(config, models)
         return notes
 
@@ -673,8 +676,8 @@ class FleetRuntime:
         return self._models()
 
     def _models(self) -> LmProvider:
-        if self._lm_provider is not None:
-            return self._lm_provider
+        if self._given.lm_provider is not None:
+            return self._given.lm_provider
         from fleet_core.engine.lm import ConfiguredLmProvider
 
         return ConfiguredLmProvider.from_config(self.config, embedded=self._embedded())
@@ -700,10 +703,9 @@ def _session_models(info: SessionInfo) -> SessionModels:
 
 
 def _mode(mode: str) -> ExecutionMode:
-    allowed = get_args(ExecutionMode)
-    if mode not in allowed:
-        raise InvalidInput(f"Unknown mode '{mode}'; use one of: {', '.join(allowed)}")
-    return mode  # type: ignore[return-value]
+    if mode not in EXECUTION_MODES:
+        raise InvalidInput(f"Unknown mode '{mode}'; use one of: {', '.join(EXECUTION_MODES)}")
+    return mode
 
 
 def _wire_file(info: FileInfo) -> WorkspaceFile:

@@ -29,6 +29,7 @@ from fleet_core.engine.jev import ChoiceAnswer, ChoiceQuestion, JevClient, JevEr
 from fleet_core.engine.metering import MeteredLM
 from fleet_core.errors import InvalidInput
 from fleet_core.event_payloads import JevDecisionPayload, TokenUsage
+from fleet_core.modes import ROUTES
 
 MAX_ITEMS = 100
 MAX_ITEM_CHARS = 100_000
@@ -279,7 +280,7 @@ TRIAGE_QUESTION = (
     "Which is the least expensive route that can satisfy this request? The state also holds the "
     "workspace manifest and the Skills catalog."
 )
-ROUTE_DESCRIPTIONS = {
+ROUTE_DESCRIPTIONS = {  # per route (fleet_core.modes.ROUTES)
     "direct": (
         "A conversational reply or general knowledge; no files, no computation. Not for anything "
         "that reads workspace files, computes figures or writes artifacts."
@@ -301,7 +302,7 @@ def triage_with_jev(
     return decider.with_jev(
         [task],
         TRIAGE_QUESTION,
-        list(ROUTE_DESCRIPTIONS),
+        list(ROUTES),
         category="routing",
         context=context,
         descriptions=ROUTE_DESCRIPTIONS,

@@ -35,7 +35,6 @@ from fleet_core.engine.metering import MeteredLM
 from fleet_core.engine.preload import preload
 from fleet_core.engine.profile import DEFAULT, EngineProfile
 from fleet_core.engine.signatures import (
-    ROUTES,
     ChildTask,
     CodeFirstProgram,
     DirectAnswer,
@@ -52,6 +51,7 @@ from fleet_core.event_payloads import (
 )
 from fleet_core.events import ROOT_AGENT
 from fleet_core.models import ProvenanceRecord
+from fleet_core.modes import ROUTES
 from fleet_core.sandbox.interpreter import SandboxInterpreter
 from fleet_core.skills import Skill, use_skill_text
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import dspy
 
-ROUTES = ("direct", "flex", "rlm")
+from fleet_core.modes import ROUTES
 
 
 class FleetTask(dspy.Signature):  # type: ignore[misc]
@@ -69,7 +69,7 @@ class TurnTriage(dspy.Signature):  # type: ignore[misc]
     task: str = dspy.InputField(desc="The user's request")
     workspace_manifest: str = dspy.InputField(desc="Workspace files")
     skills_catalog: str = dspy.InputField(desc="Available Skills")
-    route: str = dspy.OutputField(desc="One of: direct, flex, rlm")
+    route: str = dspy.OutputField(desc=f"One of: {', '.join(ROUTES)}")
 
 
 class ChildTask(dspy.Signature):  # type: ignore[misc]

@@ -23,12 +23,12 @@ import anyio.to_thread
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from fleet_core.errors import FleetError, InvalidInput
+from fleet_core.modes import Route
 
 if TYPE_CHECKING:
     from fleet_core.store import Store
 
 ReviewStatus = Literal["approved", "benchmark", "synthetic", "rejected"]
-RouteLabel = Literal["direct", "flex", "rlm"]
 MAX_EXPECTATIONS_BYTES = 256_000
 MAX_VALUES = 100
 
@@ -159,7 +159,7 @@ class TraceLabels(_Strict):
     source_group: str = Field(min_length=1, max_length=200)
     expected_answer: str | None = Field(None, max_length=100_000)
     expected_values: list[str] = Field(default_factory=list, max_length=MAX_VALUES)
-    route: RouteLabel | None = None
+    route: Route | None = None
     critical: bool = False
     structured_expectations: StructuredExpectations | None = None
     reviewer: str = Field("human", min_length=1, max_length=200)
@@ -194,7 +194,7 @@ class LabelUpdate(BaseModel):
     source_group: str | None = None
     expected_answer: str | None = None
     expected_values: list[str] | None = None
-    route: RouteLabel | None = None
+    route: Route | None = None
     critical: bool | None = None
     structured_expectations: dict[str, Any] | None = None
     reviewer: str | None = None

@@ -6,6 +6,8 @@ from typing import Annotated
 
 import typer
 
+from fleet_core.modes import ROUTES
+
 eval_app = typer.Typer(
     help="Evaluation: label traces, build a synthetic dataset, run fleet_metric.",
     no_args_is_help=True,
@@ -23,7 +25,7 @@ def eval_label(
         typer.Option("--value", help="A value the answer must contain (repeatable)."),
     ] = None,
     route: Annotated[
-        str | None, typer.Option("--route", help="Required route: direct | flex | rlm.")
+        str | None, typer.Option("--route", help=f"Required route: {' | '.join(ROUTES)}.")
     ] = None,
     critical: Annotated[
         bool | None,

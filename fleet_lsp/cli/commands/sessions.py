@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from fleet_core.modes import EXECUTION_MODES
 from fleet_lsp.cli.support import print_result, turn_exit_code, turn_failure_line, with_runtime
 
 if TYPE_CHECKING:
@@ -67,7 +68,7 @@ def turn(
         str | None,
         typer.Option("--dataset", help="Workspace path to select, e.g. files/sales.csv."),
     ] = None,
-    mode: Annotated[str | None, typer.Option("--mode", help="hybrid | rlm | flex")] = None,
+    mode: Annotated[str | None, typer.Option("--mode", help=" | ".join(EXECUTION_MODES))] = None,
     record_replay: Annotated[
         bool,
         typer.Option(
