@@ -8,19 +8,37 @@ loads.
 Params are attrs classes with snake_case attributes and camelCase JSON names; :func:`parse`
 validates a raw JSON object into one, strictly (no silent coercion), and raises
 :class:`ParamsError` with a message naming the offending field. Unknown fields are ignored so
-newer clients keep working with older servers. Results are documented as ``TypedDict``s; the
-server builds them from the core's records (``Record.wire()``).
+newer clients keep working with older servers. :class:`InitializationOptions` is read the same
+way, except that a bad option is reported and ignored (:func:`parse_options`).
+
+Results are documented as ``TypedDict`` classes (the schema's source, ``RESULTS``). A handler
+returns a typed reply: a core record (``TurnResult``, ...), one of the attrs ``*Reply`` models
+below, or a result ``TypedDict``; :func:`to_wire` turns it into JSON, once, for every method.
 """
 
 from __future__ import annotations
 
+import json
 import types
 import typing
-from typing import Any, Literal, NotRequired, TypedDict, TypeVar, Union, get_args, get_origin
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Literal,
+    NotRequired,
+    TypedDict,
+    TypeVar,
+    Union,
+    get_args,
+    get_origin,
+)
 
 import attrs
 
 from fleet_core import workspace
+
+if TYPE_CHECKING:
+    from fleet_core.models import Memory, ProvenanceRecord, SessionInfo, TurnSummary, WorkspaceFile
 
 T = TypeVar("T")
 PROTOCOL_VERSION = 1
@@ -356,6 +374,54 @@ class OptimizeApproveParams:
 @attrs.frozen(kw_only=True)
 class DebugParams:
     session_id: str | None = _session_id(None)
+
+
+# ---------------------------------------------------------------------------------------------
+# Initialization options (client -> server, once, in ``initialize``)
+# ---------------------------------------------------------------------------------------------
+
+#: Where the options sit in ``initialize``'s params; messages name options by this path.
+OPTIONS_PATH = "initializationOptions.fleet"
+
+
+@attrs.frozen(kw_only=True)
+class InitializationOptions:
+    """``initializationOptions.fleet``: who the client is and what it wants. ``settings`` are
+    configuration overrides (the keys of ``config/fleet.toml``, validated when the runtime
+    opens); ``workspace/didChangeConfiguration`` replaces them later."""
+
+    protocol_version: int = _f(PROTOCOL_VERSION)
+    client: str | None = _f(None, min_len=1, max_len=200)
+    turn_events: bool = _f(False)
+    settings: dict[str, Any] = _f(attrs.Factory(dict))  # noqa: RUF009
+
+    @classmethod
+    def read(cls, initialization_options: Any) -> tuple[InitializationOptions, list[str]]:
+        """The options of ``initialize`` and one message per option ignored because it is
+        invalid (absent options, or no ``fleet`` key, are the defaults and no problem)."""
+        raw = initialization_options
+        if raw is None or (isinstance(raw, dict) and raw.get("fleet") is None):
+            return cls(), []
+        if not isinstance(raw, dict):
+            kind = _json_type(raw)
+            return cls(), [f"'initializationOptions' must be an object, got {kind}; it is ignored"]
+        fleet = raw["fleet"]
+        if isinstance(fleet, dict) and fleet.get("settings") == []:
+            fleet = {**fleet, "settings": {}}  # Neovim sends an empty Lua table as []
+        return parse_options(cls, fleet, OPTIONS_PATH)
+
+
+def changed_settings(settings: Any) -> dict[str, Any] | None:
+    """The overrides a ``workspace/didChangeConfiguration`` brings (they replace
+    ``InitializationOptions.settings``): ``settings.fleet`` (as VS Code sends them),
+    ``settings.fleet.settings`` (the shape of the initialization options) or ``settings``;
+    None when it is none of these (another tool's change)."""
+    if not isinstance(settings, dict):
+        return None
+    fleet = settings.get("fleet", settings)
+    if isinstance(fleet, dict) and isinstance(fleet.get("settings"), dict):
+        fleet = fleet["settings"]
+    return fleet if isinstance(fleet, dict) else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -700,6 +766,177 @@ class ArtifactDidChangeParams(TypedDict):
 
 
 # ---------------------------------------------------------------------------------------------
+# Replies: what handlers return (to_wire makes each the result shape above)
+# ---------------------------------------------------------------------------------------------
+# Fields are snake_case, sent under their camelCase names in this order. A field whose default is
+# None is left out while it is None (``NotRequired`` in its TypedDict); a required field is
+# always sent, ``null`` included.
+
+
+@attrs.frozen
+class SessionReply:
+    """A ``SessionInfo`` as the protocol sends it: its model selections are server-side."""
+
+    info: SessionInfo
+
+    def wire(self) -> dict[str, Any]:
+        wire: dict[str, Any] = self.info.wire()
+        wire.pop("selections", None)
+        return wire
+
+
+@attrs.frozen(kw_only=True)
+class SessionListReply:
+    sessions: list[SessionReply]
+    next_cursor: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class HistoryReply:
+    turns: list[TurnSummary]
+
+
+@attrs.frozen(kw_only=True)
+class FolderAttachReply:
+    """A folder attach: the folder's path, total size and digest, and what it copied."""
+
+    path: str
+    size_bytes: int
+    sha256: str
+    files: list[WorkspaceFile]
+    skipped: list[str]
+
+
+@attrs.frozen(kw_only=True)
+class WorkspaceListReply:
+    files: list[WorkspaceFile]
+    artifacts: list[WorkspaceFile]
+    next_cursor: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ArtifactEntry:
+    """An artifact with, when it was promoted, its newest provenance record's Turn and agent."""
+
+    uri: str
+    path: str
+    size_bytes: int
+    sha256: str
+    turn_id: str | None = None
+    agent_id: str | None = None
+    provenance: list[ProvenanceRecord] | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ArtifactListReply:
+    artifacts: list[ArtifactEntry]
+
+
+@attrs.frozen(kw_only=True)
+class ArtifactOpenReply:
+    shown: bool
+    uri: str
+
+
+@attrs.frozen(kw_only=True)
+class ArtifactSaveReply:
+    target: str
+    size_bytes: int
+    sha256: str
+
+
+@attrs.frozen(kw_only=True)
+class TraceReply:
+    trace_id: str
+    turn_id: str
+    session_id: str
+    uri: str
+    markdown: str
+    source: Literal["mlflow", "store"]
+    note: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class TraceEntry:
+    trace_id: str
+    turn_id: str
+    session_id: str
+    uri: str
+    source: Literal["mlflow", "store"]
+
+
+@attrs.frozen(kw_only=True)
+class TraceListReply:
+    traces: list[TraceEntry]
+
+
+@attrs.frozen(kw_only=True)
+class TraceLabelReply:
+    """A label update's outcome; ``labels`` in the request's names (``labels_to_wire``)."""
+
+    trace_id: str
+    turn_id: str | None
+    session_id: str | None
+    labels: dict[str, Any]
+    eligible: bool
+    ineligible_reason: str | None
+    messages: list[str]
+    uri: str | None
+
+
+@attrs.frozen(kw_only=True)
+class MemoryListReply:
+    memories: list[Memory]
+    summary: str
+
+
+@attrs.frozen(kw_only=True)
+class MemoryAddReply:
+    memory: Memory
+
+
+@attrs.frozen(kw_only=True)
+class OptimizeStatusReply:
+    session_id: str
+    active_digest: str
+    active_version: str | None
+    candidates: list[CandidateWire]
+
+
+@attrs.frozen(kw_only=True)
+class OptimizeRunReply:
+    session_id: str
+    version: str
+    gate_passed: bool
+    gate: list[GateCheckWire]
+    changed_components: list[str]
+    candidate_digest: str
+    report_uri: str
+    rollouts: int
+    host_seconds: float
+    dataset_sizes: dict[str, int]
+    mlflow_run_id: str | None
+    notes: list[str]
+
+
+@attrs.frozen(kw_only=True)
+class DebugInfoReply:
+    server: dict[str, Any]
+    protocol_version: int
+    client: dict[str, Any]
+    state_dir: str
+    database: str
+    config_digest: str
+    settings: dict[str, Any]
+    secrets: dict[str, Any]
+    sessions: int
+    progress_tokens: int
+    running_turns: list[dict[str, Any]]
+    sandbox: DebugSandboxWire
+    models: list[DebugModelWire]
+
+
+# ---------------------------------------------------------------------------------------------
 # Method, command and notification tables
 # ---------------------------------------------------------------------------------------------
 
@@ -866,6 +1103,58 @@ def parse(cls: type[T], raw: Any) -> T:
             continue
         values[field.name] = _check(name, raw[name], hints[field.name], field.metadata)
     return cls(**values)
+
+
+def parse_options(cls: type[T], raw: Any, where: str) -> tuple[T, list[str]]:
+    """Validate a JSON object into ``cls`` (every field has a default) as :func:`parse` does,
+    except that an invalid field is ignored: its default applies and its problem, named by
+    ``where``, is returned (one message per field)."""
+    defaults = cls()
+    if not isinstance(raw, dict):
+        return defaults, [f"'{where}' must be an object, got {_json_type(raw)}; it is ignored"]
+    hints = typing.get_type_hints(cls)
+    values: dict[str, Any] = {}
+    problems: list[str] = []
+    for field in attrs.fields(cls):  # type: ignore[arg-type]
+        name = json_name(field)
+        if raw.get(name) is None:
+            continue
+        try:
+            values[field.name] = _check(
+                f"{where}.{name}", raw[name], hints[field.name], field.metadata
+            )
+        except ParamsError as exc:
+            default = getattr(defaults, field.name)
+            kept = "it is ignored" if default is None else f"using {json.dumps(default)} instead"
+            problems.append(f"{exc}; {kept}")
+    return cls(**values), problems
+
+
+def to_wire(value: Any) -> Any:
+    """A handler's reply as JSON, the one serialization of every ``fleet/*`` result: JSON values
+    and TypedDicts as they are, records (and replies) with a ``wire()`` method by it, the other
+    replies by their fields (see *Replies* above), lists item by item."""
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    wire = getattr(value, "wire", None)
+    if callable(wire):
+        return wire()
+    if attrs.has(type(value)):
+        return _reply_wire(value)
+    if isinstance(value, list | tuple):
+        return [to_wire(item) for item in value]
+    if isinstance(value, dict):
+        return {key: to_wire(item) for key, item in value.items()}
+    raise TypeError(f"no wire form for {type(value).__name__}")  # a handler's bug
+
+
+def _reply_wire(reply: Any) -> dict[str, Any]:
+    wire: dict[str, Any] = {}
+    for field in attrs.fields(type(reply)):
+        value = getattr(reply, field.name)
+        if value is not None or field.default is not None:
+            wire[json_name(field)] = to_wire(value)
+    return wire
 
 
 def _namedtuple_to_dict(value: Any) -> Any:

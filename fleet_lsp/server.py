@@ -8,7 +8,9 @@ migrations) is opened in the background once the client sends ``initialized`` (o
 MLflow load only when a Turn needs them.
 
 State lives on the :class:`FleetServer` object (no module-level mutable state); create one with
-:func:`create_server`.
+:func:`create_server`. What a feature runs (Turns, optimizations, trace documents) is held by that
+feature's own object, which the server makes and asks to stop at ``shutdown``. Handlers return
+typed replies; :meth:`FleetServer.call` serializes them, once (``protocol.to_wire``).
 """
 
 from __future__ import annotations
@@ -18,11 +20,10 @@ import contextvars
 import logging
 import re
 import sys
-import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
 
 import attrs
 from lsprotocol import types
@@ -33,6 +34,9 @@ from pygls.protocol import JsonRPCNotification, LanguageServerProtocol, lsp_meth
 
 from fleet_core.errors import FleetError
 from fleet_lsp import __version__, transport
+from fleet_lsp.features.optimize import OptimizationRuns
+from fleet_lsp.features.traces import TraceDocuments
+from fleet_lsp.features.turns import EditorTurns
 from fleet_lsp.protocol import (
     COMMANDS,
     FEATURES,
@@ -48,22 +52,20 @@ from fleet_lsp.protocol import (
     SERVER_NAME,
     SERVER_NOT_INITIALIZED,
     URI_SCHEME,
+    InitializationOptions,
     ParamsError,
+    changed_settings,
     error_code,
     parse,
+    to_wire,
 )
 
 if TYPE_CHECKING:
     from fleet_core.api import FleetRuntime
     from fleet_core.config import EffectiveConfig
-    from fleet_core.events import TurnEvent
-    from fleet_lsp.progress import TurnProgress
-    from fleet_lsp.traces import TraceService
 
 log = logging.getLogger("fleet_lsp")
 Handler = Callable[["FleetServer", Any], Awaitable[Any]]
-MAX_LOGGED_TURNS = 50
-MAX_EVENTS_PER_TURN = 5_000
 MAX_INTERNAL_MESSAGE = 500
 MAX_EARLY_CANCELS = 64  # progress cancels kept for Turns whose run request is still starting
 #: ``data.kind`` for the JSON-RPC errors pygls sends without data.
@@ -233,41 +235,31 @@ class ClientInfo:
     text_document_content: bool = False
 
 
-@dataclass
-class RunningTurn:
-    """A Turn this server is running; every cancel route ends in :meth:`cancel`."""
+class Feature(Protocol):
+    """A feature's own state (what it runs); the server asks it to stop at ``shutdown``."""
 
-    session_id: str
-    task: asyncio.Future[Any] | None = None
-    turn_id: str | None = None
-    progress: TurnProgress | None = None
-    cancel_route: str | None = None
-
-    def cancel(self, route: str) -> bool:
-        """Cancel the Turn; before its task exists, the cancel is kept and applied at start."""
-        if self.task is not None and self.task.done():
-            return False
-        self.cancel_route = self.cancel_route or route
-        if self.task is not None:
-            self.task.cancel()
-        return True
+    async def stop(self) -> None: ...
 
 
 class FleetServer(LanguageServer):
-    """A pygls server whose state (runtime, client, running Turns) lives on the instance."""
+    """A pygls server whose state (runtime, client, the features' state) lives on the
+    instance."""
 
     def __init__(self) -> None:
         super().__init__(SERVER_NAME, __version__, protocol_cls=FleetProtocol)
         self.client = ClientInfo()
+        self._option_problems: list[str] = []  # reported once the client is initialized
         self.handlers: dict[str, Handler] = {}
-        self.turns_by_session: dict[str, RunningTurn] = {}
-        self.turns_by_id: dict[str, RunningTurn] = {}
-        # running fleet/optimize/run requests: Session id -> the run's cancel flag
-        self.optimizations: dict[str, threading.Event] = {}
-        self.event_log: OrderedDict[str, list[TurnEvent]] = OrderedDict()
         self._runtime: FleetRuntime | None = None
         self._runtime_task: asyncio.Task[FleetRuntime] | None = None
-        self._trace_source: TraceService | None = None
+        self.editor_turns = EditorTurns()
+        self.optimization_runs = OptimizationRuns()
+        self.trace_documents = TraceDocuments(opened_runtime=lambda: self._runtime)
+        self.features: tuple[Feature, ...] = (
+            self.editor_turns,
+            self.optimization_runs,
+            self.trace_documents,
+        )
         self.max_message_bytes = (
             transport.DEFAULT_MAX_MESSAGE_BYTES
         )  # the configured cap, once read
@@ -341,7 +333,8 @@ class FleetServer(LanguageServer):
         return run
 
     async def call(self, method: str, raw: Any, *, command: str | None = None) -> Any:
-        """Validate ``raw`` into the method's params and run its handler, mapping errors."""
+        """Validate ``raw`` into the method's params, run its handler and answer its reply as
+        JSON (the one place replies are serialized), mapping errors."""
         name = command or method
         try:
             params: Any = parse(METHODS[method], raw)
@@ -350,9 +343,10 @@ class FleetServer(LanguageServer):
                 f"{name}: {exc}", data={"kind": "InvalidParams", "method": name}
             ) from None
         try:
-            return await self.handlers[method](self, params)
+            reply = await self.handlers[method](self, params)
         except FleetError as exc:
             raise rpc_error(exc) from None
+        return to_wire(reply)
 
     # runtime ----------------------------------------------------------------------------------
 
@@ -416,26 +410,16 @@ class FleetServer(LanguageServer):
         for note in notes:
             self._show(types.MessageType.Warning, f"Fleet: {note}")
 
+    def report_option_problems(self) -> None:
+        """Warn of each initialization option ignored because it was invalid (once)."""
+        for problem in self._option_problems:
+            self._show(
+                types.MessageType.Warning, f"Fleet ignored an initialization option: {problem}"
+            )
+        self._option_problems = []
+
     def _show(self, kind: types.MessageType, message: str) -> None:
         self.window_show_message(types.ShowMessageParams(type=kind, message=message))
-
-    @property
-    def trace_source(self) -> TraceService:
-        """Trace documents (from MLflow), lists and labels."""
-        if self._trace_source is None:
-            from fleet_lsp.traces import TraceService
-
-            self._trace_source = TraceService(self.event_log)
-        return self._trace_source
-
-    def log_event(self, event: TurnEvent) -> None:
-        events = self.event_log.get(event.turn_id)
-        if events is None:
-            events = self.event_log[event.turn_id] = []
-            while len(self.event_log) > MAX_LOGGED_TURNS:
-                self.event_log.popitem(last=False)
-        if len(events) < MAX_EVENTS_PER_TURN:
-            events.append(event)
 
     # client helpers ---------------------------------------------------------------------------
 
@@ -446,20 +430,17 @@ class FleetServer(LanguageServer):
         self.protocol.notify(NOTIFY_SESSION_CHANGE, {"sessionId": session_id, "change": change})
 
     def on_initialize(self, params: types.InitializeParams) -> None:
+        """Read the client's options (an invalid one is ignored and reported once the client
+        is initialized) and capabilities."""
+        options, self._option_problems = InitializationOptions.read(
+            _plain(params.initialization_options)
+        )
         caps = params.capabilities
-        options = _plain(params.initialization_options) or {}
-        fleet = options.get("fleet") if isinstance(options, dict) else None
-        fleet = fleet if isinstance(fleet, dict) else {}
-        version = fleet.get("protocolVersion", PROTOCOL_VERSION)
-        settings = fleet.get("settings") or {}
         self.client = ClientInfo(
-            name=str(
-                fleet.get("client")
-                or (params.client_info.name if params.client_info else "unknown")
-            ),
-            protocol_version=version if isinstance(version, int) else PROTOCOL_VERSION,
-            turn_events=fleet.get("turnEvents") is True,
-            settings=settings if isinstance(settings, dict) else {},
+            name=options.client or (params.client_info.name if params.client_info else "unknown"),
+            protocol_version=options.protocol_version,
+            turn_events=options.turn_events,
+            settings=options.settings,
             work_done_progress=bool(get_capability(caps, "window.work_done_progress", False)),
             show_document=bool(get_capability(caps, "window.show_document.support", False)),
             text_document_content=get_capability(caps, "workspace.text_document_content", None)
@@ -571,6 +552,7 @@ def create_server() -> FleetServer:
 
     @server.feature(types.INITIALIZED)
     def initialized(ls: FleetServer, params: types.InitializedParams) -> None:
+        ls.report_option_problems()
         if ls.client.protocol_version != PROTOCOL_VERSION:
             ls.window_log_message(
                 types.LogMessageParams(
@@ -587,22 +569,14 @@ def create_server() -> FleetServer:
     async def did_change_configuration(
         ls: FleetServer, params: types.DidChangeConfigurationParams
     ) -> None:
-        settings = _plain(params.settings)
-        if isinstance(settings, dict):
-            fleet = settings.get("fleet", settings)
-            if isinstance(fleet, dict) and isinstance(fleet.get("settings"), dict):
-                fleet = fleet["settings"]
-            if isinstance(fleet, dict):
-                await ls.apply_settings(fleet)
+        settings = changed_settings(_plain(params.settings))
+        if settings is not None:
+            await ls.apply_settings(settings)
 
     @server.feature(types.SHUTDOWN)
     async def shutdown(ls: FleetServer, *args: Any) -> None:
-        for running in list(ls.turns_by_session.values()):
-            running.cancel("shutdown")
-        for cancel in list(ls.optimizations.values()):
-            cancel.set()
-        if ls.runtime_opened is not None:  # queued traces left over stay for the next process
-            await ls.runtime_opened.stop_exporting()
+        for feature in ls.features:  # Turns are cancelled, runs flagged, then exports stopped
+            await feature.stop()
 
     register_all(server)
     server.register_commands()

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from lsprotocol import types
 
@@ -19,9 +20,20 @@ from fleet_lsp.documents import (
     read_artifact,
 )
 from fleet_lsp.features.context import file_path
-from fleet_lsp.protocol import ArtifactOpenParams, ArtifactSaveParams, SessionParams, UriParams
+from fleet_lsp.protocol import (
+    ArtifactEntry,
+    ArtifactListReply,
+    ArtifactOpenParams,
+    ArtifactOpenReply,
+    ArtifactReadResult,
+    ArtifactSaveParams,
+    ArtifactSaveReply,
+    SessionParams,
+    UriParams,
+)
 
 if TYPE_CHECKING:
+    from fleet_core.api import ArtifactInfo
     from fleet_lsp.server import FleetServer
 
 
@@ -44,7 +56,7 @@ async def markdown_document(ls: FleetServer, parsed: FleetUri) -> tuple[str, str
     if parsed.kind == "optimization":
         text = await runtime.optimization.report(parsed.session_id, parsed.version)
         return optimization_report_uri(parsed.session_id, parsed.version), text
-    doc = await ls.trace_source.get(runtime, trace_id=parsed.trace_id)
+    doc = await ls.trace_documents.service.get(runtime, trace_id=parsed.trace_id)
     return doc.uri, doc.markdown
 
 
@@ -63,29 +75,29 @@ def _write_atomic(target: Path, data: bytes) -> None:
         raise
 
 
+def _entry(session_id: str, info: ArtifactInfo) -> ArtifactEntry:
+    """An artifact with its newest provenance record's Turn and agent, if it was promoted."""
+    newest = info.provenance[-1] if info.provenance else None
+    return ArtifactEntry(
+        uri=artifact_uri(session_id, info.path),
+        path=info.path,
+        size_bytes=info.size_bytes,
+        sha256=info.sha256,
+        turn_id=(newest.turn_id or None) if newest else None,
+        agent_id=newest.agent_id if newest else None,
+        provenance=list(info.provenance) if newest else None,
+    )
+
+
 def register(server: FleetServer) -> None:
     @server.fleet_method("fleet/artifact/list")
-    async def list_(ls: FleetServer, p: SessionParams) -> dict[str, Any]:
+    async def list_(ls: FleetServer, p: SessionParams) -> ArtifactListReply:
         runtime = await ls.runtime()
-        artifacts = []
-        for info in await runtime.list_artifacts(p.session_id):
-            wire: dict[str, Any] = {
-                "uri": artifact_uri(p.session_id, info.path),
-                "path": info.path,
-                "sizeBytes": info.size_bytes,
-                "sha256": info.sha256,
-            }
-            if info.provenance:
-                newest = info.provenance[-1]
-                if newest.turn_id:
-                    wire["turnId"] = newest.turn_id
-                wire["agentId"] = newest.agent_id
-                wire["provenance"] = [r.wire() for r in info.provenance]
-            artifacts.append(wire)
-        return {"artifacts": artifacts}
+        infos = await runtime.list_artifacts(p.session_id)
+        return ArtifactListReply(artifacts=[_entry(p.session_id, info) for info in infos])
 
     @server.fleet_method("fleet/artifact/read")
-    async def read(ls: FleetServer, p: UriParams) -> dict[str, Any]:
+    async def read(ls: FleetServer, p: UriParams) -> ArtifactReadResult:
         parsed = parse_uri(p.uri)
         runtime = await ls.runtime()
         if parsed.kind != "artifact":
@@ -99,10 +111,10 @@ def register(server: FleetServer) -> None:
                 "sha256": hashlib.sha256(data).hexdigest(),
                 "binary": False,
             }
-        return dict(await read_artifact(runtime, p.uri))
+        return await read_artifact(runtime, p.uri)
 
     @server.fleet_method("fleet/artifact/open")
-    async def open_(ls: FleetServer, p: ArtifactOpenParams) -> dict[str, Any]:
+    async def open_(ls: FleetServer, p: ArtifactOpenParams) -> ArtifactOpenReply:
         parsed = parse_uri(p.uri)
         runtime = await ls.runtime()
         if parsed.kind == "artifact":
@@ -119,10 +131,10 @@ def register(server: FleetServer) -> None:
         result = await ls.window_show_document_async(
             types.ShowDocumentParams(uri=uri, take_focus=p.take_focus)
         )
-        return {"shown": bool(result and result.success), "uri": uri}
+        return ArtifactOpenReply(shown=bool(result and result.success), uri=uri)
 
     @server.fleet_method("fleet/artifact/save")
-    async def save(ls: FleetServer, p: ArtifactSaveParams) -> dict[str, Any]:
+    async def save(ls: FleetServer, p: ArtifactSaveParams) -> ArtifactSaveReply:
         parsed = parse_uri(p.uri)
         if parsed.kind != "artifact":
             raise InvalidInput(
@@ -132,14 +144,10 @@ def register(server: FleetServer) -> None:
         runtime = await ls.runtime()
         target = file_path(p.target)
         data = await runtime.read_file(parsed.session_id, parsed.path)
-        import asyncio
-
         await asyncio.to_thread(_write_atomic, target, data)
-        return {
-            "target": target.as_uri(),
-            "sizeBytes": len(data),
-            "sha256": hashlib.sha256(data).hexdigest(),
-        }
+        return ArtifactSaveReply(
+            target=target.as_uri(), size_bytes=len(data), sha256=hashlib.sha256(data).hexdigest()
+        )
 
     @server.feature(types.WORKSPACE_TEXT_DOCUMENT_CONTENT)
     async def text_document_content(

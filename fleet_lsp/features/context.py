@@ -9,18 +9,21 @@ import hashlib
 import os
 import stat
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from fleet_core.errors import FileTooLarge, InvalidInput, WorkspaceFileNotFound
 from fleet_lsp.protocol import (
     AttachParams,
+    FolderAttachReply,
     SessionParams,
     SetDatasetParams,
     WorkspaceListParams,
+    WorkspaceListReply,
     WorkspacePathParams,
 )
 
 if TYPE_CHECKING:
+    from fleet_core.models import DatasetContext, WorkspaceFile
     from fleet_lsp.server import FleetServer
 
 DEFAULT_EXCLUDE = (
@@ -103,32 +106,33 @@ def _excluded(name: str, rel: str, patterns: list[str]) -> bool:
 
 def register(server: FleetServer) -> None:
     @server.fleet_method("fleet/context/attach")
-    async def attach(ls: FleetServer, p: AttachParams) -> dict[str, Any]:
+    async def attach(ls: FleetServer, p: AttachParams) -> WorkspaceFile | FolderAttachReply:
         runtime = await ls.runtime()
         if (p.uri is None) == (p.text is None):
             raise InvalidInput("fleet/context/attach needs exactly one of 'uri' or 'text'")
+        attached: WorkspaceFile | FolderAttachReply
         if p.text is not None:
             if not p.as_:
                 raise InvalidInput(
                     "Attaching a selection ('text') needs 'as', e.g. files/snippet.py"
                 )
-            wire: dict[str, Any] = (
-                await runtime.write_file(p.session_id, p.as_, p.text.encode("utf-8"), room=True)
-            ).wire()
+            attached = await runtime.write_file(
+                p.session_id, p.as_, p.text.encode("utf-8"), room=True
+            )
             ls.session_changed(p.session_id, "updated")
-            return wire
+            return attached
         assert p.uri is not None
         source = file_path(p.uri)
         if source.is_dir() and not source.is_symlink():
-            wire = await _attach_folder(ls, p, source)
+            attached = await _attach_folder(ls, p, source)
         else:
             if not source.exists():
                 raise WorkspaceFileNotFound(f"No file at {source}")
-            wire = (await runtime.attach(p.session_id, source, p.as_)).wire()
+            attached = await runtime.attach(p.session_id, source, p.as_)
         ls.session_changed(p.session_id, "updated")
-        return wire
+        return attached
 
-    async def _attach_folder(ls: FleetServer, p: AttachParams, source: Path) -> dict[str, Any]:
+    async def _attach_folder(ls: FleetServer, p: AttachParams, source: Path) -> FolderAttachReply:
         runtime = await ls.runtime()
         exclude = list(DEFAULT_EXCLUDE) + list(p.exclude or [])
         found, skipped = await asyncio.to_thread(
@@ -143,26 +147,22 @@ def register(server: FleetServer) -> None:
         await runtime.check_room(p.session_id, [f"{base}/{rel}" for _h, rel in found], label=label)
         files = []
         for host, rel in found:
-            info = await runtime.attach(p.session_id, host, f"{base}/{rel}", room=False)
-            files.append(info.wire())
-        digest = hashlib.sha256(
-            "\n".join(f"{f['path']} {f['sha256']}" for f in files).encode()
-        ).hexdigest()
-        return {
-            "path": base,
-            "sizeBytes": sum(f["sizeBytes"] for f in files),
-            "sha256": digest,
-            "files": files,
-            "skipped": skipped[:200],
-        }
+            files.append(await runtime.attach(p.session_id, host, f"{base}/{rel}", room=False))
+        digest = hashlib.sha256("\n".join(f"{f.path} {f.sha256}" for f in files).encode())
+        return FolderAttachReply(
+            path=base,
+            size_bytes=sum(f.size_bytes for f in files),
+            sha256=digest.hexdigest(),
+            files=files,
+            skipped=skipped[:200],
+        )
 
     @server.fleet_method("fleet/context/setDataset")
-    async def set_dataset(ls: FleetServer, p: SetDatasetParams) -> dict[str, Any]:
+    async def set_dataset(ls: FleetServer, p: SetDatasetParams) -> DatasetContext:
         runtime = await ls.runtime()
         dataset = await runtime.set_dataset(p.session_id, p.path, p.description)
         ls.session_changed(p.session_id, "updated")
-        wire: dict[str, Any] = dataset.wire()
-        return wire
+        return dataset
 
     @server.fleet_method("fleet/context/clearDataset")
     async def clear_dataset(ls: FleetServer, p: SessionParams) -> None:
@@ -171,16 +171,12 @@ def register(server: FleetServer) -> None:
         ls.session_changed(p.session_id, "updated")
 
     @server.fleet_method("fleet/workspace/list")
-    async def workspace_list(ls: FleetServer, p: WorkspaceListParams) -> dict[str, Any]:
+    async def workspace_list(ls: FleetServer, p: WorkspaceListParams) -> WorkspaceListReply:
         runtime = await ls.runtime()
         page = await runtime.workspace_page(p.session_id, p.cursor, p.limit)
-        result: dict[str, Any] = {
-            "files": [f.wire() for f in page.files],
-            "artifacts": [f.wire() for f in page.artifacts],
-        }
-        if page.next_cursor is not None:
-            result["nextCursor"] = page.next_cursor
-        return result
+        return WorkspaceListReply(
+            files=page.files, artifacts=page.artifacts, next_cursor=page.next_cursor
+        )
 
     @server.fleet_method("fleet/workspace/delete")
     async def workspace_delete(ls: FleetServer, p: WorkspacePathParams) -> None:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from fleet_lsp.protocol import (
     MemoryAddParams,
+    MemoryAddReply,
     MemoryListParams,
+    MemoryListReply,
     MemoryRejectParams,
     MemoryReviewParams,
 )
@@ -17,17 +19,17 @@ if TYPE_CHECKING:
 
 def register(server: FleetServer) -> None:
     @server.fleet_method("fleet/memory/list")
-    async def list_(ls: FleetServer, p: MemoryListParams) -> dict[str, Any]:
+    async def list_(ls: FleetServer, p: MemoryListParams) -> MemoryListReply:
         runtime = await ls.runtime()
         memories = await runtime.memories(p.session_id, reviewed=p.reviewed)
         summary = await runtime.memory_summary(p.session_id)
-        return {"memories": [m.wire() for m in memories], "summary": summary}
+        return MemoryListReply(memories=memories, summary=summary)
 
     @server.fleet_method("fleet/memory/add")
-    async def add(ls: FleetServer, p: MemoryAddParams) -> dict[str, Any]:
+    async def add(ls: FleetServer, p: MemoryAddParams) -> MemoryAddReply:
         runtime = await ls.runtime()
         memory = await runtime.add_memory(p.session_id, p.content, kind=p.kind)
-        return {"memory": memory.wire()}
+        return MemoryAddReply(memory=memory)
 
     @server.fleet_method("fleet/memory/review")
     async def review(ls: FleetServer, p: MemoryReviewParams) -> None:

@@ -1,7 +1,8 @@
-"""``fleet/turn/run`` and ``fleet/turn/cancel``.
+"""``fleet/turn/run`` and ``fleet/turn/cancel``, and :class:`EditorTurns`, the Turns this
+server is running.
 
 A Turn runs as its own asyncio task (``runtime.run_turn``) awaited by the request. The three
-cancel routes end in the same place, :meth:`RunningTurn.cancel` / ``task.cancel()``:
+cancel routes end in the same place, :meth:`EditorTurn.cancel` / ``task.cancel()``:
 
 - ``$/cancelRequest`` on ``fleet/turn/run``: pygls cancels the request task, which cancels the
   Turn task it awaits; the client gets -32800.
@@ -16,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from concurrent.futures import Future
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from fleet_core.errors import FleetError, InvalidInput, TurnBusy, TurnNotFound
@@ -24,20 +26,85 @@ from fleet_lsp.protocol import TurnCancelParams, TurnRunParams
 if TYPE_CHECKING:
     from fleet_core.api import FleetRuntime
     from fleet_core.events import TurnEvent
+    from fleet_core.models import TurnRequest, TurnResult
+    from fleet_lsp.progress import TurnProgress
     from fleet_lsp.server import FleetServer
 
 log = logging.getLogger(__name__)
 CANCEL_GRACE_SECONDS = 15.0
 
 
+@dataclass
+class EditorTurn:
+    """A Turn this server runs for its editor (the core's ``RunningTurn`` is the Turn service's
+    view of it); every cancel route ends in :meth:`cancel`."""
+
+    session_id: str
+    task: asyncio.Future[Any] | None = None
+    turn_id: str | None = None
+    progress: TurnProgress | None = None
+    cancel_route: str | None = None
+
+    def cancel(self, route: str) -> bool:
+        """Cancel the Turn; before its task exists, the cancel is kept and applied at start."""
+        if self.task is not None and self.task.done():
+            return False
+        self.cancel_route = self.cancel_route or route
+        if self.task is not None:
+            self.task.cancel()
+        return True
+
+
+class EditorTurns:
+    """The Turns this server is running: one per Session, found by Session or by Turn id."""
+
+    def __init__(self) -> None:
+        self._by_session: dict[str, EditorTurn] = {}
+        self._by_id: dict[str, EditorTurn] = {}
+
+    def start(self, session_id: str) -> EditorTurn:
+        """Hold the Session for a new Turn (``TurnBusy`` while this server runs one there)."""
+        busy = self._by_session.get(session_id)
+        if busy is not None:
+            raise TurnBusy.running(session_id, busy.turn_id)
+        turn = self._by_session[session_id] = EditorTurn(session_id=session_id)
+        return turn
+
+    def name(self, turn: EditorTurn, turn_id: str) -> None:
+        """The Turn's id, from its first event: it can be found (and cancelled) by it now."""
+        if turn.turn_id is None:
+            turn.turn_id = turn_id
+            self._by_id[turn_id] = turn
+
+    def finish(self, turn: EditorTurn) -> None:
+        """The Turn's request is over: forget it."""
+        self._by_session.pop(turn.session_id, None)
+        if turn.turn_id:
+            self._by_id.pop(turn.turn_id, None)
+
+    def in_session(self, session_id: str) -> EditorTurn | None:
+        return self._by_session.get(session_id)
+
+    def find(self, turn_id: str) -> EditorTurn | None:
+        return self._by_id.get(turn_id)
+
+    def running(self) -> list[EditorTurn]:
+        return list(self._by_session.values())
+
+    async def stop(self) -> None:
+        """Shutdown: cancel every running Turn."""
+        for turn in self.running():
+            turn.cancel("shutdown")
+
+
 def register(server: FleetServer) -> None:
     @server.fleet_method("fleet/turn/run")
-    async def run(ls: FleetServer, p: TurnRunParams) -> dict[str, Any]:
+    async def run(ls: FleetServer, p: TurnRunParams) -> TurnResult:
         return await run_turn(ls, p)
 
     @server.fleet_method("fleet/turn/cancel")
     async def cancel(ls: FleetServer, p: TurnCancelParams) -> None:
-        running = ls.turns_by_id.get(p.turn_id)
+        running = ls.editor_turns.find(p.turn_id)
         if running is not None:
             running.cancel("fleet/turn/cancel")
             return
@@ -53,7 +120,7 @@ def register(server: FleetServer) -> None:
             ) from None
 
 
-async def run_turn(ls: FleetServer, p: TurnRunParams) -> dict[str, Any]:
+async def run_turn(ls: FleetServer, p: TurnRunParams) -> TurnResult:
     held = _hold_client_token(ls, p.work_done_token)
     try:
         return await _run_turn(ls, p)
@@ -75,21 +142,37 @@ def _hold_client_token(ls: FleetServer, token: int | str | None) -> int | str | 
     return token
 
 
-async def _run_turn(ls: FleetServer, p: TurnRunParams) -> dict[str, Any]:
-    from fleet_lsp.progress import TurnProgress
-    from fleet_lsp.server import RunningTurn
-
+async def _run_turn(ls: FleetServer, p: TurnRunParams) -> TurnResult:
     runtime = await ls.runtime()
-    busy = ls.turns_by_session.get(p.session_id)  # this server's request for it, if any
-    if busy is not None:
-        raise TurnBusy.running(p.session_id, busy.turn_id)
-    runtime.check_not_busy(p.session_id)  # a Turn started here by another route
+    running = ls.editor_turns.start(p.session_id)  # TurnBusy: this server runs one there
+    try:
+        runtime.check_not_busy(p.session_id)  # a Turn started here by another route
+        request = _turn_request(p)
+        progress = _progress(ls, runtime, running, p)
+        running.progress = progress
+
+        def on_event(event: TurnEvent) -> None:
+            ls.editor_turns.name(running, event.turn_id)
+            ls.trace_documents.record(event)
+            progress.on_event(event)
+
+        await progress.start()
+        inner = asyncio.ensure_future(runtime.run_turn(request, on_event=on_event))
+        running.task = inner
+        if running.cancel_route is not None:  # cancelled before the Turn started
+            inner.cancel()
+        return await _outcome(ls, running, progress, inner)
+    finally:
+        ls.editor_turns.finish(running)
+
+
+def _turn_request(p: TurnRunParams) -> TurnRequest:
     from pydantic import ValidationError
 
     from fleet_core.models import TurnRequest
 
     try:
-        request = TurnRequest(
+        return TurnRequest(
             session_id=p.session_id,
             task=p.task,
             mode=p.mode,
@@ -100,10 +183,19 @@ async def _run_turn(ls: FleetServer, p: TurnRunParams) -> dict[str, Any]:
     except ValidationError as exc:
         raise InvalidInput(f"Invalid Turn request: {exc.errors()[0]['msg']}") from None
 
-    running = RunningTurn(session_id=p.session_id)
-    ls.turns_by_session[p.session_id] = running
+
+def _progress(
+    ls: FleetServer, runtime: FleetRuntime, running: EditorTurn, p: TurnRunParams
+) -> TurnProgress:
+    """The Turn's ``$/progress`` and ``fleet/turn/didEmit``, on the client's token if it sent
+    one (the request's, else the command's)."""
+    from fleet_lsp.progress import TurnProgress
+
+    def cancelled_by_token() -> None:
+        running.cancel("window/workDoneProgress/cancel")
+
     token = p.work_done_token if p.work_done_token is not None else ls.command_work_done_token()
-    progress = TurnProgress(
+    return TurnProgress(
         ls,
         session_id=p.session_id,
         task=p.task,
@@ -112,59 +204,43 @@ async def _run_turn(ls: FleetServer, p: TurnRunParams) -> dict[str, Any]:
         turn_events=ls.client.turn_events,
         supports_content_refresh=ls.client.text_document_content,
         reports_per_second=runtime.config.settings.server.progress_reports_per_second,
-        on_cancel=lambda: _cancel(running, "window/workDoneProgress/cancel"),
+        on_cancel=cancelled_by_token,
         seq_lookup=lambda turn_id: _turn_seq(runtime, turn_id),
     )
-    running.progress = progress
 
-    def on_event(event: TurnEvent) -> None:
-        if running.turn_id is None:
-            running.turn_id = event.turn_id
-            ls.turns_by_id[event.turn_id] = running
-        ls.log_event(event)
-        progress.on_event(event)
 
+async def _outcome(
+    ls: FleetServer,
+    running: EditorTurn,
+    progress: TurnProgress,
+    inner: asyncio.Future[TurnResult],
+) -> TurnResult:
+    """Await the Turn task and end its progress: its result, or the cancelled one."""
     try:
-        await progress.start()
-        inner = asyncio.ensure_future(runtime.run_turn(request, on_event=on_event))
-        running.task = inner
-        if running.cancel_route is not None:  # cancelled before the Turn started
+        result = await inner
+    except asyncio.CancelledError:
+        me = asyncio.current_task()
+        if me is not None and me.cancelling():  # $/cancelRequest (or shutdown)
             inner.cancel()
-        try:
-            result = await inner
-        except asyncio.CancelledError:
-            me = asyncio.current_task()
-            if me is not None and me.cancelling():  # $/cancelRequest (or shutdown)
-                inner.cancel()
-                await asyncio.wait({inner}, timeout=CANCEL_GRACE_SECONDS)
-                await progress.finish("cancelled")
-                raise
-            cancelled = await _cancelled_result(ls, running)
-            await progress.finish("cancelled", running.turn_id)
-            ls.session_changed(p.session_id, "updated")
-            return cancelled
-        except FleetError:
-            await progress.finish("failed")
+            await asyncio.wait({inner}, timeout=CANCEL_GRACE_SECONDS)
+            await progress.finish("cancelled")
             raise
-        except Exception:
-            log.exception("Turn failed unexpectedly")
-            await progress.finish("failed")
-            raise
-        wire: dict[str, Any] = result.wire()
-        for artifact in wire.get("artifacts", []):
-            if isinstance(artifact, dict) and isinstance(artifact.get("path"), str):
-                progress.artifact_changed(artifact["path"])
-        await progress.finish(wire["status"], wire["turnId"])
-        ls.session_changed(p.session_id, "updated")
-        return wire
-    finally:
-        ls.turns_by_session.pop(p.session_id, None)
-        if running.turn_id:
-            ls.turns_by_id.pop(running.turn_id, None)
-
-
-def _cancel(running: Any, route: str) -> None:
-    running.cancel(route)
+        cancelled = await _cancelled_result(ls, running)
+        await progress.finish("cancelled", running.turn_id)
+        ls.session_changed(running.session_id, "updated")
+        return cancelled
+    except FleetError:
+        await progress.finish("failed")
+        raise
+    except Exception:
+        log.exception("Turn failed unexpectedly")
+        await progress.finish("failed")
+        raise
+    for artifact in result.artifacts:
+        progress.artifact_changed(artifact.path)
+    await progress.finish(result.status, result.turn_id)
+    ls.session_changed(running.session_id, "updated")
+    return result
 
 
 async def _turn_seq(runtime: FleetRuntime, turn_id: str) -> int | None:
@@ -172,18 +248,18 @@ async def _turn_seq(runtime: FleetRuntime, turn_id: str) -> int | None:
     return int(summary.seq)
 
 
-async def _cancelled_result(ls: FleetServer, running: Any) -> dict[str, Any]:
+async def _cancelled_result(ls: FleetServer, running: EditorTurn) -> TurnResult:
     """The TurnResult of a Turn cancelled by progress-cancel or fleet/turn/cancel: the one the
     core committed, else (nothing committed yet, e.g. cancelled before it started) the core's
     ``TurnResult.cancelled``."""
     from fleet_core.models import TurnResult
 
     route = running.cancel_route
-    base: dict[str, Any] = TurnResult.cancelled(
+    base = TurnResult.cancelled(
         running.turn_id or "",
         running.session_id,
         f"The Turn was cancelled by {route}" if route else "The Turn was cancelled",
-    ).wire()
+    )
     if running.turn_id:
         runtime = await ls.runtime()
         try:
@@ -191,5 +267,8 @@ async def _cancelled_result(ls: FleetServer, running: Any) -> dict[str, Any]:
         except FleetError:
             stored = {}
         if stored.get("status") == "cancelled" and "turnId" in stored:
-            return {**base, **stored}
+            try:
+                return TurnResult.model_validate({**base.wire(), **stored})
+            except ValueError:  # pydantic's ValidationError: not a TurnResult after all
+                log.warning("the stored result of Turn %s is not a TurnResult", running.turn_id)
     return base

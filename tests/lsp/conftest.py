@@ -45,7 +45,9 @@ async def start_client(
     *,
     turn_events: bool = True,
     settings: dict[str, Any] | None = None,
+    options: dict[str, Any] | None = None,
 ) -> LanguageClient:
+    """A client of a fresh server; ``options`` are more ``initializationOptions.fleet``."""
     config = ClientServerConfig(server_command=SERVER, server_env={**os.environ, **env})
     client = await config.start()
     assert isinstance(client, LanguageClient)
@@ -85,6 +87,7 @@ async def start_client(
     fleet: dict[str, Any] = {"protocolVersion": 1, "client": kind, "turnEvents": turn_events}
     if settings:
         fleet["settings"] = settings
+    fleet.update(options or {})
     client.init_result = await client.initialize_session(  # type: ignore[attr-defined]
         types.InitializeParams(
             capabilities=capabilities(kind),

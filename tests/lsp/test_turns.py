@@ -350,16 +350,18 @@ async def test_a_turn_cancelled_before_it_started_has_the_cores_cancelled_result
     hand-built record (whose error kind was "cancelled" where the core says TurnCancelled)."""
     from fleet_core.engine.control import TurnCancelled
     from fleet_core.models import TurnResult
-    from fleet_lsp.features.turns import _cancelled_result
-    from fleet_lsp.server import RunningTurn
+    from fleet_lsp.features.turns import EditorTurn, _cancelled_result
+    from fleet_lsp.protocol import to_wire
 
-    running = RunningTurn(session_id="s1", cancel_route="window/workDoneProgress/cancel")
+    running = EditorTurn(session_id="s1", cancel_route="window/workDoneProgress/cancel")
     result = await _cancelled_result(None, running)  # type: ignore[arg-type]  # no runtime needed
-    assert result["error"] == {
+    wire = to_wire(result)
+    assert wire["error"] == {
         "kind": TurnCancelled.kind,
         "message": "The Turn was cancelled by window/workDoneProgress/cancel",
     }
-    expected = TurnResult.cancelled("", "s1", result["error"]["message"])
-    assert TurnResult.model_validate(result) == expected
-    assert result == expected.wire()
-    assert result["status"] == "cancelled" and result["usage"]["callsByCategory"] == {}
+    expected = TurnResult.cancelled("", "s1", wire["error"]["message"])
+    assert result == expected
+    assert TurnResult.model_validate(wire) == expected
+    assert wire == expected.wire()
+    assert wire["status"] == "cancelled" and wire["usage"]["callsByCategory"] == {}
