@@ -143,8 +143,11 @@ class TurnProgress:
             self.server.protocol.notify(NOTIFY_TURN_EVENT, _event_wire(event))
         self._queue.put_nowait(event)
 
-    async def finish(self, status: str, turn_id: str | None = None) -> None:
-        """Drain pending events, end child tokens, then end the Turn's token; forget tokens."""
+    async def finish(
+        self, status: str, turn_id: str | None = None, outcome: str | None = None
+    ) -> None:
+        """Drain pending events, end child tokens, then end the Turn's token (with the answer's
+        ``outcome`` kind, when known); forget tokens."""
         if turn_id and not self.turn_id:
             self.turn_id = turn_id
         self._queue.put_nowait(None)
@@ -158,7 +161,7 @@ class TurnProgress:
         if self.root is not None:
             if not self.root.begun and self.turn_id:
                 self._begin_root()
-            self._end(self.root, status)
+            self._end(self.root, status, outcome)
         self._forget()
 
     def _forget(self) -> None:
@@ -362,7 +365,7 @@ class TurnProgress:
             tok.last_report = time.monotonic()
             self._send(tok, value)
 
-    def _end(self, tok: _Token, status: str) -> None:
+    def _end(self, tok: _Token, status: str, outcome: str | None = None) -> None:
         if tok.ended or not tok.begun:
             return
         if tok.timer is not None:
@@ -371,6 +374,8 @@ class TurnProgress:
         tok.pending = None
         tok.ended = True
         value: dict[str, Any] = {"kind": "end", "message": status, "turnId": self.turn_id}
+        if outcome is not None:
+            value["outcome"] = outcome
         if tok.agent_id != ROOT_AGENT:
             value["agentId"] = tok.agent_id
             value["parentAgentId"] = tok.parent_agent_id

@@ -36,6 +36,7 @@ from typing import (
 import attrs
 
 from fleet_core import workspace
+from fleet_core.modes import ExecutionMode, Route
 
 if TYPE_CHECKING:
     from fleet_core.models import Memory, ProvenanceRecord, SessionInfo, TurnSummary, WorkspaceFile
@@ -45,7 +46,6 @@ PROTOCOL_VERSION = 1
 SERVER_NAME = "fleet-lsp"
 URI_SCHEME = workspace.URI_SCHEME  # fleet:/ documents (built by fleet_core.workspace)
 
-Mode = Literal["hybrid", "rlm", "flex"]
 ProgressToken = int | str
 
 # ---------------------------------------------------------------------------------------------
@@ -141,7 +141,7 @@ class NoParams:
 @attrs.frozen(kw_only=True)
 class SessionNewParams:
     session_id: str | None = _session_id(None)
-    mode: Mode | None = _f(None)  # noqa: RUF009
+    mode: ExecutionMode | None = _f(None)  # noqa: RUF009
 
 
 @attrs.frozen(kw_only=True)
@@ -173,7 +173,7 @@ class WorkspaceListParams:
 @attrs.frozen(kw_only=True)
 class SetModeParams:
     session_id: str = _session_id()
-    mode: Mode = _f()  # noqa: RUF009
+    mode: ExecutionMode = _f()  # noqa: RUF009
 
 
 @attrs.frozen(kw_only=True)
@@ -226,7 +226,7 @@ def _turn_timeout(_instance: Any, _attribute: Any, value: int | None) -> None:
 class TurnRunParams:
     session_id: str = _session_id()
     task: str = _f(min_len=1, max_len=100_000)
-    mode: Mode | None = _f(None)  # noqa: RUF009
+    mode: ExecutionMode | None = _f(None)  # noqa: RUF009
     timeout_seconds: int | None = attrs.field(default=None, validator=_turn_timeout)
     record_replay: bool = _f(False)
     idempotency_key: str | None = _f(None, min_len=1, max_len=128)
@@ -272,7 +272,6 @@ class TraceListParams:
 
 
 LabelStatus = Literal["approved", "benchmark", "synthetic", "rejected"]
-LabelRoute = Literal["direct", "flex", "rlm"]
 
 
 @attrs.frozen(kw_only=True)
@@ -288,7 +287,7 @@ class TraceLabelParams:
     status: LabelStatus | None = _f(None)  # noqa: RUF009
     answer: str | None = _f(None, min_len=1, max_len=100_000)
     values: list[Any] | dict[str, Any] | None = _f(None, max_len=100)  # noqa: RUF009
-    route: LabelRoute | None = _f(None)  # noqa: RUF009
+    route: Route | None = _f(None)  # noqa: RUF009
     critical: bool | None = _f(None)
     group: str | None = _f(None, min_len=1, max_len=200)
     expectations: dict[str, Any] | None = _f(None)  # noqa: RUF009
@@ -531,6 +530,29 @@ class UsageWire(TypedDict):
     jevDecisionsByCategory: NotRequired[dict[str, int]]
 
 
+class OutcomeReasonWire(TypedDict):
+    """Why an outcome is not ``submitted`` (``fleet_core.models.OutcomeReason``)."""
+
+    kind: Literal[
+        "iterations_exhausted",
+        "sandbox_errors",
+        "child_failed",
+        "fallback_answer",
+        "error_answer",
+        "turn_failed",
+    ]
+    count: int
+    detail: str
+
+
+class AnswerOutcomeWire(TypedDict):
+    """How the Turn's answer was reached (``fleet_core.models.AnswerOutcome``): ``submitted``
+    is a clean success; anything else is shown as "completed with errors" (or failed)."""
+
+    kind: Literal["submitted", "extracted", "partial", "failed"]
+    reasons: list[OutcomeReasonWire]
+
+
 class TurnResultWire(TypedDict):
     """``fleet_core.models.TurnResult`` on the wire (also the payload of the terminal events)."""
 
@@ -548,6 +570,7 @@ class TurnResultWire(TypedDict):
     durationSeconds: NotRequired[float]
     artifactsOmitted: NotRequired[int]
     compiledProgramDigest: NotRequired[str]
+    outcome: NotRequired[AnswerOutcomeWire]  # absent on results stored before outcomes
 
 
 class SessionListResult(TypedDict):
@@ -579,6 +602,7 @@ class TurnSummaryWire(TypedDict):
     durationSeconds: NotRequired[float]
     artifactPaths: NotRequired[list[str]]
     artifactsOmitted: NotRequired[int]
+    outcome: NotRequired[AnswerOutcomeWire]  # from the stored result, when it has one
 
 
 class HistoryResult(TypedDict):

@@ -77,6 +77,48 @@ class TurnError(Record):
     traceback: SkipJsonSchema[str | None] = Field(default=None, exclude=True)
 
 
+AnswerKind = Literal["submitted", "extracted", "partial", "failed"]
+"""How a Turn's answer was reached: ``submitted`` (the program or the RLM submitted it, nothing
+failed on the way), ``extracted`` (the loop ran out and an extract step answered from the
+trajectory), ``partial`` (some cells or children failed and the answer stands on the rest),
+``failed`` (the Turn failed, or its answer is the program's own error message)."""
+ReasonKind = Literal[
+    "iterations_exhausted",
+    "sandbox_errors",
+    "child_failed",
+    "fallback_answer",
+    "error_answer",
+    "turn_failed",
+]
+
+
+class OutcomeReason(Record):
+    """Why an outcome is not ``submitted``: a kind, how many times, and a line saying what."""
+
+    kind: ReasonKind
+    count: int = 1
+    detail: str = ""
+
+
+class AnswerOutcome(Record):
+    """How the Turn's answer was reached (``AnswerKind``) and why it is not clean."""
+
+    kind: AnswerKind
+    reasons: list[OutcomeReason] = Field(default_factory=list)
+
+    @property
+    def clean(self) -> bool:
+        return self.kind == "submitted"
+
+    def summary(self) -> str:
+        """One line for people: '' when clean, else 'completed with errors: ...'."""
+        if self.clean:
+            return ""
+        said = "; ".join(r.detail for r in self.reasons if r.detail) or self.kind
+        lead = "failed" if self.kind == "failed" else "completed with errors"
+        return f"{lead}: {said}"
+
+
 class TurnSummary(Record):
     turn_id: str
     seq: int
@@ -94,6 +136,8 @@ class TurnSummary(Record):
     # artifacts_omitted counts those left out, here or by storage.max_turn_artifacts
     artifact_paths: list[str] = Field(default_factory=list)
     artifacts_omitted: int = 0
+    # how its answer was reached, from the stored result (None: not recorded)
+    outcome: AnswerOutcome | None = None
 
 
 # artifact paths a TurnSummary carries (history lists up to 50 Turns per request)
@@ -171,6 +215,8 @@ class TurnResult(Record):
     # the digest of the program that served the Turn (the approved candidate's or the built-in
     # default's; fleet_core.optimization.program): never null
     compiled_program_digest: str = DEFAULT_PROGRAM_DIGEST
+    # how the answer was reached (None: a result stored before outcomes existed)
+    outcome: AnswerOutcome | None = None
 
     @classmethod
     def cancelled(

@@ -73,6 +73,7 @@ from fleet_core.observability.redaction import (
 )
 from fleet_core.observability.tracing import NoopTurnTrace, TurnTrace, TurnTracer, tee_emit
 from fleet_core.optimization.program import DEFAULT_PROGRAM, ActivePrograms, ProgramState
+from fleet_core.outcomes import TurnFacts, completed_outcome, failed_outcome
 from fleet_core.store import (
     MEMORIES_PER_SESSION,
     MEMORY_CONTENT_CHARS,
@@ -642,11 +643,19 @@ class TurnService:
             artifacts, omitted = await self._changed_artifacts(
                 session_id, turn_id, before, engine.artifacts
             )
+            answer = redact(engine.answer, None)
+            facts = TurnFacts(
+                reached=engine.reached,
+                answer=answer,
+                sandbox_errors=usage.sandbox_errors,
+                children_failed=engine.children_failed,
+                detail=redact(engine.reached_detail, 300),
+            )
             result = TurnResult(
                 turn_id=turn_id,
                 session_id=session_id,
                 status="completed",
-                answer=redact(engine.answer, None),
+                answer=answer,
                 route=engine.route,
                 learned_note=redact(engine.learned_note, None) or None,
                 artifacts=artifacts,
@@ -655,6 +664,7 @@ class TurnService:
                 usage=usage,
                 duration_seconds=duration,
                 compiled_program_digest=running.program.digest(),
+                outcome=completed_outcome(facts),
             )
             outcome = TurnOutcome(
                 status="completed",
@@ -680,6 +690,7 @@ class TurnService:
             error=turn_error,
             duration_seconds=duration,
             compiled_program_digest=running.program.digest(),
+            outcome=failed_outcome(turn_error, sandbox_errors=usage.sandbox_errors),
         )
         outcome = TurnOutcome(
             status=status,

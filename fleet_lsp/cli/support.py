@@ -74,8 +74,10 @@ def with_runtime(fn: Callable[[FleetRuntime], Awaitable[Any]]) -> Any:
         raise fail(exc) from None
 
 
-#: A Turn's exit codes: 0 completed, 1 failed, 130 cancelled (docs/cli.md).
+#: A Turn's exit codes: 0 completed cleanly, 3 completed with errors (its answer was extracted,
+#: partial or an error message), 1 failed, 130 cancelled (docs/cli.md).
 EXIT_CANCELLED = 130
+EXIT_COMPLETED_WITH_ERRORS = 3
 _TURN_FIXES = (
     (
         ("AuthError", "401", "403", "Invalid API key", "Unauthorized"),
@@ -96,8 +98,36 @@ _TURN_FIXES = (
 def turn_exit_code(result: dict[str, Any]) -> int:
     status = result.get("status")
     if status == "completed":
-        return 0
+        return 0 if outcome_kind(result) in ("submitted", None) else EXIT_COMPLETED_WITH_ERRORS
     return EXIT_CANCELLED if status == "cancelled" else EXIT_FAILURE
+
+
+def outcome_kind(result: dict[str, Any]) -> str | None:
+    """How the answer was reached (``TurnResult.outcome.kind``); None: not recorded."""
+    outcome = result.get("outcome")
+    return str(outcome.get("kind")) if isinstance(outcome, dict) else None
+
+
+def headline(result: dict[str, Any]) -> str:
+    """``completed``, ``completed with errors``, ``failed`` or ``cancelled``."""
+    status = str(result.get("status"))
+    clean = outcome_kind(result) in ("submitted", None)
+    return status if status != "completed" or clean else "completed with errors"
+
+
+def outcome_line(result: dict[str, Any]) -> str:
+    """One line for a Turn that completed with errors: how its answer was reached and why."""
+    from fleet_lsp.cli.terminal import visible
+
+    outcome = result.get("outcome") or {}
+    said = "; ".join(
+        str(r.get("detail") or r.get("kind")) for r in outcome.get("reasons") or () if r
+    )
+    trace = result.get("traceId") or result.get("turnId")
+    kind = outcome.get("kind")
+    return visible(
+        f"completed with errors ({kind}): {said} · details: fleet-lsp trace show {trace}"
+    )
 
 
 def turn_failure_line(result: dict[str, Any]) -> str:
@@ -130,7 +160,7 @@ def print_result(result: dict[str, Any]) -> None:
     from fleet_lsp.cli.terminal import visible
 
     console = Console()
-    status = escape(visible(result["status"]))
+    status = escape(visible(headline(result)))
     route = escape(visible(result.get("route") or "n/a"))
     console.print(f"\n[bold]{status}[/bold] · route {route}")
     # The answer keeps the model's own layout (tables, aligned columns): no markup, no reflow.

@@ -238,7 +238,8 @@ async def _outcome(
         raise
     for artifact in result.artifacts:
         progress.artifact_changed(artifact.path)
-    await progress.finish(result.status, result.turn_id)
+    outcome = result.outcome.kind if result.outcome is not None else None
+    await progress.finish(result.status, result.turn_id, outcome)
     ls.session_changed(running.session_id, "updated")
     return result
 

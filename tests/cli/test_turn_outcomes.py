@@ -104,3 +104,28 @@ def test_controls_in_answers_are_made_visible_on_the_terminal(tmp_path):
     )
     assert trace.returncode == 0, trace.stderr
     assert not [c for c in CONTROLS if c in trace.stdout]
+
+
+def test_a_turn_that_completed_with_errors_exits_3_and_says_so(tmp_path):
+    """A failed cell behind the answer: the terminal shows "completed with errors", stderr has
+    one line with the outcome and why, and the exit code is 3 (not a clean 0)."""
+    script = {
+        "replies": [
+            {"route": "rlm"},
+            {"action": "1 / 0"},
+            {"action": "x = 42\nprint(x)"},
+            {"submit": "str(x)"},
+        ]
+    }
+    env = {"FLEET_TEST_SCRIPT": str(write_script(tmp_path / "p.json", script))}
+    out = run(tmp_path, "turn", "compute it", "-s", "partial", "--mode", "rlm", env=env)
+    assert out.returncode == 3, out.stdout + out.stderr
+    assert "completed with errors" in out.stdout
+    [line] = [ln for ln in out.stderr.splitlines() if ln.startswith("completed with errors")]
+    assert line.startswith("completed with errors (partial): 1 sandbox cell failed")
+    assert "fleet-lsp trace show" in line and "Traceback" not in out.stderr
+    again = run(
+        tmp_path, "turn", "compute it", "-s", "partial2", "--mode", "rlm", "--json", env=env
+    )
+    assert again.returncode == 3
+    assert json.loads(again.stdout)["outcome"]["kind"] == "partial"

@@ -140,7 +140,12 @@ async def test_quickstart_flow(lsp: LanguageClient, tmp_path: Path) -> None:
     assert root[0]["title"].startswith("Turn 1: Calculate revenue")
     assert root[0]["turnId"] == turn_id and root[0]["sessionId"] == session_id
     assert any(v["kind"] == "report" for v in root)
-    assert root[-1] == {"kind": "end", "message": "completed", "turnId": turn_id}
+    assert root[-1] == {
+        "kind": "end",
+        "message": "completed",
+        "turnId": turn_id,
+        "outcome": result["outcome"]["kind"],  # additive: how the answer was reached
+    }
     children = [t for t, _, _ in lsp.raw_progress if str(t).startswith(f"{token}/agent/")]  # type: ignore[attr-defined]
     child_tokens = list(dict.fromkeys(children))
     assert len(child_tokens) == 2

@@ -34,7 +34,7 @@ RECORDED_KEYS = {
     "fleet.status", "fleet.submit_rejections", "fleet.ungrounded_submits_accepted",
     "fleet.category", "fleet.duration_ms", "fleet.cell_id", "fleet.phase", "fleet.code_chars",
     "fleet.error_type", "fleet.ungrounded_figures", "fleet.submit_rejected", "fleet.tool",
-    "fleet.source", "fleet.unfinished",
+    "fleet.source", "fleet.unfinished", "fleet.answer_outcome",
 }  # fmt: skip
 OTHER_KEYS = {"model", "mlflow.chat.tokenUsage", "mlflow.trace.session"}
 

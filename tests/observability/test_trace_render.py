@@ -8,7 +8,8 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from fleet_core.models import TurnSummary
+from fleet_core.models import AnswerOutcome, OutcomeReason, TurnSummary
+from fleet_core.observability import attributes as attr
 from fleet_core.observability.records import TurnTraceStart
 from fleet_core.observability.sample_turn import scripted_turn_events, scripted_turn_result
 from fleet_core.observability.spans import TraceBuilder
@@ -155,3 +156,34 @@ def test_code_and_output_cannot_close_their_fence() -> None:
     text = render_trace_markdown(stored_trace_view(_summary(turn_id), session_id=SESSION,
                                                    events=events))  # fmt: skip
     assert "````python\nprint(1/0)\n```\n# not a heading\n````" in text
+
+
+def test_the_answer_outcome_is_recorded_and_rendered_in_both_documents() -> None:
+    """A Turn that completed with errors says so in its trace (root span attribute, tag) and in
+    both renderings; a trace without an outcome (older) shows no such row."""
+    turn_id = uuid.uuid4().hex
+    events = scripted_turn_events(turn_id, SESSION)
+    outcome = AnswerOutcome(
+        kind="extracted",
+        reasons=[OutcomeReason(kind="iterations_exhausted", detail="the RLM loop ran out")],
+    )
+    result = scripted_turn_result(turn_id, SESSION).model_copy(update={"outcome": outcome})
+    builder = TraceBuilder(
+        TurnTraceStart(turn_id, SESSION, "Sum revenue", mode="hybrid", configuration_digest="c")
+    )
+    for event in events:
+        builder.on_event(event)
+    record = builder.finish(result)
+    assert record.tags[attr.ANSWER_OUTCOME] == "extracted"
+    view = build_view(record.trace_id, record.spans)
+    assert view.answer_outcome == outcome
+    row = "| Answer reached | extracted (completed with errors: the RLM loop ran out) |"
+    assert row in render_trace_markdown(view)
+    stored = stored_trace_view(
+        _summary(turn_id), session_id=SESSION, result=result.wire(), events=events, note=NOTE
+    )
+    assert row in render_trace_markdown(stored)
+    plain = result.model_copy(update={"outcome": None})  # as stored before outcomes existed
+    assert "Answer reached" not in render_trace_markdown(
+        stored_trace_view(_summary(turn_id), session_id=SESSION, result=plain.wire(), note=NOTE)
+    )

@@ -225,6 +225,7 @@ class Attempt:
 class CodeFirstResult:
     answer: str
     attempts: list[Attempt] = field(default_factory=list)
+    fallback: str = ""  # why the answer comes from what a failing program left ('' : it ran)
 
 
 class CodeFirst:
@@ -329,7 +330,10 @@ class CodeFirst:
                     return CodeFirstResult(self._answer(again), attempts)
             fallback = self._fallback(interpreter, attempts, before)
             if fallback is not None:
-                return CodeFirstResult(fallback, attempts)
+                why = _tail(attempts[-1].error or "", 200) if attempts else ""
+                return CodeFirstResult(
+                    fallback, attempts, fallback=f"no program fully succeeded ({why.strip()})"
+                )
         finally:
             interpreter.shutdown()
         last = _tail((attempts[-1].error if attempts else None) or "no program", 500)

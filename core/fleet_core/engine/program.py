@@ -52,6 +52,7 @@ from fleet_core.event_payloads import (
 from fleet_core.events import ROOT_AGENT
 from fleet_core.models import ProvenanceRecord
 from fleet_core.modes import ROUTES
+from fleet_core.outcomes import Reached, RouteAnswer
 from fleet_core.sandbox.interpreter import SandboxInterpreter
 from fleet_core.skills import Skill, use_skill_text
 
@@ -151,6 +152,9 @@ class EngineResult:
     learned_note: str
     decision: RouteDecision
     artifacts: list[ProvenanceRecord] = field(default_factory=list)
+    reached: Reached = "submitted"
+    reached_detail: str = ""
+    children_failed: int = 0
 
 
 class TurnProgram:
@@ -184,6 +188,7 @@ class TurnProgram:
         self.child_max_llm_calls = child_max_llm_calls
         self.adapter = FleetChatAdapter()
         self._promoted: list[ProvenanceRecord] = []
+        self._children_failed = 0  # child agents that failed (their parent went on)
         self._lock = threading.Lock()
         self._skills: tuple[Skill, ...] = ()
 
@@ -201,19 +206,21 @@ class TurnProgram:
             decision = self.route(inputs)
             control.emit("triage_decision", decision.payload(inputs.mode))
             if decision.route == "direct":
-                answer = self._direct(inputs)
-                note = ""
+                routed = RouteAnswer(self._direct(inputs))
             else:
                 inputs = self._preloaded(inputs)
-                answer, note = self._code_route(inputs, decision.route)
+                routed = self._code_route(inputs, decision.route)
         with self._lock:
-            promoted = list(self._promoted)
+            promoted, children_failed = list(self._promoted), self._children_failed
         return EngineResult(
-            answer=answer,
+            answer=routed.answer,
             route=decision.route,
-            learned_note=note[:MAX_NOTE_CHARS],
+            learned_note=routed.note[:MAX_NOTE_CHARS],
             decision=decision,
             artifacts=promoted,
+            reached=routed.reached,
+            reached_detail=routed.detail,
+            children_failed=children_failed,
         )
 
     # --- routing -----------------------------------------------------------------------------
@@ -374,7 +381,7 @@ class TurnProgram:
         make.execution_instructions = TURN_EXECUTION_INSTRUCTIONS  # type: ignore[attr-defined]
         return make
 
-    def _code_route(self, inputs: TurnInputs, route: str) -> tuple[str, str]:
+    def _code_route(self, inputs: TurnInputs, route: str) -> RouteAnswer:
         if self.profile.small:
             from fleet_core.engine.small import small_code_route
 
@@ -404,9 +411,7 @@ class TurnProgram:
             rlm = self.build_rlm(tools, factory, sub_lm)
             prediction = rlm(**kwargs, context=context)
         self.control.check()
-        answer = prediction.answer
-        note = getattr(prediction, "learned_skill_note", "") or ""
-        return (answer if isinstance(answer, str) else str(answer)), str(note)
+        return RouteAnswer.of(prediction)
 
     # --- the served program's components (GEPA's parameter paths) ------------------------------
 
@@ -596,6 +601,8 @@ class TurnProgram:
                 if isinstance(exc, TurnStopped | KeyboardInterrupt | SystemExit):
                     raise
                 error = f"child agent failed ({type(exc).__name__}): {str(exc)[:500]}"
+                with self._lock:
+                    self._children_failed += 1
                 failed = ChildFinishedPayload(status="failed", error=error)
                 control.emit("child_finished", failed, **lineage)
                 return {"findings": "", "error": error, "artifacts": []}

@@ -22,6 +22,7 @@ from fleet_core.engine.profile import (
     named_artifacts,
 )
 from fleet_core.engine.signatures import FleetTask
+from fleet_core.outcomes import RouteAnswer
 
 RLM_OUTPUT_CHARS = 2_000  # one cell's output in the small profile's REPL history
 
@@ -38,9 +39,9 @@ def compact_inputs(inputs: TurnInputs) -> TurnInputs:
     )
 
 
-def small_code_route(program: Any, inputs: TurnInputs, route: str) -> tuple[str, str]:
+def small_code_route(program: Any, inputs: TurnInputs, route: str) -> RouteAnswer:
     """Run ``route`` (flex or rlm) the small profile's way for ``program`` (a ``TurnProgram``:
-    not imported, the program imports this module); returns (answer, learned note)."""
+    not imported, the program imports this module)."""
     control = program.control
     space = program.root_space
     profile = program.profile
@@ -54,7 +55,9 @@ def small_code_route(program: Any, inputs: TurnInputs, route: str) -> tuple[str,
             system=program.overrides.get("codefirst"),
         ).run(inputs)
         control.check()
-        return result.answer, ""
+        if result.fallback:
+            return RouteAnswer(result.answer, reached="fallback", detail=result.fallback)
+        return RouteAnswer(result.answer)
     compact = compact_inputs(inputs)
     sub_lm = MeteredLM(program.lms.lm("sub"), control, category="sub_query")
     handle = DatasetHandle(inputs.dataset) if inputs.dataset else None
@@ -88,6 +91,4 @@ def small_code_route(program: Any, inputs: TurnInputs, route: str) -> tuple[str,
         context=handle if handle is not None else "",
     )
     control.check()
-    answer = prediction.answer
-    note = getattr(prediction, "learned_skill_note", "") or ""
-    return (answer if isinstance(answer, str) else str(answer)), str(note)
+    return RouteAnswer.of(prediction)

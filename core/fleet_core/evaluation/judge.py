@@ -167,6 +167,7 @@ def gepa_metric(judge_lm: Any) -> GepaMetric:
             model_calls=getattr(pred, "model_calls", None),
             sandbox_errors=getattr(pred, "sandbox_errors", None),
             evidence=evidence if isinstance(evidence, Evidence) else None,
+            outcome=getattr(pred, "outcome", None),
         )
         result = fleet_metric(labels, observation, judge)
         feedback = result.feedback

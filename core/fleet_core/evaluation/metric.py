@@ -10,7 +10,9 @@ Quality checks: ``answer_correctness`` (always; a judge model, with the gold ans
 labelled, else reference-free; correct *and* safe), ``expected_values`` (every labelled value in
 the answer, case-insensitive, commas ignored, on word boundaries so ``12`` is not found in ``120``
 or ``1.25``), ``route`` (a labelled route is a hard requirement), ``artifact_correctness`` and
-``delegation_correctness`` (only from explicit structured expectations). Missing usage earns no
+``delegation_correctness`` (only from explicit structured expectations), ``outcome`` (wherever
+the Turn's outcome is known: an ``extracted`` answer, from DSPy's extract step after the loop
+ran out, or a ``failed`` one, the program's own error message, fails it). Missing usage earns no
 efficiency credit (score 0.9 for a correct answer) and is reported as ``usage_available = 0``.
 Unlike the predecessor's code, submit rejections are *not* penalized: the README's formula counts
 sandbox errors only.
@@ -81,6 +83,7 @@ class TurnObservation:
     model_calls: int | None
     sandbox_errors: int | None
     evidence: Evidence | None = None
+    outcome: str | None = None  # how the answer was reached (models.AnswerKind); None: unknown
 
     @classmethod
     def from_result(
@@ -94,6 +97,7 @@ class TurnObservation:
             model_calls=getattr(usage, "model_calls", None),
             sandbox_errors=getattr(usage, "sandbox_errors", None),
             evidence=evidence,
+            outcome=getattr(getattr(result, "outcome", None), "kind", None),
         )
 
 
@@ -153,6 +157,8 @@ def fleet_metric(
             0.0, "FAIL answer: the Turn produced no answer.", (check,), 0, None, False
         )
     checks = [_answer_check(gold, observation, judge)]
+    if observation.outcome is not None:
+        checks.append(outcome_check(observation.outcome))
     if gold.expected_values:
         checks.append(_values_check(gold.expected_values, answer))
     if gold.route is not None:
@@ -192,6 +198,20 @@ def fleet_metric(
     else:
         lines.append("Answer judged reference-free (no gold answer labelled).")
     return MetricResult(score, "\n".join(lines), tuple(checks), quality, eff, usage_ok)
+
+
+def outcome_check(kind: str) -> CheckResult:
+    """A quality check wherever the outcome is known: an answer that was not reached by the
+    program (the loop ran out and an extract step answered, or it is an error message) fails,
+    so it scores zero; ``partial`` stands on what succeeded and passes."""
+    ok = kind in ("submitted", "partial")
+    detail = {
+        "submitted": "the program submitted its answer",
+        "partial": "the answer stands on the cells that succeeded",
+        "extracted": "the loop ran out and an extract step answered from its trajectory",
+        "failed": "the answer is the program's error message, or the Turn failed",
+    }.get(kind, f"outcome {kind}")
+    return CheckResult("outcome", int(ok), detail)
 
 
 def _non_negative(value: Any) -> bool:

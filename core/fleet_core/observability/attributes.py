@@ -38,6 +38,7 @@ JEV_DECISIONS: Final = "fleet.jev_decisions"  # list[dict]: one record per ``jev
 SKILL_SELECTION: Final = "fleet.skill_selection"  # dict: Skill preloading's decisions
 
 # the root span at finish ----------------------------------------------------------------------
+ANSWER_OUTCOME: Final = "fleet.answer_outcome"  # dict: models.AnswerOutcome; its kind a tag
 OUTCOME: Final = "fleet.outcome"  # str: completed|failed|cancelled (also a tag); cells: below
 USAGE: Final = "fleet.usage"  # dict: the TurnResult's Usage (snake_case)
 SANDBOX_ERRORS_OBSERVED: Final = "fleet.sandbox_errors_observed"  # int: failed cells seen

@@ -20,6 +20,7 @@ from fleet_core.models import (
     TurnResult,
     Usage,
 )
+from fleet_core.outcomes import TurnFacts, completed_outcome, failed_outcome
 
 
 def scripted_turn_events(
@@ -256,4 +257,9 @@ def scripted_turn_result(
             calls_by_category={"triage": 1, "root": 1, "child": 1},
         ),
         error=error,
+        outcome=(
+            failed_outcome(error, sandbox_errors=1)
+            if error is not None
+            else completed_outcome(TurnFacts(reached="submitted", answer=answer, sandbox_errors=1))
+        ),
     )

@@ -562,6 +562,7 @@ class TraceBuilder:
             root = self.spans[self.root]
             route = result.route or root.attributes.get(attr.ROUTE)
             error = result.error.model_dump(mode="json") if result.error else None
+            answer_outcome = result.outcome.model_dump(mode="json") if result.outcome else None
             self._end(
                 self.root,
                 end,
@@ -576,10 +577,12 @@ class TraceBuilder:
                     or self._artifacts
                     or None,
                     "error": error,
+                    "outcome": answer_outcome,
                 },
                 attributes={
                     attr.ROUTE: route,
                     attr.OUTCOME: outcome,
+                    attr.ANSWER_OUTCOME: answer_outcome,
                     attr.USAGE: usage,
                     attr.SANDBOX_ERRORS_OBSERVED: self._sandbox_errors,
                     attr.BUDGET: self._usage,
@@ -631,6 +634,8 @@ class TraceBuilder:
             attr.OUTCOME: result.status,
             attr.TURN_ID: start.turn_id,
         }
+        if result.outcome is not None:
+            tags[attr.ANSWER_OUTCOME] = result.outcome.kind
         if start.idempotency_key:
             tags[attr.IDEMPOTENCY_KEY] = start.idempotency_key
         replay = root.attributes.get(attr.REPLAY_SHA256)

@@ -21,7 +21,7 @@ from fleet_core.observability.records import SpanRecord
 
 if TYPE_CHECKING:
     from fleet_core.events import TurnEvent
-    from fleet_core.models import TurnSummary
+    from fleet_core.models import AnswerOutcome, TurnSummary
 
 MD_CODE_CHARS = 4_000
 MD_OUTPUT_CHARS = 2_000
@@ -145,6 +145,7 @@ class TraceView:
     # trace records (phases, digests, the replay) is left out rather than shown as absent
     stored: bool = False
     note: str | None = None  # why this document shows less than a trace; rendered first
+    answer_outcome: AnswerOutcome | None = None  # how the answer was reached (None: unknown)
 
     def agents(self) -> list[AgentView]:
         """Every agent, depth first from the root."""
@@ -230,7 +231,22 @@ def build_view(
         span_count=len(spans),
         turn_retrievals=turn_retrievals,
         learned_note=_str(outputs.get("learned_note")),
+        answer_outcome=_answer_outcome(attrs.get(attr.ANSWER_OUTCOME) or outputs.get("outcome")),
     )
+
+
+def _answer_outcome(value: Any) -> AnswerOutcome | None:
+    """The recorded outcome, if the trace has one that parses (older traces have none)."""
+    if not isinstance(value, Mapping):
+        return None
+    from pydantic import ValidationError
+
+    from fleet_core.models import AnswerOutcome
+
+    try:
+        return AnswerOutcome.model_validate(value)
+    except ValidationError:
+        return None
 
 
 def stored_trace_view(
@@ -302,6 +318,7 @@ def stored_trace_view(
         learned_note=turn.learned_note or (stored.learned_note if stored else None),
         stored=True,
         note=note,
+        answer_outcome=stored.outcome if stored else None,
     )
 
 
@@ -419,6 +436,13 @@ def _float(value: Any) -> float | None:
 # markdown --------------------------------------------------------------------------------------
 
 
+def _reached(outcome: AnswerOutcome | None) -> str | None:
+    """'submitted', or the 'completed with errors: ...' line; None when not recorded."""
+    if outcome is None:
+        return None
+    return outcome.kind if outcome.clean else f"{outcome.kind} ({outcome.summary()})"
+
+
 def render_trace_markdown(view: TraceView) -> str:
     """The Turn, route and reason, each agent with its cells, outputs, tool calls and children,
     usage, artifacts with provenance, and labels; a ``stored_trace_view`` (no trace) the same
@@ -433,6 +457,7 @@ def render_trace_markdown(view: TraceView) -> str:
         ("Session", view.session_id),
         ("Turn", view.turn_id),
         ("Outcome", view.outcome),
+        ("Answer reached", _reached(view.answer_outcome)),
         ("Mode", view.mode),
         ("Route", view.route),
         ("Route reason", view.route_reason),

@@ -81,6 +81,7 @@ class RolloutResult:
     sandbox_errors: int | None
     seconds: float
     cells: list[str] = field(default_factory=list)  # "code -> output" of the root's cells
+    outcome: str | None = None  # how the answer was reached (models.AnswerKind)
 
     @property
     def failed(self) -> bool:
@@ -197,6 +198,7 @@ class Rollouts:
             sandbox_errors=usage.sandbox_errors,
             seconds=time.perf_counter() - started,
             cells=cells,
+            outcome=result.outcome.kind if result.outcome is not None else None,
         )
 
     async def _turn(

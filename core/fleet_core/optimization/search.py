@@ -175,6 +175,7 @@ def make_student(
                 model_calls=result.model_calls if not result.failed else None,
                 sandbox_errors=result.sandbox_errors if not result.failed else None,
                 error=result.error,
+                outcome=result.outcome,
             )
 
         def _record(self, example: OptExample, result: Any) -> None:

@@ -60,6 +60,7 @@ def observe(
             route=result.route,
             model_calls=result.model_calls,
             sandbox_errors=result.sandbox_errors,
+            outcome=result.outcome,
         )
         metric = fleet_metric(example.labels, observation, judge)
         score = metric.score if math.isfinite(metric.score) else float("nan")

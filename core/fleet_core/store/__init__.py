@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import re
@@ -13,6 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
+from pydantic import ValidationError
 from sqlalchemy import (
     Column,
     Connection,
@@ -42,6 +44,7 @@ from fleet_core.errors import (
 )
 from fleet_core.models import (
     HISTORY_ARTIFACT_PATHS,
+    AnswerOutcome,
     DatasetContext,
     Memory,
     ProvenanceRecord,
@@ -945,6 +948,10 @@ def _result_facts(result: Any) -> dict[str, Any]:
     ]
     omitted = result.get("artifactsOmitted")
     omitted = omitted if isinstance(omitted, int) and not isinstance(omitted, bool) else 0
+    outcome = result.get("outcome")
+    if isinstance(outcome, dict):
+        with contextlib.suppress(ValidationError):
+            facts["outcome"] = AnswerOutcome.model_validate(outcome)
     facts["artifact_paths"] = paths[:HISTORY_ARTIFACT_PATHS]
     facts["artifacts_omitted"] = max(0, omitted) + max(0, len(paths) - HISTORY_ARTIFACT_PATHS)
     return facts

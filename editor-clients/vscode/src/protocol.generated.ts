@@ -4,6 +4,18 @@
 
 export const FLEET_PROTOCOL_VERSION = 1;
 
+/** How the Turn's answer was reached (``AnswerKind``) and why it is not clean. */
+export interface AnswerOutcome {
+  kind: "submitted" | "extracted" | "partial" | "failed";
+  reasons?: OutcomeReason[];
+}
+
+/** How the Turn's answer was reached (`fleet_core.models.AnswerOutcome`): `submitted` is a clean success; anything else is shown as "completed with errors" (or failed). */
+export interface AnswerOutcomeWire {
+  kind: "submitted" | "extracted" | "partial" | "failed";
+  reasons: OutcomeReasonWire[];
+}
+
 export interface ArtifactDidChangeParams {
   uri: string;
   sessionId: string;
@@ -389,6 +401,20 @@ export interface OptimizeStatusResult {
   candidates: CandidateWire[];
 }
 
+/** Why an outcome is not ``submitted``: a kind, how many times, and a line saying what. */
+export interface OutcomeReason {
+  kind: "iterations_exhausted" | "sandbox_errors" | "child_failed" | "fallback_answer" | "error_answer" | "turn_failed";
+  count?: number;
+  detail?: string;
+}
+
+/** Why an outcome is not `submitted` (`fleet_core.models.OutcomeReason`). */
+export interface OutcomeReasonWire {
+  kind: "iterations_exhausted" | "sandbox_errors" | "child_failed" | "fallback_answer" | "error_answer" | "turn_failed";
+  count: number;
+  detail: string;
+}
+
 /** Where a promoted artifact came from. */
 export interface ProvenanceRecord {
   path: string;
@@ -643,6 +669,7 @@ export interface TurnEndedPayload {
   durationSeconds?: number | null;
   artifactsOmitted?: number;
   compiledProgramDigest?: string;
+  outcome?: AnswerOutcome | null;
 }
 
 export interface TurnError {
@@ -711,6 +738,7 @@ export interface TurnResultWire {
   durationSeconds?: number;
   artifactsOmitted?: number;
   compiledProgramDigest?: string;
+  outcome?: AnswerOutcomeWire;
 }
 
 export interface TurnRunParams {
@@ -746,6 +774,7 @@ export interface TurnSummaryWire {
   durationSeconds?: number;
   artifactPaths?: string[];
   artifactsOmitted?: number;
+  outcome?: AnswerOutcomeWire;
 }
 
 /** A SUBMIT carried figures typed in its code that no output showed (engine/grounding.py); the agent's first 2 are rejected and returned to the model, later ones accepted and flagged. */

@@ -8,7 +8,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from fleet_core.modes import EXECUTION_MODES
-from fleet_lsp.cli.support import print_result, turn_exit_code, turn_failure_line, with_runtime
+from fleet_lsp.cli.support import (
+    EXIT_COMPLETED_WITH_ERRORS,
+    headline,
+    outcome_line,
+    print_result,
+    turn_exit_code,
+    turn_failure_line,
+    with_runtime,
+)
 
 if TYPE_CHECKING:
     from fleet_core.api import FleetRuntime
@@ -108,7 +116,7 @@ def turn(
 
         with LiveTurnView(task) as view:
             result = await runtime.run_turn(request, on_event=view.on_event)
-            view.done(result.status)
+            view.done(headline(result.wire()))
         kept.extend(view.kept)
         return result.wire()
 
@@ -127,6 +135,9 @@ def turn(
             for line in kept:
                 Console().print(visible(line), markup=False, highlight=False)
     code = turn_exit_code(result)
+    if code == EXIT_COMPLETED_WITH_ERRORS:
+        typer.echo(outcome_line(result), err=True)
+        raise typer.Exit(code)
     if code:
         typer.echo(turn_failure_line(result), err=True)
         raise typer.Exit(code)
