@@ -35,6 +35,9 @@ CODE = (
     "print(checks)"
 )
 PROMPT = "PROMPTTASK: what is six times seven"
+# A Turn whose first cell fails (1 / 0) and whose second answers: outcome partial, one sandbox
+# error; the plugin reports its end as "completed with errors", never as a clean "completed".
+PARTIAL = "FIRSTFAILS: compute x"
 CHILD = [
     action(
         "import csv\n"
@@ -47,7 +50,8 @@ CHILD = [
 ]
 SCRIPT = {
     "root": {
-        "rules": {
+        "rules": {  # FIRSTFAILS first: the first rule whose text is in the request answers
+            "FIRSTFAILS": [action("1 / 0"), action("x = 42\nprint(x)"), submit("str(x)")],
             "PROMPTTASK": [action("print(6 * 7)"), submit("str(6 * 7)")],
             "revenue by region": [
                 action(CODE),
@@ -58,6 +62,7 @@ SCRIPT = {
     },
     "sub": {
         "rules": {
+            "FIRSTFAILS": route("rlm"),
             "REGION=North": CHILD,
             "PROMPTTASK": route("rlm"),
             "revenue by region": route("rlm"),
@@ -109,6 +114,7 @@ def nvim_report(tmp_path_factory: pytest.TempPathFactory) -> dict:
         "FLEET_NVIM_TASK": TASK,
         "FLEET_NVIM_SLOW": SLOW,
         "FLEET_NVIM_PROMPT": PROMPT,
+        "FLEET_NVIM_PARTIAL": PARTIAL,
         "FLEET_NVIM_OUT": str(out),
         "XDG_STATE_HOME": str(root / "xdg"),
     }
@@ -292,6 +298,30 @@ def test_neovim_fleet_run_without_a_task_opens_a_prompt_buffer(nvim_report: dict
     lines = steps["prompt_turn_lines"]
     assert any(line.startswith("Task: PROMPTTASK: what is six times seven") for line in lines)
     assert "Answer: 42" in lines
+
+
+def test_neovim_reports_a_turn_whose_first_cell_failed_as_completed_with_errors(
+    nvim_report: dict,
+) -> None:
+    """:FleetRun of a Turn with a failed cell behind its answer: the notification, the session
+    buffer and :FleetHistory say "completed with errors" and why (TurnResult.outcome)."""
+    step = nvim_report["steps"]["partial"]
+    [note] = [n for n in step["notes"] if n.startswith("fleet: Turn ")]
+    assert re.fullmatch(
+        r"fleet: Turn \S+ completed with errors: 1 sandbox cell failed — answer: 42", note
+    ), note
+    assert step["levels"] == [3]  # vim.log.levels.WARN, not INFO
+    lines = nvim_report["steps"]["partial_lines"]
+    task = lines.index(f"Task: {PARTIAL}")
+    assert re.fullmatch(r"Turn \S+  \[completed with errors\]  route rlm.*", lines[task - 1])
+    assert lines[task + 1 :].index("Outcome: 1 sandbox cell failed") < lines[task + 1 :].index(
+        "Answer: 42"
+    )
+    history = nvim_report["steps"]["partial_history"]["lines"]
+    row = next(i for i, line in enumerate(history) if line.endswith(PARTIAL))
+    assert re.match(r"#\d+  completed with errors rlm ", history[row]), history[row]
+    assert history[row + 1] == "      ! 1 sandbox cell failed"
+    assert nvim_report["steps"]["partial_syntax"] == "DiagnosticWarn fleetsessionPartial"
 
 
 def test_neovim_checkhealth_fleet_reports_server_database_sandbox_and_models(

@@ -1,5 +1,5 @@
 " The session buffer (fleet://session/<id>, lua/fleet/tree.lua): Turn headers, agent states,
-" cells (code after │, output after →), answers, errors and artifacts. Display only.
+" cells (code after │, output after →), outcomes, answers, errors and artifacts. Display only.
 if exists('b:current_syntax')
   finish
 endif
@@ -14,9 +14,11 @@ syn match fleetsessionAgent /^\s*▾ \S\+/ contained nextgroup=fleetsessionState
 syn match fleetsessionCellLine /^\s*\[cell \d\+\] .*$/
       \ contains=fleetsessionCell,fleetsessionOk,fleetsessionBad,fleetsessionBusy,fleetsessionFailed
 syn match fleetsessionCell /^\s*\[cell \d\+\]/ contained
-syn match fleetsessionState /\[[a-z_]\+\]/ contained
-      \ contains=fleetsessionOk,fleetsessionBad,fleetsessionBusy
+syn match fleetsessionState /\[[a-z_ ]\+\]/ contained
+      \ contains=fleetsessionOk,fleetsessionBad,fleetsessionBusy,fleetsessionPartial
 syn match fleetsessionOk /completed\|succeeded\|submitted/ contained
+" after fleetsessionOk: at the same column the last match defined wins
+syn match fleetsessionPartial /completed with errors/ contained
 syn match fleetsessionBad /failed\|cancelled\|timeout\|error/ contained
 syn match fleetsessionBusy /running/ contained
 syn match fleetsessionFailed /✗ .*$/ contained
@@ -27,6 +29,7 @@ syn match fleetsessionArrow /→/ contained
 syn match fleetsessionProblem /^\s*! .*$/
 syn match fleetsessionLabel /^\%(Task\|Triage\|Answer\|Artifact\):/
 syn match fleetsessionError /^Error: .*$/
+syn match fleetsessionOutcome /^Outcome: .*$/
 syn match fleetsessionUri /fleet:\/\S\+/
 syn match fleetsessionRule /^─\+$/
 
@@ -39,6 +42,7 @@ hi def link fleetsessionState Delimiter
 hi def link fleetsessionOk DiagnosticOk
 hi def link fleetsessionBad DiagnosticError
 hi def link fleetsessionBusy DiagnosticWarn
+hi def link fleetsessionPartial DiagnosticWarn
 hi def link fleetsessionFailed DiagnosticError
 hi def link fleetsessionBar Comment
 hi def link fleetsessionOutput String
@@ -46,6 +50,7 @@ hi def link fleetsessionArrow Comment
 hi def link fleetsessionProblem DiagnosticError
 hi def link fleetsessionLabel Statement
 hi def link fleetsessionError DiagnosticError
+hi def link fleetsessionOutcome DiagnosticWarn
 hi def link fleetsessionUri Underlined
 hi def link fleetsessionRule Comment
 

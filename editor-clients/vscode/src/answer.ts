@@ -1,6 +1,7 @@
 // The answer of a Turn as a read-only markdown document (`fleet-answer:` URIs): the task, the
 // answer, links to its artifacts (`fleet:` documents) and its trace. Pure: no `vscode` import.
-import type { Artifact, TurnSummary } from './protocol';
+import { shownStatus } from './progress';
+import type { AnswerOutcomeLike, Artifact, TurnSummary } from './protocol';
 import { quoteSegment, traceUri } from './uris';
 
 export const ANSWER_SCHEME = 'fleet-answer';
@@ -63,6 +64,8 @@ export interface AnswerInput {
   turn: Pick<TurnSummary, 'turnId' | 'status' | 'task' | 'answer' | 'route' | 'traceId' | 'error'> & { seq?: number };
   artifacts: Artifact[];
   durationSeconds?: number;
+  /** The Turn's outcome, from its result when this window saw it end (a stored summary has none). */
+  outcome?: AnswerOutcomeLike | null;
 }
 
 /**
@@ -71,8 +74,9 @@ export interface AnswerInput {
  */
 export function answerMarkdown(input: AnswerInput): string {
   const { turn, sessionId } = input;
+  const shown = shownStatus(turn.status, input.outcome);
   const lines = [
-    `# Turn ${turn.seq ?? turn.turnId} · ${turn.status}${turn.route ? ` · ${turn.route}` : ''}`,
+    `# Turn ${turn.seq ?? turn.turnId} · ${shown.text}${turn.route ? ` · ${turn.route}` : ''}`,
     '',
     `Session \`${sessionId}\`, Turn \`${turn.turnId}\`${input.durationSeconds !== undefined ? `, ${input.durationSeconds.toFixed(1)} s` : ''}`,
     '',
@@ -84,6 +88,10 @@ export function answerMarkdown(input: AnswerInput): string {
     '',
     turn.answer ? fence(turn.answer) : '_(no answer)_',
   ];
+  if (shown.withErrors) {
+    // the reasons come from the server (an error answer's first line is the model's): fenced text
+    lines.push('', '## Completed with errors', '', fence((shown.details.length > 0 ? shown.details : [shown.reasons]).join('\n')));
+  }
   if (turn.error && (turn.error.message || turn.error.kind)) {
     lines.push('', '## Error', '', fence(String(turn.error.message ?? turn.error.kind)));
   }

@@ -1,6 +1,6 @@
 // Formatting of Turn progress, Turn results and Turn events for VS Code's notification, status bar
 // and output channel. Pure: no `vscode` import.
-import type { TurnEvent, TurnProgressValue, TurnResult } from './protocol';
+import type { AnswerOutcomeLike, TurnEvent, TurnProgressValue, TurnResult, TurnStatus } from './protocol';
 
 // C0/C1 controls (newlines and tabs aside), DEL and the bidi overrides/isolates: shown, never acted on.
 // eslint-disable-next-line no-control-regex
@@ -46,15 +46,51 @@ export function progressMessage(value: TurnProgressValue): string | undefined {
   }
 }
 
+/** How a Turn's end is shown: its status, or "completed with errors" for a completed Turn whose
+ * outcome is not `submitted` (extracted, partial, or failed: the answer is the program's own
+ * error message), with the outcome's reasons. */
+export interface ShownStatus {
+  /** "completed", "completed with errors", "failed", "cancelled", "running". */
+  text: string;
+  /** A completed Turn whose outcome is not clean. */
+  withErrors: boolean;
+  /** The reasons' details joined by "; " (the outcome's kind when none has a detail); raw server
+   * text: pass it through `truncate`/`visible` (or a markdown fence) to show it. "" when clean. */
+  reasons: string;
+  /** The reasons' details one by one (raw server text, like `reasons`). */
+  details: string[];
+}
+
+export const WITH_ERRORS = 'completed with errors';
+
+/** A Turn's shown status from its status and its outcome (`TurnResult.outcome`). A missing
+ * outcome (a result stored before outcomes existed, a stored summary) is shown as the status. */
+export function shownStatus(status: TurnStatus, outcome: AnswerOutcomeLike | null | undefined): ShownStatus {
+  if (status !== 'completed' || !outcome || typeof outcome !== 'object' || typeof outcome.kind !== 'string' || outcome.kind === 'submitted') {
+    return { text: status, withErrors: false, reasons: '', details: [] };
+  }
+  const details = (Array.isArray(outcome.reasons) ? outcome.reasons : [])
+    .map((r) => (r && typeof r.detail === 'string' ? r.detail.trim() : ''))
+    .filter((d) => d !== '');
+  return { text: WITH_ERRORS, withErrors: true, reasons: details.length > 0 ? details.join('; ') : outcome.kind, details };
+}
+
+/** "completed", or "completed with errors: 2 sandbox cells failed" (one line, controls and bidi
+ * overrides made visible, at most `limit` characters of reasons). */
+export function formatStatus(shown: ShownStatus, limit = 300): string {
+  return shown.withErrors ? `${shown.text}: ${truncate(shown.reasons, limit)}` : shown.text;
+}
+
 /** One line summarising a finished Turn (notification text). */
 export function formatTurnResult(result: TurnResult): string {
-  const head = `Turn ${result.turnId} ${result.status}`;
+  const shown = shownStatus(result.status, result.outcome);
+  const head = `Turn ${result.turnId} ${formatStatus(shown)}`;
   const route = result.route ? ` (${result.route})` : '';
   if (result.status === 'failed') {
     const reason = result.error?.message ?? result.error?.kind ?? 'no reason given';
     return `${head}${route}: ${truncate(String(reason), 300)}`;
   }
-  const answer = result.answer ? `: ${truncate(result.answer, 300)}` : '';
+  const answer = result.answer ? `${shown.withErrors ? ' — answer' : ''}: ${truncate(result.answer, 300)}` : '';
   const files = result.artifacts?.length
     ? ` [${result.artifacts.length} artifact${result.artifacts.length === 1 ? '' : 's'}]`
     : '';

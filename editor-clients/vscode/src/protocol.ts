@@ -146,6 +146,11 @@ export type WorkspaceFile = G.WorkspaceFileWire;
 export type AttachResult = G.AttachResult;
 export type Artifact = G.ArtifactWire;
 export type Usage = G.UsageWire;
+/** How a completed Turn's answer was reached (`TurnResult.outcome`; absent on results stored
+ * before outcomes existed): `submitted` is clean, anything else is "completed with errors". */
+export type AnswerOutcome = G.AnswerOutcomeWire;
+/** An outcome as any record may carry it (the terminal events' payloads: reasons' fields optional). */
+export type AnswerOutcomeLike = G.AnswerOutcome | G.AnswerOutcomeWire;
 /** The answer of `fleet/turn/run`; the terminal events carry the same record. */
 export type TurnResult = G.FleetResult<'fleet/turn/run'>;
 export type ArtifactReadResult = G.ArtifactReadResult;

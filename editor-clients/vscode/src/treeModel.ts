@@ -1,7 +1,7 @@
 // What the Fleet tree shows for a Turn and an agent: labels, descriptions, icons' names. Pure: no
 // `vscode` import, unit-tested under node.
 import { LiveAgent, LiveTurn, formatDuration } from './live';
-import { truncate } from './progress';
+import { formatStatus, shownStatus, truncate, visible } from './progress';
 import type { TurnStatus, TurnSummary } from './protocol';
 
 export const STATUS_ICON: Readonly<Record<string, string>> = {
@@ -14,31 +14,44 @@ export const STATUS_ICON: Readonly<Record<string, string>> = {
   budget: 'dashboard',
 };
 
+/** A completed Turn whose outcome is not clean ("completed with errors"). */
+export const WITH_ERRORS_ICON = 'warning';
+
 export interface TurnView {
   label: string;
   description: string;
   tooltip: string;
   status: TurnStatus;
+  /** The status as shown: "completed with errors" for a completed Turn whose outcome is not clean. */
+  shown: string;
   icon: string;
 }
 
-/** A Turn's row: "#<seq> <task>", described by status · route · duration. */
+/** A Turn's row: "#<seq> <task>", described by status · route · duration. A completed Turn whose
+ * outcome (from its result, when this window saw it end) is not `submitted` is "completed with
+ * errors: <reasons>" with a warning icon; a stored summary carries no outcome and shows as before. */
 export function turnView(summary: TurnSummary | undefined, live: LiveTurn | undefined): TurnView {
   const status: TurnStatus = live?.status ?? summary?.status ?? 'running';
+  const shown = shownStatus(status, live?.result?.outcome);
   const task = summary?.task ?? live?.task ?? live?.turnId ?? '';
   const route = live?.route ?? summary?.route ?? undefined;
   const duration = formatDuration(live?.durationSeconds ?? summary?.durationSeconds);
-  const parts: string[] = [status];
+  const parts: string[] = [formatStatus(shown, 60)];
   if (route) parts.push(route);
   if (duration) parts.push(duration);
   if (status === 'running' && live?.callsUsed !== undefined) parts.push(`${live.callsUsed}/${live.callsMax ?? '?'} calls`);
   const seq = summary?.seq !== undefined ? `#${summary.seq} ` : '';
+  const tooltip = [visible(task), `Turn ${summary?.turnId ?? live?.turnId}`, parts.join(' · ')];
+  if (shown.withErrors) {
+    tooltip.push(formatStatus(shown, 1000));
+  }
   return {
     label: `${seq}${truncate(task, 60)}`,
     description: parts.join(' · '),
-    tooltip: [task, `Turn ${summary?.turnId ?? live?.turnId}`, parts.join(' · ')].join('\n'),
+    tooltip: tooltip.join('\n'),
     status,
-    icon: STATUS_ICON[status] ?? 'circle-outline',
+    shown: shown.text,
+    icon: shown.withErrors ? WITH_ERRORS_ICON : (STATUS_ICON[status] ?? 'circle-outline'),
   };
 }
 

@@ -253,9 +253,28 @@ function M.run_turn(task, callback)
     elseif err then
       notify('Turn failed: ' .. err.message, vim.log.levels.ERROR)
     else
-      notify(('Turn %s %s: %s'):format(result.turnId, result.status, result.answer or ''))
+      local message, level = M.turn_message(result)
+      notify(message, level)
     end
   end)
+end
+
+--- The message that reports a finished Turn (a TurnResult), and its level: "Turn <id> completed:
+--- <answer>", or "Turn <id> completed with errors: <reasons> — answer: <answer>" (a warning) when
+--- its outcome is not `submitted`. Server text is shown as text (tree.lines: no controls, bounded).
+function M.turn_message(result)
+  local tree = require('fleet.tree')
+  local function text(value, max_lines)
+    return table.concat(tree.lines(value, max_lines), '\n')
+  end
+  local shown, reasons = tree.shown_status(result.status, result.outcome)
+  local head = ('Turn %s %s'):format(text(result.turnId, 1), text(shown, 1))
+  if reasons then
+    local answer = type(result.answer) == 'string' and result.answer ~= ''
+      and (' — answer: ' .. text(result.answer, 20)) or ''
+    return ('%s: %s%s'):format(head, (text(reasons, 5):gsub('\n', ' ')), answer), vim.log.levels.WARN
+  end
+  return ('%s: %s'):format(head, text(result.answer or '', 20)), vim.log.levels.INFO
 end
 
 --- Cancel the running Turn through its progress token (the server ends the same Turn task).

@@ -69,6 +69,29 @@ local function one_line(text)
   return M.lines(text, 1)[1] or ''
 end
 
+--- What a completed Turn whose outcome is not clean is shown as.
+M.WITH_ERRORS = 'completed with errors'
+
+--- How a Turn's end is shown, from its status and its outcome (`TurnResult.outcome`, also in the
+--- terminal events' payloads): the status, or M.WITH_ERRORS for a completed Turn whose outcome is
+--- not `submitted` (extracted, partial, or failed: the answer is the program's own error message).
+--- Second result: that outcome's reasons, their details joined by '; ' (the outcome's kind when
+--- none has one), raw server text (show it through M.lines); nil when clean. A missing outcome (a
+--- result stored before outcomes existed) is shown as the status.
+function M.shown_status(status, outcome)
+  if status ~= 'completed' or type(outcome) ~= 'table' or type(outcome.kind) ~= 'string'
+      or outcome.kind == 'submitted' then
+    return status, nil
+  end
+  local details = {}
+  for _, reason in ipairs(type(outcome.reasons) == 'table' and outcome.reasons or {}) do
+    if type(reason) == 'table' and type(reason.detail) == 'string' and vim.trim(reason.detail) ~= '' then
+      table.insert(details, vim.trim(reason.detail))
+    end
+  end
+  return M.WITH_ERRORS, #details > 0 and table.concat(details, '; ') or outcome.kind
+end
+
 local function session_state(session_id)
   local s = sessions[session_id]
   if not s then
@@ -166,6 +189,7 @@ function M.apply(event)
     turn.route = p.route or turn.route
     turn.error = type(p.error) == 'table' and p.error.message or nil
     turn.artifacts = type(p.artifacts) == 'table' and p.artifacts or {}
+    turn.outcome = type(p.outcome) == 'table' and p.outcome or nil
     local root = turn.agents.root
     if root then
       root.status = turn.status
@@ -207,7 +231,8 @@ function M.render_lines(session_id)
   for n, turn_id in ipairs(s.order) do
     local turn = s.turns[turn_id]
     table.insert(out, '')
-    local head = ('Turn %s  [%s]'):format(one_line(turn_id), one_line(turn.status))
+    local shown, reasons = M.shown_status(turn.status, turn.outcome)
+    local head = ('Turn %s  [%s]'):format(one_line(turn_id), one_line(shown))
     if turn.route then
       head = head .. '  route ' .. one_line(turn.route)
     end
@@ -228,6 +253,9 @@ function M.render_lines(session_id)
       if id ~= 'root' and not (agent.parent and turn.agents[agent.parent]) then
         render_agent(out, turn, agent, '')
       end
+    end
+    if reasons then
+      vim.list_extend(out, labelled(reasons, 5, 'Outcome: '))
     end
     if turn.answer and turn.answer ~= '' then
       vim.list_extend(out, labelled(turn.answer, 20, 'Answer: '))
@@ -296,6 +324,12 @@ function M.on_event(event)
     pending[sid] = nil
     M.render(sid)
   end)
+end
+
+--- The state this Neovim keeps of a Turn it heard end (status, outcome, ...), or nil.
+function M.turn(session_id, turn_id)
+  local s = sessions[session_id]
+  return s and s.turns[turn_id] or nil
 end
 
 function M.reset(session_id)

@@ -327,9 +327,16 @@ function M.history()
     local lines = { ('Fleet history of %s  (<CR> opens a Turn\'s trace)'):format(short(sid)) }
     local rows = {}
     for _, t in ipairs(listed.turns) do
-      table.insert(lines, ('#%d  %-9s %-6s %s'):format(tonumber(t.seq) or 0, short(t.status, 9),
-        short(t.route or '-', 6), short(t.task, 70)))
+      -- a stored summary has no outcome: a Turn this Neovim heard end shows "completed with errors"
+      local seen = tree.turn(sid, t.turnId)
+      local shown, reasons = tree.shown_status(t.status, seen and seen.outcome)
+      table.insert(lines, ('#%d  %-9s %-6s %s'):format(tonumber(t.seq) or 0,
+        short(shown, #tree.WITH_ERRORS), short(t.route or '-', 6), short(t.task, 70)))
       rows[#lines] = t
+      if reasons then
+        table.insert(lines, '      ! ' .. short(reasons, 100))
+        rows[#lines] = t
+      end
       if t.answer and t.answer ~= '' then
         table.insert(lines, '      → ' .. short(t.answer, 100))
         rows[#lines] = t

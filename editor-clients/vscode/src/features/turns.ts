@@ -9,7 +9,7 @@ import { Fleet, Handler } from '../fleet';
 import { ANSWER_SCHEME, answerMarkdown, answerUri, artifactsOfTurn, parseAnswerUri } from '../answer';
 import { errorDocument, isCancellation } from '../errors';
 import { notificationMessage } from '../live';
-import { formatTurnEvent, formatTurnResult, formatUsage, newWorkDoneToken, truncate, turnTitle } from '../progress';
+import { formatTurnEvent, formatTurnResult, formatUsage, newWorkDoneToken, shownStatus, truncate, turnTitle } from '../progress';
 import { Mode, TurnEvent, TurnResult } from '../protocol';
 import { openDocument, pickArtifact } from './artifacts';
 
@@ -186,7 +186,9 @@ export class Turns implements vscode.Disposable {
     if (result.artifacts.length > 0) {
       actions.push(result.artifacts.length === 1 ? 'Open Artifact' : 'Open Artifacts…');
     }
-    const show = result.status === 'completed' ? vscode.window.showInformationMessage : vscode.window.showWarningMessage;
+    // "completed with errors" (an outcome other than submitted) is a warning, like a failure
+    const clean = result.status === 'completed' && !shownStatus(result.status, result.outcome).withErrors;
+    const show = clean ? vscode.window.showInformationMessage : vscode.window.showWarningMessage;
     void show(`Fleet: ${summary}`, ...actions).then((choice) => {
       if (choice === 'Show Answer') {
         void this.showAnswer({ sessionId: result.sessionId, turnId: result.turnId });
@@ -241,7 +243,11 @@ export class Turns implements vscode.Disposable {
       }
       const turns = await this.fleet.api().history(sessionId, 50);
       const picked = await vscode.window.showQuickPick(
-        [...turns].reverse().map((t) => ({ label: truncate(t.task, 80), description: t.status, turn: t })),
+        [...turns].reverse().map((t) => ({
+          label: truncate(t.task, 80),
+          description: shownStatus(t.status, this.fleet.live.get(t.turnId)?.result?.outcome).text,
+          turn: t,
+        })),
         { title: 'Fleet: show the answer of which Turn?' },
       );
       turnId = picked?.turn.turnId;
@@ -266,11 +272,13 @@ export class Turns implements vscode.Disposable {
       if (!turn) {
         return `# Turn ${ref.turnId} is not in Session ${ref.sessionId}\n`;
       }
+      const live = this.fleet.live.get(ref.turnId);
       return answerMarkdown({
         sessionId: ref.sessionId,
         turn,
-        artifacts: artifactsOfTurn(artifacts, ref.turnId, this.fleet.live.get(ref.turnId)?.result?.artifacts, turn.artifactPaths),
-        durationSeconds: this.fleet.live.get(ref.turnId)?.durationSeconds ?? turn.durationSeconds,
+        artifacts: artifactsOfTurn(artifacts, ref.turnId, live?.result?.artifacts, turn.artifactPaths),
+        durationSeconds: live?.durationSeconds ?? turn.durationSeconds,
+        outcome: live?.result?.outcome,
       });
     } catch (error) {
       return errorDocument(uri.toString(), error);

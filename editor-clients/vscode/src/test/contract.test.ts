@@ -22,10 +22,12 @@ import {
 import { FleetApi } from '../api';
 import { SERVER_COMMAND_TITLES } from '../commands';
 import { errorKind, formatError, isCancellation } from '../errors';
-import { progressMessage, splitValues } from '../progress';
+import { LiveTurns } from '../live';
+import { formatTurnResult, progressMessage, splitValues } from '../progress';
 import { CONTRACT_COMMANDS, FleetServerCapability, PROTOCOL_VERSION, TurnEvent, TurnProgressValue, initializationOptions } from '../protocol';
 import { artifactUri, parseFleetUri } from '../uris';
-import { EXPECTED_CSV, SALES, SLOW, TASK, scenarioScript } from './scenario';
+import { turnView } from '../treeModel';
+import { EXPECTED_CSV, FIRST_CELL_FAILS, SALES, SLOW, TASK, scenarioScript } from './scenario';
 
 const REPO = resolve(__dirname, '..', '..', '..', '..');
 const PACKAGE = JSON.parse(readFileSync(resolve(__dirname, '..', '..', 'package.json'), 'utf8'));
@@ -320,6 +322,23 @@ describe('contract with the real fleet-lsp server', { skip }, () => {
     // what the tree shows for a Turn an earlier editor session ran
     assert.ok((history[0].durationSeconds ?? 0) > 0, JSON.stringify(history[0]));
     assert.deepEqual(history[0].artifactPaths, ['artifacts/revenue_by_region.csv']);
+  });
+
+  it('a Turn whose first cell fails: outcome partial, shown "completed with errors" in the notification and the tree', async () => {
+    await api.newSession({ sessionId: 'vsc3' });
+    const result = await api.runTurn({ sessionId: 'vsc3', task: FIRST_CELL_FAILS });
+    assert.equal(result.status, 'completed', JSON.stringify(result.error ?? result) + stderr);
+    assert.equal(result.answer, '42');
+    assert.equal(result.outcome?.kind, 'partial', JSON.stringify(result.outcome));
+    assert.deepEqual(result.outcome?.reasons.map((r) => [r.kind, r.count]), [['sandbox_errors', 1]]);
+    assert.equal(formatTurnResult(result), `Turn ${result.turnId} completed with errors: 1 sandbox cell failed (rlm) — answer: 42`);
+    // the tree row of a Turn this window heard end (the turn_completed event's payload)
+    const ended = await waitFor(() => events.find((e) => e.turnId === result.turnId && e.kind === 'turn_completed'), 10000);
+    const live = new LiveTurns();
+    live.applyEvent(ended);
+    const view = turnView(undefined, live.get(result.turnId));
+    assert.match(view.description, /^completed with errors: 1 sandbox cell failed · rlm · /);
+    assert.equal(view.icon, 'warning');
   });
 
   it('errors: codes, data.kind and the messages the extension shows', async () => {

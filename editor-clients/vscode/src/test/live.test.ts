@@ -90,6 +90,29 @@ describe('live Turn state', () => {
   });
 });
 
+describe('a Turn that completed with errors', () => {
+  it('shows "completed with errors" and its reasons in the tree row (warning icon) and the answer document', () => {
+    const live = new LiveTurns();
+    const outcome = { kind: 'partial' as const, reasons: [{ kind: 'sandbox_errors' as const, count: 2, detail: '2 sandbox cells failed' }] };
+    live.applyEvent(ev('turn_completed', { ...result('completed'), outcome } as unknown as Record<string, unknown>));
+    const view = turnView({ turnId: 't1', seq: 2, status: 'completed', task: 'sum it', createdAt: 'now' }, live.get('t1'));
+    assert.equal(view.description, 'completed with errors: 2 sandbox cells failed · rlm · 4.3 s');
+    assert.equal(view.icon, 'warning');
+    assert.equal(view.shown, 'completed with errors');
+    assert.match(view.tooltip, /\ncompleted with errors: 2 sandbox cells failed$/);
+    // a stored summary has no outcome (a Turn an earlier editor session ran): shown as before
+    assert.equal(turnView({ turnId: 't1', seq: 2, status: 'completed', task: 'sum it', createdAt: 'now' }, undefined).icon, 'pass');
+    const text = answerMarkdown({
+      sessionId: 's1',
+      turn: { turnId: 't1', seq: 2, status: 'completed', task: 'sum it', answer: '42', route: 'rlm' },
+      artifacts: [],
+      outcome: { kind: 'failed', reasons: [{ kind: 'error_answer', count: 1, detail: 'the answer is an error message: [x](http://evil) ```' }] },
+    });
+    assert.match(text, /^# Turn 2 · completed with errors · rlm\n/);
+    assert.match(text, /## Completed with errors\n\n````text\nthe answer is an error message: \[x\]\(http:\/\/evil\) ```\n````/);
+  });
+});
+
 describe('answer documents', () => {
   it('round-trips fleet-answer: URIs', () => {
     const uri = answerUri('s 1', 't/2');

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { formatTurnEvent, formatTurnResult, formatUsage, newWorkDoneToken, progressMessage, splitValues, truncate, turnTitle, visible } from '../progress';
+import { formatTurnEvent, formatTurnResult, formatUsage, newWorkDoneToken, progressMessage, shownStatus, splitValues, truncate, turnTitle, visible } from '../progress';
 import type { TurnEvent, TurnResult } from '../protocol';
 
 /** An event as the server may send it: tests feed partial payloads on purpose (the formatter must
@@ -51,6 +51,34 @@ describe('progress', () => {
     );
     assert.equal(formatTurnResult({ ...result, status: 'cancelled', answer: '', artifacts: [] }), 'Turn t1 cancelled (rlm)');
     assert.equal(formatUsage(result), '2 model calls, 0 sandbox errors, 10 in / 5 out tokens');
+  });
+
+  it('says "completed with errors" with the reasons for a completed Turn whose outcome is not submitted', () => {
+    const partial: TurnResult = {
+      ...result,
+      answer: '42',
+      artifacts: [],
+      outcome: { kind: 'partial', reasons: [{ kind: 'sandbox_errors', count: 2, detail: '2 sandbox cells failed' }, { kind: 'child_failed', count: 1, detail: '1 child agent failed' }] },
+    };
+    assert.equal(formatTurnResult(partial), 'Turn t1 completed with errors: 2 sandbox cells failed; 1 child agent failed (rlm) — answer: 42');
+    // failed on a completed Turn: the answer is the program's own error message; its text is the model's
+    const failed: TurnResult = {
+      ...partial,
+      answer: "Column 'diameter' does not exist",
+      outcome: { kind: 'failed', reasons: [{ kind: 'error_answer', count: 1, detail: "the answer is an error message: Column 'diameter'\u202e\u001b[2J does not exist" }] },
+    };
+    assert.equal(
+      formatTurnResult(failed),
+      "Turn t1 completed with errors: the answer is an error message: Column 'diameter'<U+202E>\\x1b[2J does not exist (rlm) — answer: Column 'diameter' does not exist",
+    );
+    assert.deepEqual(shownStatus('completed', { kind: 'extracted', reasons: [] }), { text: 'completed with errors', withErrors: true, reasons: 'extracted', details: [] });
+    // clean, missing (a result stored before outcomes) and a failed Turn: as before
+    assert.equal(formatTurnResult({ ...result, outcome: { kind: 'submitted', reasons: [] } }), 'Turn t1 completed (rlm): north 10 south 20 [1 artifact]');
+    assert.equal(formatTurnResult({ ...result, outcome: undefined }), 'Turn t1 completed (rlm): north 10 south 20 [1 artifact]');
+    assert.equal(
+      formatTurnResult({ ...result, status: 'failed', error: { kind: 'EngineError', message: 'boom' }, outcome: { kind: 'failed', reasons: [{ kind: 'turn_failed', count: 1, detail: 'boom' }] } }),
+      'Turn t1 failed (rlm): boom',
+    );
   });
 
   it('formats Turn events for the output channel, child agents with their parent', () => {

@@ -5,6 +5,9 @@
 
 export const TASK = 'Calculate revenue by region and save artifacts/revenue_by_region.csv.';
 export const SLOW = 'SLOWTASK: count slowly';
+/** A Turn whose first cell fails (1 / 0) and whose second answers: outcome `partial`, one sandbox
+ * error, shown "completed with errors" (the contract test runs it; the e2e driver does not). */
+export const FIRST_CELL_FAILS = 'FIRSTFAILS: compute x';
 export const SUBTASK = 'REGION=North check';
 export const SALES = 'region,revenue\nNorth,100\nSouth,250\nNorth,50.5\n';
 export const EXPECTED_CSV = 'region,revenue\nNorth,150.5\nSouth,250.0\n';
@@ -38,12 +41,15 @@ export function scenarioScript(childSeconds = 0): object {
   return {
     root: {
       rules: {
+        // first: a later Turn's prompt may quote an earlier task, and the first matching rule answers
+        FIRSTFAILS: [{ action: '1 / 0' }, { action: 'x = 42\nprint(x)' }, { submit: 'str(x)' }],
         'revenue by region': [{ action: ROOT_CODE }, { submit: "'; '.join(f'{k}={v}' for k, v in sorted(totals.items()))", note: 'csv sum' }],
         SLOWTASK: { action: 'import time\nfor _ in range(1200):\n    time.sleep(0.05)' },
       },
     },
     sub: {
       rules: {
+        FIRSTFAILS: { route: 'rlm' },
         'REGION=North': child,
         'revenue by region': { route: 'rlm' },
         SLOWTASK: { route: 'rlm' },
