@@ -163,6 +163,7 @@ class FleetRuntime:
             self._tracer.close()
         if self._local_model is not None:  # stops the embedded server if no one else uses it
             await self._run(self._local_model.release)
+        self._forget_workspaces()
         await self._run(self.store.close)
 
     @property
@@ -301,7 +302,7 @@ class FleetRuntime:
         """Give up ownership; the Session's history and files stay stored."""
         await self.describe_session(session_id)
         await self._run(self.store.locks.release, session_id)
-        self._workspaces.pop(session_id, None)
+        self._forget_workspace(session_id)
 
     async def delete_session(self, session_id: str) -> None:
         # never refused by the Session limit: the take is released as the Session goes
@@ -310,7 +311,7 @@ class FleetRuntime:
         await self._run(self.store.delete_session, session_id)
         await self._run(shutil.rmtree, self._workspace_dir(session_id), ignore_errors=True)
         await self._run(self.store.locks.release, session_id)
-        self._workspaces.pop(session_id, None)
+        self._forget_workspace(session_id)
 
     async def set_mode(self, session_id: str, mode: str) -> SessionInfo:
         await self.own_session(session_id)
@@ -385,6 +386,17 @@ class FleetRuntime:
             )
             self._workspaces[session_id] = workspace
         return workspace
+
+    def _forget_workspace(self, session_id: str) -> None:
+        """Drop the Session's workspace object and release its change tracking (an inotify
+        instance: a user has 128); the files stay."""
+        workspace = self._workspaces.pop(session_id, None)
+        if workspace is not None:
+            workspace.close()
+
+    def _forget_workspaces(self) -> None:
+        for session_id in list(self._workspaces):
+            self._forget_workspace(session_id)
 
     def _workspace_dir(self, session_id: str) -> Path:
         return self.config.state_dir / "workspaces" / validate_session_id(session_id)
@@ -659,7 +671,9 @@ class FleetRuntime:
         if self._tracer is not None and config.settings.mlflow != current.settings.mlflow:
             notes.append("[mlflow] changes apply after a restart")
         if config.settings.storage != current.settings.storage:
-            self._workspaces.clear()  # new file limits for the next operation
+            # new file limits for the next operation; a running Turn keeps its workspace (and
+            # its change tracking, released when that object goes)
+            self._workspaces.clear()
         self.config = config
         if self._turns is not None:  # a running Turn keeps the config and models it started with
             # new configured models; not when open was given the models
