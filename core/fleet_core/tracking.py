@@ -106,6 +106,7 @@ class WorkspaceTree:
         self._inodes: dict[tuple[int, int], list[int]] = {}  # counted inode -> [links, charge]
         self._other_bytes = 0
         self._inode_bytes = 0
+        self._regular: dict[str, int] = {}  # top-level name -> regular files below it
         self._deep: set[str] = set()  # directories listed but not entered
         self._watches: dict[int, str] = {}  # watch descriptor -> directory path
         self._log: list[tuple[int, Change]] = []
@@ -158,6 +159,11 @@ class WorkspaceTree:
                 root = charge(os.stat(self.root, follow_symlinks=False))
             used = root + self._other_bytes + self._inode_bytes
             return used, len(self._entries), bool(self._deep)
+
+    def regular_count(self, tops: Iterable[str]) -> int:
+        """How many regular files lie below the top-level directories ``tops``."""
+        with self._lock:
+            return sum(self._regular.get(top, 0) for top in tops)
 
     def key_of(self, path: str) -> Key | None:
         """The regular file's stamp as last refreshed (None: no regular file there)."""
@@ -283,9 +289,9 @@ class WorkspaceTree:
             return False
         if not stat.S_ISDIR(info.st_mode) or (info.st_dev, info.st_ino) != old.inode:
             return False
-        self._count(old, -1)
+        self._count(old, -1, path)
         old.mode, old.charge = info.st_mode, charge(info)
-        self._count(old, +1)
+        self._count(old, +1, path)
         return True
 
     def _record(self, change: Change) -> None:
@@ -306,6 +312,7 @@ class WorkspaceTree:
         self._entries.clear()
         self._children = {"": set()}
         self._inodes.clear()
+        self._regular.clear()
         self._other_bytes = 0
         self._inode_bytes = 0
         self._deep.clear()
@@ -364,7 +371,7 @@ class WorkspaceTree:
         )
         self._entries[path] = entry
         self._children.setdefault(parent, set()).add(name)
-        self._count(entry, +1)
+        self._count(entry, +1, path)
         if not stat.S_ISDIR(info.st_mode):
             return None
         self._children.setdefault(path, set())
@@ -392,13 +399,16 @@ class WorkspaceTree:
             current = stack.pop()
             entry = self._entries.pop(current, None)
             if entry is not None:
-                self._count(entry, -1)
+                self._count(entry, -1, current)
                 parent, _, name = current.rpartition("/")
                 self._children.get(parent, set()).discard(name)
             self._deep.discard(current)
             stack.extend(f"{current}/{name}" for name in self._children.pop(current, set()))
 
-    def _count(self, entry: _Entry, sign: int) -> None:
+    def _count(self, entry: _Entry, sign: int, path: str) -> None:
+        if stat.S_ISREG(entry.mode) and "/" in path:
+            top = path.partition("/")[0]
+            self._regular[top] = self._regular.get(top, 0) + sign
         if not entry.counted:
             links = self._inodes.get(entry.inode)
             if links is not None and sign > 0:  # a hard link of a counted file: its latest size

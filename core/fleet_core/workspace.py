@@ -950,7 +950,7 @@ def render_manifest(
         for index, (path, _dir_fd, _name) in enumerate(walk):
             entry = _manifest_entry(workspace, path, preview_chars if index < max_files else None)
             if used + len(entry) > max_chars:
-                rest = 1 + sum(1 for _item in walk)
+                rest = _files_left(workspace, walk, listed=index)
                 lines.append(f"... and {rest} more files (use workspace.tree())")
                 break
             lines.append(entry)
@@ -958,6 +958,15 @@ def render_manifest(
     finally:
         walk.close()
     return "\n".join(lines) if lines else "(the workspace is empty)"
+
+
+def _files_left(workspace: Workspace, walk: Iterator[tuple[str, int, str]], *, listed: int) -> int:
+    """The files the manifest does not list: from the change tree's count when it tracks the
+    workspace (no walk), else by walking the rest."""
+    tree = workspace.change_tree()
+    if tree is not None and tree.refresh() is not None:
+        return max(1, tree.regular_count(ROOTS) - listed)
+    return 1 + sum(1 for _item in walk)
 
 
 def _manifest_entry(workspace: Workspace, path: str, preview_chars: int | None) -> str:

@@ -118,6 +118,9 @@ def test_the_tree_measures_what_a_whole_walk_measures_after_random_changes(
         assert tree.totals() == _whole(tree.root), f"round {round_}"
         keys = tree.file_keys("artifacts")
         assert set(keys) == _regular_files(tree.root, "artifacts"), f"round {round_}"
+        tops = ("files", "artifacts", "scratch")
+        regular = sum(len(_regular_files(tree.root, top)) for top in tops)
+        assert tree.regular_count(tops) == regular, f"round {round_}"
 
 
 def test_changed_since_names_the_changed_paths_and_nothing_else(tree: WorkspaceTree) -> None:

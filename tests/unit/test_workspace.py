@@ -507,3 +507,17 @@ def test_entries_are_counted_as_the_sandbox_counts_them(workspace: Workspace) ->
         )
         == 1 + 4
     )
+
+
+def test_a_manifest_counts_the_rest_alike_with_and_without_change_tracking(
+    workspace: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tree's count of unlisted files (no walk) is the walk's count."""
+    for index in range(3_000):
+        (workspace.root / "artifacts" / f"f{index:05}.txt").touch()
+    (workspace.root / "files" / "data.csv").write_text("a\n1\n")
+    tracked = render_manifest(workspace, max_files=20, preview_chars=50, max_chars=4_000)
+    assert workspace.change_tree() is not None
+    monkeypatch.setattr(Workspace, "change_tree", lambda self: None)
+    walked = render_manifest(workspace, max_files=20, preview_chars=50, max_chars=4_000)
+    assert tracked == walked and "more files" in tracked
