@@ -23,7 +23,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from fleet_core.errors import FleetError, InvalidInput, TurnNotFound
+from fleet_core.modes import ROUTES
 from fleet_lsp.documents import StoreTraceSource, TraceDocument, trace_uri
+from fleet_lsp.protocol import TraceLabelReply, to_wire
 
 if TYPE_CHECKING:
     from fleet_core.api import FleetRuntime
@@ -46,7 +48,6 @@ LABEL_WIRE: dict[str, str] = {
     "reviewer": "reviewer",
 }
 LABEL_STATUSES = ("approved", "benchmark", "synthetic", "rejected")
-LABEL_ROUTES = ("direct", "flex", "rlm")
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,10 +64,24 @@ def labels_to_wire(labels: Mapping[str, Any]) -> dict[str, Any]:
     return {back.get(key, key): value for key, value in labels.items()}
 
 
+def label_reply(result: LabelResult) -> TraceLabelReply:
+    """A label update's outcome as ``fleet/trace/label`` answers it: labels in the request's
+    names, and the trace document's URI when the trace's Session is known."""
+    return TraceLabelReply(
+        trace_id=result.trace_id,
+        turn_id=result.turn_id,
+        session_id=result.session_id,
+        labels=labels_to_wire(result.labels.wire()),
+        eligible=result.eligible,
+        ineligible_reason=result.ineligible_reason,
+        messages=list(result.messages),
+        uri=trace_uri(result.session_id, result.trace_id) if result.session_id else None,
+    )
+
+
 def label_result_wire(result: LabelResult) -> dict[str, Any]:
-    wire = result.wire()
-    wire["labels"] = labels_to_wire(wire["labels"])
-    wire["uri"] = trace_uri(result.session_id, result.trace_id) if result.session_id else None
+    """The JSON of :func:`label_reply`, as the server sends it (``fleet-lsp eval label --json``)."""
+    wire: dict[str, Any] = to_wire(label_reply(result))
     return wire
 
 
@@ -190,9 +205,9 @@ def label_update(
         raise InvalidInput(
             f"'status' must be one of: {', '.join(LABEL_STATUSES)}; got {status!r}", field="status"
         )
-    if route is not None and route not in LABEL_ROUTES:
+    if route is not None and route not in ROUTES:
         raise InvalidInput(
-            f"'route' must be one of: {', '.join(LABEL_ROUTES)}; got {route!r}", field="route"
+            f"'route' must be one of: {', '.join(ROUTES)}; got {route!r}", field="route"
         )
     expected: list[str] | None = None
     if values is not None:

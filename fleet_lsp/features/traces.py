@@ -104,8 +104,7 @@ def register(server: FleetServer) -> None:
 
     @server.fleet_method("fleet/trace/label")
     async def label(ls: FleetServer, p: TraceLabelParams) -> TraceLabelReply:
-        from fleet_lsp.documents import trace_uri
-        from fleet_lsp.traces import label_update, labels_to_wire
+        from fleet_lsp.traces import label_reply, label_update
 
         update = label_update(
             status=p.status,
@@ -119,13 +118,4 @@ def register(server: FleetServer) -> None:
         )
         runtime = await ls.runtime()
         result = await ls.trace_documents.service.label(runtime, p.trace_id, update)
-        return TraceLabelReply(
-            trace_id=result.trace_id,
-            turn_id=result.turn_id,
-            session_id=result.session_id,
-            labels=labels_to_wire(result.labels.wire()),
-            eligible=result.eligible,
-            ineligible_reason=result.ineligible_reason,
-            messages=list(result.messages),
-            uri=trace_uri(result.session_id, result.trace_id) if result.session_id else None,
-        )
+        return label_reply(result)

@@ -4,14 +4,17 @@ per face: the texts ``config show`` and doctor print, and the wire ``model statu
 
 from __future__ import annotations
 
-from typing import Any, get_args
+from typing import Any, get_args, get_type_hints
 
 import pytest
 
 from fleet_core.api.records import ModelInUse
 from fleet_core.config import KeyBinding
+from fleet_core.errors import FleetError
 from fleet_core.models import TurnRequest
 from fleet_core.modes import EXECUTION_MODES, ROUTES, ExecutionMode, Route
+from fleet_lsp import protocol
+from fleet_lsp.traces import label_update
 
 MISSING = ModelInUse.missing("judge", "No model is configured: set it", "set FLEET_LM_MODEL")
 HOSTED = ModelInUse("root", "m", "https://x.example/v1")
@@ -110,3 +113,14 @@ def test_the_mode_and_the_route_are_each_defined_once() -> None:
     assert EXECUTION_MODES == get_args(ExecutionMode) == ("hybrid", "rlm", "flex")
     assert ROUTES == get_args(Route) == ("direct", "flex", "rlm")
     assert TurnRequest.model_fields["mode"].annotation == ExecutionMode | None
+
+
+def test_the_protocol_and_the_label_check_use_the_core_modes_and_routes() -> None:
+    for params in (protocol.SessionNewParams, protocol.TurnRunParams):
+        assert get_type_hints(params)["mode"] == ExecutionMode | None
+    assert get_type_hints(protocol.SetModeParams)["mode"] == ExecutionMode
+    assert get_type_hints(protocol.TraceLabelParams)["route"] == Route | None
+    with pytest.raises(protocol.ParamsError, match="'hybrid', 'rlm', 'flex'; got 'x'"):
+        protocol.parse(protocol.SetModeParams, {"sessionId": "s", "mode": "x"})
+    with pytest.raises(FleetError, match="'route' must be one of: direct, flex, rlm; got 'x'"):
+        label_update(route="x")

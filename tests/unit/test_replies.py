@@ -13,6 +13,8 @@ import attrs
 import pytest
 
 from fleet_core.api import OptimizationRun
+from fleet_core.api.evaluation import LabelResult
+from fleet_core.evaluation.labels import TraceLabels
 from fleet_core.models import Memory, ProvenanceRecord, SessionInfo, WorkspaceFile
 from fleet_lsp import protocol
 from fleet_lsp.documents import optimization_report_uri
@@ -26,6 +28,7 @@ from fleet_lsp.protocol import (
     TraceReply,
     to_wire,
 )
+from fleet_lsp.traces import label_reply, label_result_wire
 
 #: Each attrs reply model and the result (or item) TypedDict it is sent as.
 REPLIES: list[tuple[type, type]] = [
@@ -180,6 +183,53 @@ def test_an_optimization_run_reply_is_the_json_sent_before() -> None:
         "notes": ["n"],
     }
     assert json.dumps(to_wire(_run_reply("s1", run))) == json.dumps(before)
+
+
+@pytest.mark.parametrize(
+    ("session_id", "turn_id", "uri"),
+    [
+        ("s 1#%", "t1", "fleet:/sessions/s%201%23%25/traces/tr-1.md"),
+        (None, None, None),  # a trace whose Session is unknown: no document URI, nulls sent
+    ],
+)
+def test_a_label_reply_is_the_json_the_server_and_the_cli_sent_before(
+    session_id: str | None, turn_id: str | None, uri: str | None
+) -> None:
+    labels = TraceLabels(
+        source_group="g", expected_answer="42", expected_values=["42"], route="rlm", critical=True
+    )
+    result = LabelResult(
+        trace_id="tr-1",
+        labels=labels,
+        eligible=False,
+        ineligible_reason="why",
+        turn_id=turn_id,
+        session_id=session_id,
+        messages=["m"],
+    )
+    before = {
+        "traceId": "tr-1",
+        "turnId": turn_id,
+        "sessionId": session_id,
+        "labels": {
+            "status": "approved",
+            "group": "g",
+            "answer": "42",
+            "values": ["42"],
+            "route": "rlm",
+            "critical": True,
+            "expectations": None,
+            "reviewer": "human",
+        },
+        "eligible": False,
+        "ineligibleReason": "why",
+        "messages": ["m"],
+        "uri": uri,
+    }
+    server = json.dumps(to_wire(label_reply(result)))  # fleet/trace/label
+    cli = json.dumps(label_result_wire(result), indent=2)  # fleet-lsp eval label --json
+    assert server == json.dumps(before)
+    assert cli == json.dumps(before, indent=2)
 
 
 def test_what_has_no_wire_form_is_a_bug_not_a_silent_answer() -> None:
