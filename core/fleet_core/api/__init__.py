@@ -14,21 +14,60 @@ event_payloads, models, modes, workspace path rules, net, offline).
 
 from __future__ import annotations
 
-from fleet_core.api import diagnostics, local_model
-from fleet_core.api.records import (
-    TRACING_OFF,
-    ArtifactInfo,
-    CandidateInfo,
-    JevCheck,
-    ModelInUse,
-    OptimizationProgress,
-    OptimizationRun,
-    OptimizationStatus,
-    SandboxIsolation,
-    StorageInfo,
-    TracingStatus,
-)
-from fleet_core.api.runtime import FleetRuntime, TraceExportMode
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from fleet_core.api import diagnostics, local_model
+    from fleet_core.api.records import (
+        TRACING_OFF,
+        ArtifactInfo,
+        CandidateInfo,
+        JevCheck,
+        ModelInUse,
+        OptimizationProgress,
+        OptimizationRun,
+        OptimizationStatus,
+        SandboxIsolation,
+        StorageInfo,
+        TracingStatus,
+    )
+    from fleet_core.api.runtime import FleetRuntime, TraceExportMode
+
+# Loaded on first use (PEP 562), so a face that needs one module (``fleet-lsp config show``:
+# the diagnostics) does not pay for the runtime and every record.
+_HOMES = {
+    "FleetRuntime": "runtime",
+    "TraceExportMode": "runtime",
+    "diagnostics": None,
+    "local_model": None,
+    **dict.fromkeys(
+        (
+            "TRACING_OFF",
+            "ArtifactInfo",
+            "CandidateInfo",
+            "JevCheck",
+            "ModelInUse",
+            "OptimizationProgress",
+            "OptimizationRun",
+            "OptimizationStatus",
+            "SandboxIsolation",
+            "StorageInfo",
+            "TracingStatus",
+        ),
+        "records",
+    ),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    home = _HOMES[name]
+    if home is None:
+        return importlib.import_module(f"{__name__}.{name}")
+    return getattr(importlib.import_module(f"{__name__}.{home}"), name)
+
 
 __all__ = [
     "TRACING_OFF",
