@@ -55,6 +55,7 @@ from fleet_core.models import TurnRequest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the suite: benchmarks/tasks
 
+from bench_demo import cell_trail  # the same bounded trail of a Turn's cells
 from tasks import FAMILIES, TaskInstance, Verdict, families_of, recorded
 
 HEAD_LINES = 8  # the baseline shows each file's first lines
@@ -128,21 +129,6 @@ async def artifacts(
         with contextlib.suppress(Exception):  # a missing artifact is a wrong answer
             found[path] = await runtime.read_file(session_id, path)
     return found
-
-
-def cell_trail(events: list[Any]) -> list[dict[str, Any]]:
-    """The Turn's cells (code and outcome, bounded), for reading a tune run afterwards."""
-    trail: list[dict[str, Any]] = []
-    for event in events:
-        payload = event.payload
-        if payload.get("phase") != "task":
-            continue
-        if event.kind == "code_cell":
-            trail.append({"code": str(payload.get("code", ""))[:2000]})
-        elif event.kind == "cell_output" and trail:
-            trail[-1]["ok"] = payload.get("ok")
-            trail[-1]["out"] = str(payload.get("error") or payload.get("output") or "")[-600:]
-    return trail[-8:]
 
 
 @dataclass

@@ -349,24 +349,14 @@ class Workspace:
         baseline: Baseline,
         limit: int,
     ) -> tuple[list[FileInfo], int]:
-        changed: list[FileInfo] = []
-        pending = 0
-        for path in sorted(candidates):
-            key, before = tree.key_of(path), candidates[path]
-            if key is None or key == before:
-                continue
-            if len(changed) >= limit:
-                pending += 1
-                continue
-            try:
-                info = self.stat(path)
-            except (WorkspaceFileNotFound, WorkspacePathError):
-                continue  # removed or replaced meanwhile
-            cached = baseline.digests.get(path)
-            old_sha = cached[1] if cached is not None and cached[0] == before else None
-            if before is None or old_sha != info.sha256:
-                changed.append(info)
-        return changed, len(changed) + pending
+        def stamps() -> Iterator[tuple[str, tuple[int, int, int] | None, FileStamp | None]]:
+            for path in sorted(candidates):
+                before = candidates[path]
+                cached = baseline.digests.get(path)
+                sha = cached[1] if cached is not None and cached[0] == before else None
+                yield path, tree.key_of(path), None if before is None else FileStamp(before, sha)
+
+        return self._hash_changed(stamps(), limit)
 
     def changed_since(
         self, before: Mapping[str, FileStamp], root: str | None = None, *, limit: int
@@ -375,11 +365,22 @@ class Workspace:
         many there are. A file whose stamp is unchanged is never read; a changed one is hashed
         (and dropped if its content is what it was). At most ``limit`` files are hashed and
         returned; the count includes the ones past the limit, which are not read."""
+        walked = (
+            (path, _stat_key(dir_fd, name), before.get(path))
+            for path, dir_fd, name in self.ordered(root)
+        )
+        return self._hash_changed(walked, limit)
+
+    def _hash_changed(
+        self,
+        stamps: Iterable[tuple[str, tuple[int, int, int] | None, FileStamp | None]],
+        limit: int,
+    ) -> tuple[list[FileInfo], int]:
+        """From (path, its stamp now or None when it is no regular file, its stamp before or
+        None when new): the changed files (at most ``limit`` hashed) and how many there are."""
         changed: list[FileInfo] = []
         pending = 0
-        for path, dir_fd, name in self.ordered(root):
-            key = _stat_key(dir_fd, name)
-            old = before.get(path)
+        for path, key, old in stamps:
             if key is None or (old is not None and old.key == key):
                 continue
             if len(changed) >= limit:
