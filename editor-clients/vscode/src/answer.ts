@@ -64,7 +64,7 @@ export interface AnswerInput {
   turn: Pick<TurnSummary, 'turnId' | 'status' | 'task' | 'answer' | 'route' | 'traceId' | 'error'> & { seq?: number };
   artifacts: Artifact[];
   durationSeconds?: number;
-  /** The Turn's outcome, from its result when this window saw it end (a stored summary has none). */
+  /** The Turn's outcome: from its result when this window saw it end, else its stored summary's. */
   outcome?: AnswerOutcomeLike | null;
 }
 

@@ -63,8 +63,9 @@ export interface ShownStatus {
 
 export const WITH_ERRORS = 'completed with errors';
 
-/** A Turn's shown status from its status and its outcome (`TurnResult.outcome`). A missing
- * outcome (a result stored before outcomes existed, a stored summary) is shown as the status. */
+/** A Turn's shown status from its status and its outcome (`TurnResult.outcome`, or a stored
+ * `TurnSummary.outcome`). A missing outcome (a result or summary stored before outcomes existed) is
+ * shown as the status. */
 export function shownStatus(status: TurnStatus, outcome: AnswerOutcomeLike | null | undefined): ShownStatus {
   if (status !== 'completed' || !outcome || typeof outcome !== 'object' || typeof outcome.kind !== 'string' || outcome.kind === 'submitted') {
     return { text: status, withErrors: false, reasons: '', details: [] };

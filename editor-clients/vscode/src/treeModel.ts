@@ -28,11 +28,12 @@ export interface TurnView {
 }
 
 /** A Turn's row: "#<seq> <task>", described by status · route · duration. A completed Turn whose
- * outcome (from its result, when this window saw it end) is not `submitted` is "completed with
- * errors: <reasons>" with a warning icon; a stored summary carries no outcome and shows as before. */
+ * outcome (from its result, when this window saw it end, else from its stored summary) is not
+ * `submitted` is "completed with errors: <reasons>" with a warning icon; a summary without an
+ * outcome (stored before summaries carried one) shows as before. */
 export function turnView(summary: TurnSummary | undefined, live: LiveTurn | undefined): TurnView {
   const status: TurnStatus = live?.status ?? summary?.status ?? 'running';
-  const shown = shownStatus(status, live?.result?.outcome);
+  const shown = shownStatus(status, live?.result?.outcome ?? summary?.outcome);
   const task = summary?.task ?? live?.task ?? live?.turnId ?? '';
   const route = live?.route ?? summary?.route ?? undefined;
   const duration = formatDuration(live?.durationSeconds ?? summary?.durationSeconds);

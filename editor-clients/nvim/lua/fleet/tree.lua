@@ -73,11 +73,12 @@ end
 M.WITH_ERRORS = 'completed with errors'
 
 --- How a Turn's end is shown, from its status and its outcome (`TurnResult.outcome`, also in the
---- terminal events' payloads): the status, or M.WITH_ERRORS for a completed Turn whose outcome is
---- not `submitted` (extracted, partial, or failed: the answer is the program's own error message).
+--- terminal events' payloads and a stored `TurnSummary.outcome`): the status, or M.WITH_ERRORS for
+--- a completed Turn whose outcome is not `submitted` (extracted, partial, or failed: the answer is
+--- the program's own error message).
 --- Second result: that outcome's reasons, their details joined by '; ' (the outcome's kind when
 --- none has one), raw server text (show it through M.lines); nil when clean. A missing outcome (a
---- result stored before outcomes existed) is shown as the status.
+--- result or summary stored before outcomes existed) is shown as the status.
 function M.shown_status(status, outcome)
   if status ~= 'completed' or type(outcome) ~= 'table' or type(outcome.kind) ~= 'string'
       or outcome.kind == 'submitted' then

@@ -308,6 +308,38 @@ end
 
 -- :FleetHistory -------------------------------------------------------------------------------
 
+--- The :FleetHistory buffer's lines for a Session's stored Turns (`TurnSummary[]`), and which
+--- Turn each line belongs to. A completed Turn whose outcome is not `submitted` shows "completed
+--- with errors" and a `!` line of the reasons: the outcome of its result when this Neovim heard it
+--- end, else the stored summary's `outcome` (absent in summaries stored before outcomes existed).
+function M.history_lines(sid, turns)
+  local lines = { ('Fleet history of %s  (<CR> opens a Turn\'s trace)'):format(short(sid)) }
+  local rows = {}
+  for _, t in ipairs(turns) do
+    local seen = tree.turn(sid, t.turnId)
+    local outcome = seen and seen.outcome
+    if type(outcome) ~= 'table' then
+      outcome = t.outcome
+    end
+    local shown, reasons = tree.shown_status(t.status, outcome)
+    table.insert(lines, ('#%d  %-9s %-6s %s'):format(tonumber(t.seq) or 0,
+      short(shown, #tree.WITH_ERRORS), short(t.route or '-', 6), short(t.task, 70)))
+    rows[#lines] = t
+    if reasons then
+      table.insert(lines, '      ! ' .. short(reasons, 100))
+      rows[#lines] = t
+    end
+    if t.answer and t.answer ~= '' then
+      table.insert(lines, '      → ' .. short(t.answer, 100))
+      rows[#lines] = t
+    end
+  end
+  if #turns == 0 then
+    table.insert(lines, '(no Turns yet)')
+  end
+  return lines, rows
+end
+
 function M.history()
   M.run(function()
     local sid = session_or_warn()
@@ -324,27 +356,7 @@ function M.history()
       vim.bo[buf].swapfile = false
       vim.bo[buf].filetype = 'fleethistory'
     end
-    local lines = { ('Fleet history of %s  (<CR> opens a Turn\'s trace)'):format(short(sid)) }
-    local rows = {}
-    for _, t in ipairs(listed.turns) do
-      -- a stored summary has no outcome: a Turn this Neovim heard end shows "completed with errors"
-      local seen = tree.turn(sid, t.turnId)
-      local shown, reasons = tree.shown_status(t.status, seen and seen.outcome)
-      table.insert(lines, ('#%d  %-9s %-6s %s'):format(tonumber(t.seq) or 0,
-        short(shown, #tree.WITH_ERRORS), short(t.route or '-', 6), short(t.task, 70)))
-      rows[#lines] = t
-      if reasons then
-        table.insert(lines, '      ! ' .. short(reasons, 100))
-        rows[#lines] = t
-      end
-      if t.answer and t.answer ~= '' then
-        table.insert(lines, '      → ' .. short(t.answer, 100))
-        rows[#lines] = t
-      end
-    end
-    if #listed.turns == 0 then
-      table.insert(lines, '(no Turns yet)')
-    end
+    local lines, rows = M.history_lines(sid, listed.turns)
     vim.bo[buf].modifiable = true
     vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
     vim.bo[buf].modifiable = false

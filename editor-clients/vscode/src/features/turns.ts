@@ -245,7 +245,7 @@ export class Turns implements vscode.Disposable {
       const picked = await vscode.window.showQuickPick(
         [...turns].reverse().map((t) => ({
           label: truncate(t.task, 80),
-          description: shownStatus(t.status, this.fleet.live.get(t.turnId)?.result?.outcome).text,
+          description: shownStatus(t.status, this.fleet.live.get(t.turnId)?.result?.outcome ?? t.outcome).text,
           turn: t,
         })),
         { title: 'Fleet: show the answer of which Turn?' },
@@ -278,7 +278,7 @@ export class Turns implements vscode.Disposable {
         turn,
         artifacts: artifactsOfTurn(artifacts, ref.turnId, live?.result?.artifacts, turn.artifactPaths),
         durationSeconds: live?.durationSeconds ?? turn.durationSeconds,
-        outcome: live?.result?.outcome,
+        outcome: live?.result?.outcome ?? turn.outcome,
       });
     } catch (error) {
       return errorDocument(uri.toString(), error);

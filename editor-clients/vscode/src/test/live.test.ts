@@ -111,6 +111,23 @@ describe('a Turn that completed with errors', () => {
     assert.match(text, /^# Turn 2 · completed with errors · rlm\n/);
     assert.match(text, /## Completed with errors\n\n````text\nthe answer is an error message: \[x\]\(http:\/\/evil\) ```\n````/);
   });
+
+  it('shows a history Turn this window never saw end from its stored summary outcome (partial)', () => {
+    const summary = {
+      turnId: 't0', seq: 1, status: 'completed' as const, task: 'sum it', createdAt: 'now', route: 'rlm', durationSeconds: 2.1,
+      outcome: { kind: 'partial' as const, reasons: [
+        { kind: 'sandbox_errors' as const, count: 1, detail: '1 sandbox cell failed' },
+        { kind: 'child_failed' as const, count: 1, detail: '1 child agent failed' },
+      ] },
+    };
+    const view = turnView(summary, undefined);
+    assert.equal(view.description, 'completed with errors: 1 sandbox cell failed; 1 child agent failed · rlm · 2.1 s');
+    assert.equal(view.shown, 'completed with errors');
+    assert.equal(view.icon, 'warning');
+    assert.match(view.tooltip, /\ncompleted with errors: 1 sandbox cell failed; 1 child agent failed$/);
+    // a clean stored outcome: as before
+    assert.equal(turnView({ ...summary, outcome: { kind: 'submitted', reasons: [] } }, undefined).description, 'completed · rlm · 2.1 s');
+  });
 });
 
 describe('answer documents', () => {
