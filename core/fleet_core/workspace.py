@@ -191,6 +191,12 @@ class Workspace:
                 weakref.finalize(self, self._tree.close)
         return self._tree
 
+    @property
+    def open_tree(self) -> WorkspaceTree | None:
+        """The change tree if one is open already (never opens one: a first walk costs more
+        than what a single reader saves)."""
+        return self._tree
+
     def close(self) -> None:
         """Release the change tracking (the files stay); ``change_tree()`` opens it again."""
         tree, self._tree, self._tree_tried = self._tree, None, False
@@ -962,9 +968,10 @@ def render_manifest(
 
 
 def _files_left(workspace: Workspace, walk: Iterator[tuple[str, int, str]], *, listed: int) -> int:
-    """The files the manifest does not list: from the change tree's count when it tracks the
-    workspace (no walk), else by walking the rest."""
-    tree = workspace.change_tree()
+    """The files the manifest does not list: from the change tree's count when one tracks the
+    workspace already (no walk), else by walking the rest (a child's workspace, a one-shot
+    read)."""
+    tree = workspace.open_tree
     if tree is not None and tree.refresh() is not None:
         return max(1, tree.regular_count(ROOTS) - listed)
     return 1 + sum(1 for _item in walk)

@@ -516,8 +516,8 @@ def test_a_manifest_counts_the_rest_alike_with_and_without_change_tracking(
     for index in range(3_000):
         (workspace.root / "artifacts" / f"f{index:05}.txt").touch()
     (workspace.root / "files" / "data.csv").write_text("a\n1\n")
+    assert workspace.change_tree() is not None  # as a Session's sandbox opens it
     tracked = render_manifest(workspace, max_files=20, preview_chars=50, max_chars=4_000)
-    assert workspace.change_tree() is not None
-    monkeypatch.setattr(Workspace, "change_tree", lambda self: None)
+    monkeypatch.setattr(Workspace, "open_tree", None)
     walked = render_manifest(workspace, max_files=20, preview_chars=50, max_chars=4_000)
     assert tracked == walked and "more files" in tracked
