@@ -59,9 +59,9 @@ def test_sqlite_runs_in_wal_mode_with_foreign_keys(tmp_path: Path) -> None:
 # this digest): fresh databases would skip the change. Every later revision writes its tables out.
 # The whole schema's digest is pinned at the newest revision: a schema change without a new
 # revision trips it.
-SCHEMA_AT_0001 = "48aa0ca81fcd7956a877fabf0f81855565e3ff0c88791d1d76a4357f813bbfe3"
+# fleet_sessions is frozen in 0001 (0004 changed it), so it is no longer pinned here.
+SCHEMA_AT_0001 = "0eaf76b365357acbaa862195a4435141c169053f81fc0e747b11cfb07e7fbd12"
 TABLES_OF_0001 = (
-    "fleet_sessions",
     "fleet_turns",
     "fleet_memories",
     "fleet_artifacts",
@@ -69,9 +69,10 @@ TABLES_OF_0001 = (
     "fleet_trace_labels",
     "fleet_optimization_candidates",
 )
-SCHEMA_AT_HEAD = ("0003_session_leases.py", "SCHEMA_AT_0003")
+SCHEMA_AT_HEAD = ("0004_owners_and_export_backoff.py", "SCHEMA_AT_0004")
 SCHEMA_AT_0002 = "2cbda172c4c48167518e1658e964038c4c3b8d4b49ba41a86fb581165912a75e"
 SCHEMA_AT_0003 = "9f0d55123fdfc8860b3100dfa9dc5992a1556a350194ad7008f99b5d8afcd303"
+SCHEMA_AT_0004 = "45648a59ea4547724e42dd2c2890a7ebea49e27c9600638c9b42d9ae6d95580c"
 
 
 def schema_digest(tables: tuple[str, ...] | None = None) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     Column,
     DateTime,
@@ -39,6 +40,10 @@ sessions = Table(
     Column("dataset", Json, nullable=True),
     Column("memory_summary", Text, nullable=False, default=""),
     Column("turn_count", Integer, nullable=False, default=0),
+    # The host name and OS user of the process that last created or took the Session (0004).
+    Column("owner_host", String(255), nullable=True),
+    Column("owner_user", String(255), nullable=True),
+    Index("ix_fleet_sessions_updated", "updated_at"),
 )
 
 turns = Table(
@@ -164,7 +169,12 @@ trace_exports = Table(
     Column("last_error", Text, nullable=True),
     _ts("created_at"),
     _ts("updated_at"),
+    # The host whose Turn queued the row, and the earliest time any exporter retries it after
+    # a failure (per-row backoff with jitter, 0004; NULL = due now).
+    Column("origin_host", String(255), nullable=True),
+    Column("next_attempt_at", DateTime(timezone=True), nullable=True),
     Index("ix_fleet_trace_exports_created", "created_at"),
+    Index("ix_fleet_trace_exports_next_attempt", "next_attempt_at"),
 )
 
 # PostgreSQL Session leases: a fencing epoch per Session, bumped by every process that takes the
@@ -175,5 +185,63 @@ session_leases = Table(
     metadata,
     Column("session_id", String(64), primary_key=True),
     Column("epoch", Integer, nullable=False),
+    _ts("updated_at"),
+)
+
+# Workspace content (fleet_core.blobs, docs/storage.md; 0005). ``fleet_blobs`` is the index of
+# every stored blob, whatever the backend (its bytes: ``fleet_blob_chunks`` for the PostgreSQL
+# backend, files or objects for the others); ``touched_at`` is the last time a commit referred
+# to it (garbage collection spares blobs touched within its grace period). A Session's published
+# files are its ``fleet_workspace_entries``; ``fleet_workspace_heads.version`` grows with every
+# publish, so a host knows in one read whether its materialized copy is current.
+blobs = Table(
+    "fleet_blobs",
+    metadata,
+    Column("digest", String(64), primary_key=True),
+    Column("size_bytes", BigInteger, nullable=False),
+    Column("chunk_count", Integer, nullable=False),
+    _ts("created_at"),
+    _ts("touched_at"),
+)
+
+blob_chunks = Table(
+    "fleet_blob_chunks",
+    metadata,
+    Column(
+        "digest",
+        String(64),
+        ForeignKey("fleet_blobs.digest", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    Column("seq", Integer, primary_key=True),
+    Column("data", Blob, nullable=False),
+)
+
+workspace_entries = Table(
+    "fleet_workspace_entries",
+    metadata,
+    Column(
+        "session_id",
+        String(64),
+        ForeignKey("fleet_sessions.session_id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    Column("path", Text, primary_key=True),
+    Column("sha256", String(64), nullable=False),
+    Column("size_bytes", BigInteger, nullable=False),
+    _ts("updated_at"),
+    Index("ix_fleet_workspace_entries_sha256", "sha256"),
+)
+
+workspace_heads = Table(
+    "fleet_workspace_heads",
+    metadata,
+    Column(
+        "session_id",
+        String(64),
+        ForeignKey("fleet_sessions.session_id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    Column("version", Integer, nullable=False),
     _ts("updated_at"),
 )
