@@ -154,10 +154,16 @@ class SessionParams:
 @attrs.frozen(kw_only=True)
 class SessionListParams:
     """``fleet/session/list``: one page, newest first. ``cursor``: the previous page's
-    ``nextCursor`` (opaque); ``limit``: Sessions per page (default 100)."""
+    ``nextCursor`` (opaque); ``limit``: Sessions per page (default 100). The optional filters
+    combine with AND: ``ownerHost`` / ``ownerUser`` (the host name and OS user that last created
+    or took the Session), ``updatedSince`` (an ISO-8601 instant: Sessions updated at or after
+    it). A ``cursor`` must be sent with the same filters as the page it came from."""
 
     cursor: str | None = _f(None, min_len=1, max_len=4096)
     limit: int | None = _f(None, min=1, max=500)
+    owner_host: str | None = _f(None, min_len=1, max_len=255)
+    owner_user: str | None = _f(None, min_len=1, max_len=255)
+    updated_since: str | None = _f(None, min_len=1, max_len=64)
 
 
 @attrs.frozen(kw_only=True)
@@ -442,6 +448,9 @@ class SessionInfoWire(TypedDict):
     createdAt: str
     updatedAt: str
     dataset: NotRequired[DatasetWire]
+    # the host name and OS user that last created or took the Session (absent on older ones)
+    ownerHost: NotRequired[str]
+    ownerUser: NotRequired[str]
 
 
 class WorkspaceFileWire(TypedDict):
@@ -1070,6 +1079,7 @@ NOTIFICATIONS: dict[str, Any] = {
 FEATURES: tuple[str, ...] = (
     "sessions",
     "sessions.paging",
+    "sessions.filter",
     "context.attachFolder",
     "context.attachSelection",
     "workspace.delete",

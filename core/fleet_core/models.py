@@ -41,6 +41,10 @@ class SessionInfo(Record):
     updated_at: datetime
     dataset: DatasetContext | None = None
     selections: dict[str, Any] = Field(default_factory=dict)
+    # the host name and OS user of the process that last created or took the Session (None
+    # for Sessions stored before migration 0004)
+    owner_host: str | None = None
+    owner_user: str | None = None
 
 
 class WorkspaceFile(Record):

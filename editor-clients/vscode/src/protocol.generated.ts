@@ -447,12 +447,17 @@ export interface SessionInfoWire {
   createdAt: string;
   updatedAt: string;
   dataset?: DatasetWire;
+  ownerHost?: string;
+  ownerUser?: string;
 }
 
-/** `fleet/session/list`: one page, newest first. `cursor`: the previous page's `nextCursor` (opaque); `limit`: Sessions per page (default 100). */
+/** `fleet/session/list`: one page, newest first. `cursor`: the previous page's `nextCursor` (opaque); `limit`: Sessions per page (default 100). The optional filters combine with AND: `ownerHost` / `ownerUser` (the host name and OS user that last created or took the Session), `updatedSince` (an ISO-8601 instant: Sessions updated at or after it). A `cursor` must be sent with the same filters as the page it came from. */
 export interface SessionListParams {
   cursor?: string | null;
   limit?: number | null;
+  ownerHost?: string | null;
+  ownerUser?: string | null;
+  updatedSince?: string | null;
 }
 
 /** One page; `nextCursor` (absent on the last page) asks for the next. */
