@@ -32,6 +32,7 @@ from fleet_core.event_payloads import (
     ChildFinishedPayload,
     ChildSpawnedPayload,
     CodeCellPayload,
+    LmStartPayload,
     ModuleStartPayload,
     StatusPayload,
     ToolCallStartPayload,
@@ -247,7 +248,7 @@ class TurnProgress:
             self._route = data.route
         elif isinstance(data, CodeCellPayload) and data.phase != "bootstrap":
             self._cells += 1
-            self._step = f"cell {self._cells}"
+            self._step = CELL_STEP
         elif isinstance(data, BudgetUpdatePayload):
             self._calls = f"{data.used}/{data.max}"
         else:
@@ -258,18 +259,15 @@ class TurnProgress:
     def _report_root(self) -> None:
         if self.root is None or not self.root.begun:
             return
-        parts = []
-        if self._route:
-            parts.append(f"route {self._route}")
-        if self._step:
-            parts.append(self._step)
-        if self._cells:
-            parts.append(f"{self._cells} cells")
-        if self._calls:
-            parts.append(f"{self._calls} model calls")
-        if self._running_children:
-            parts.append(f"{len(self._running_children)} child agents running")
-        self._report(self.root, {"message": " · ".join(parts) or "working"})
+        message = root_message(
+            route=self._route,
+            step=self._step,
+            cells=self._cells,
+            calls=self._calls,
+            children_running=len(self._running_children),
+        )
+        if message:  # nothing known yet: the begin's "starting" stays, no placeholder report
+            self._report(self.root, {"message": message})
 
     def artifact_changed(self, path: str) -> None:
         """Tell the client an artifact changed (refresh + ``fleet/artifact/didChange``)."""
@@ -308,6 +306,7 @@ class TurnProgress:
             {
                 "kind": "begin",
                 "title": f"{number}: {head}",
+                "message": "starting",
                 "cancellable": True,
                 "turnId": self.turn_id,
                 "sessionId": self.session_id,
@@ -400,14 +399,46 @@ def _child_title(agent_id: str, spawned: ChildSpawnedPayload | None) -> str:
     return head if len(head) <= 60 else head[:59] + "…"
 
 
+CELL_STEP = "running a cell"
+ROUTING_CATEGORIES = ("triage", "routing")  # the engine charges triage calls as "routing"
+
+
+def plural(count: int, noun: str) -> str:
+    """``1 cell``, ``2 cells``, ``0 cells``."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def root_message(
+    *, route: str | None, step: str | None, cells: int, calls: str | None, children_running: int
+) -> str:
+    """The root token's report text, in plain words for any client: ``route rlm · running cell 3
+    · 12/150 model calls · 1 child agent running``; "" while nothing is known."""
+    parts = []
+    if route:
+        parts.append(f"route {route}")
+    if step == CELL_STEP and cells:
+        parts.append(f"running cell {cells}")
+    else:
+        if step:
+            parts.append(step)
+        if cells:
+            parts.append(f"{plural(cells, 'cell')} so far")
+    if calls:
+        parts.append(f"{calls} model calls")
+    if children_running:
+        parts.append(f"{plural(children_running, 'child agent')} running")
+    return " · ".join(parts)
+
+
 def _describe(kind: str, data: AnyPayload | None) -> str | None:
-    """A short step description for a report (``None``: the event changes no step)."""
-    if kind == "lm_start":
-        return "calling the model"
+    """A short step description for a report, in plain words (never a DSPy class name such as
+    ``Predict``; ``None``: the event changes no step)."""
+    if isinstance(data, LmStartPayload):
+        return "choosing a route" if data.category in ROUTING_CATEGORIES else "calling the model"
     if kind == "code_cell":
-        return "running a cell"
+        return CELL_STEP
     if isinstance(data, ModuleStartPayload):
-        return data.module or None
+        return None
     if isinstance(data, ToolCallStartPayload):
         return f"tool {data.tool}"
     if isinstance(data, StatusPayload):

@@ -125,3 +125,32 @@ async def test_did_emit_forwards_the_event_with_its_payload_and_version() -> Non
     assert spawned["payload"] == events[2].payload
     assert spawned["agentId"] == "agent-n" and spawned["parentAgentId"] == "root"
     assert spawned["version"] == 1
+
+
+def root_reports(server: FakeServer) -> list[str]:
+    return [v["message"] for tok, v in server.progress() if tok == "tok" and v["kind"] == "report"]
+
+
+async def test_reports_use_plain_words_and_right_plurals() -> None:
+    """No placeholder before the first real step (the begin says "starting"), no DSPy class name
+    (``Predict``), one running cell said once, and "1 cell" / "1 child agent" in the singular."""
+    server = FakeServer()
+    events = [
+        event(1, "turn_started", {"task": "x", "mode": "rlm"}),
+        event(2, "module_start", {"call_id": "m1", "module": "Predict"}),
+        event(3, "lm_start", {"call_id": "lm1", "model": "m", "category": "routing"}),
+        event(4, "code_cell", {"cell": 1, "phase": "task", "code": "1"}),
+        event(5, "child_spawned", {"depth": 1, "subtask": "North"}, "agent-n"),
+        event(6, "lm_start", {"call_id": "lm2", "model": "m", "category": "generation"}),
+    ]
+    await run_progress(server, events)
+    begin = next(v for tok, v in server.progress() if tok == "tok" and v["kind"] == "begin")
+    assert begin["message"] == "starting"
+    reports = root_reports(server)
+    assert reports[0] == "choosing a route", reports
+    assert "running cell 1" in reports, reports
+    assert "running cell 1 · 1 child agent running" in reports, reports
+    assert reports[-1] == "calling the model · 1 cell so far · 1 child agent running", reports
+    joined = "\n".join(reports)
+    for leaked in ("working", "Predict", "1 cells", "1 child agents", "cell 1 · 1 cell"):
+        assert leaked not in joined, (leaked, reports)
