@@ -36,7 +36,7 @@ from typing import (
 import attrs
 
 from fleet_core import workspace
-from fleet_core.modes import ExecutionMode, Route
+from fleet_core.modes import ExecutionMode, ReviewStatus, Route
 
 if TYPE_CHECKING:
     from fleet_core.models import Memory, ProvenanceRecord, SessionInfo, TurnSummary, WorkspaceFile
@@ -277,7 +277,7 @@ class TraceListParams:
     limit: int | None = _f(None, min=1, max=1000)
 
 
-LabelStatus = Literal["approved", "benchmark", "synthetic", "rejected"]
+LabelStatus = ReviewStatus
 
 
 @attrs.frozen(kw_only=True)

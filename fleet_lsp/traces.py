@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from fleet_core.errors import FleetError, InvalidInput, TurnNotFound
-from fleet_core.modes import ROUTES
+from fleet_core.modes import REVIEW_STATUSES, ROUTES
 from fleet_lsp.documents import StoreTraceSource, TraceDocument, trace_uri
 from fleet_lsp.protocol import TraceLabelReply, to_wire
 
@@ -47,7 +47,6 @@ LABEL_WIRE: dict[str, str] = {
     "expectations": "structured_expectations",
     "reviewer": "reviewer",
 }
-LABEL_STATUSES = ("approved", "benchmark", "synthetic", "rejected")
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,9 +200,9 @@ def label_update(
     """A ``LabelUpdate`` from protocol/CLI values; ``InvalidInput`` (-32602) names the field."""
     from fleet_core.api.evaluation import LabelUpdate, parse_expectations
 
-    if status is not None and status not in LABEL_STATUSES:
+    if status is not None and status not in REVIEW_STATUSES:
         raise InvalidInput(
-            f"'status' must be one of: {', '.join(LABEL_STATUSES)}; got {status!r}", field="status"
+            f"'status' must be one of: {', '.join(REVIEW_STATUSES)}; got {status!r}", field="status"
         )
     if route is not None and route not in ROUTES:
         raise InvalidInput(

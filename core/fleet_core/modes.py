@@ -13,3 +13,8 @@ EXECUTION_MODES: tuple[ExecutionMode, ...] = get_args(ExecutionMode)
 # the program that served a Turn (triage's choice, or the mode's)
 Route = Literal["direct", "flex", "rlm"]
 ROUTES: tuple[Route, ...] = get_args(Route)
+
+# how a reviewer labelled a trace for evaluation (docs/evaluation.md): only approved and
+# benchmark labels become examples; rejected ones never do
+ReviewStatus = Literal["approved", "benchmark", "synthetic", "rejected"]
+REVIEW_STATUSES: tuple[ReviewStatus, ...] = get_args(ReviewStatus)

@@ -23,12 +23,11 @@ import anyio.to_thread
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from fleet_core.errors import FleetError, InvalidInput
-from fleet_core.modes import Route
+from fleet_core.modes import ReviewStatus, Route
 
 if TYPE_CHECKING:
     from fleet_core.store import Store
 
-ReviewStatus = Literal["approved", "benchmark", "synthetic", "rejected"]
 MAX_EXPECTATIONS_BYTES = 256_000
 MAX_VALUES = 100
 
