@@ -8,10 +8,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fleet_core.api.records import JevCheck, ModelInUse, SandboxIsolation
 from fleet_core.config import EffectiveConfig
 from fleet_core.errors import FleetError, InvalidInput, ModelUnavailable
-from fleet_core.localmodel.selection import models_in_use
+from fleet_core.localmodel.selection import ModelInUse, models_in_use
 from fleet_core.net import http_probe
 
 __all__ = [
@@ -25,6 +24,8 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    # the records load with the check that builds them: config show needs none of them
+    from fleet_core.api.records import JevCheck, SandboxIsolation
     from fleet_core.endpoints import Role
 
 
@@ -64,6 +65,7 @@ def check_models(
 
 def check_jev(config: EffectiveConfig, *, probe: bool = True) -> JevCheck:
     """Is Jev on (a key is set), and (``probe``) does ``GET /v1/models`` answer with it?"""
+    from fleet_core.api.records import JevCheck
     from fleet_core.engine.jev import JevError, jev_client
 
     settings = config.settings.jev
@@ -113,6 +115,7 @@ def local_tracing_store(config: EffectiveConfig) -> tuple[str, str]:
 
 def describe_sandbox(config: EffectiveConfig) -> SandboxIsolation:
     """The local sandbox's isolation layers (bwrap, cgroups, rlimits, or ``refused``)."""
+    from fleet_core.api.records import SandboxIsolation
     from fleet_core.sandbox.isolation import describe_local_isolation
 
     allowed = config.settings.sandbox.allow_unisolated
