@@ -256,6 +256,27 @@ class Workspace:
             handle.write(data)
         return FileInfo(path, len(data), hashlib.sha256(data).hexdigest())
 
+    def write_chunks(self, path: str, chunks: Iterable[bytes]) -> FileInfo:
+        """Write ``path`` atomically from ``chunks`` (a blob being materialized: its size was
+        bounded when it was published), hashing on the way; the digest is remembered."""
+        self.resolve(path, must_exist=False)
+        digest = hashlib.sha256()
+        size = 0
+        with self._staged(path) as out:
+            for chunk in chunks:
+                digest.update(chunk)
+                size += len(chunk)
+                out.write(chunk)
+        sha = digest.hexdigest()
+        key = self._key(path)
+        if key is not None:
+            self._digests[path] = (key, sha)
+        return FileInfo(path, size, sha)
+
+    def stamp_key(self, path: str) -> tuple[int, int, int] | None:
+        """The regular file's (inode, size, mtime) now, None when there is none."""
+        return self._key(path)
+
     def stat(self, path: str) -> FileInfo:
         host = self.resolve(path)
         return FileInfo(path, host.stat().st_size, self._sha256(path, host))

@@ -69,10 +69,11 @@ TABLES_OF_0001 = (
     "fleet_trace_labels",
     "fleet_optimization_candidates",
 )
-SCHEMA_AT_HEAD = ("0004_owners_and_export_backoff.py", "SCHEMA_AT_0004")
+SCHEMA_AT_HEAD = ("0005_workspace_content.py", "SCHEMA_AT_0005")
 SCHEMA_AT_0002 = "2cbda172c4c48167518e1658e964038c4c3b8d4b49ba41a86fb581165912a75e"
 SCHEMA_AT_0003 = "9f0d55123fdfc8860b3100dfa9dc5992a1556a350194ad7008f99b5d8afcd303"
 SCHEMA_AT_0004 = "45648a59ea4547724e42dd2c2890a7ebea49e27c9600638c9b42d9ae6d95580c"
+SCHEMA_AT_0005 = "c7e5983e7d180ca7380aa117893f57af1da5a56398e0434d1b61d7f4cc689595"
 
 
 def schema_digest(tables: tuple[str, ...] | None = None) -> str:
