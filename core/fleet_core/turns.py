@@ -34,7 +34,7 @@ import anyio.to_thread
 from anyio.from_thread import BlockingPortal
 
 from fleet_core import skills as skill_lib
-from fleet_core.config import turn_timeout_problem
+from fleet_core.config import owner_identity, turn_timeout_problem
 from fleet_core.engine.context import (
     SHARED_NOTES_SCAN,
     TurnInputs,
@@ -504,7 +504,11 @@ class TurnService:
         )
         embedded_root = running.lms.uses_embedded("root")
         program = TurnProgram(
-            profile=resolve_profile(settings.engine, embedded_root=embedded_root),
+            profile=resolve_profile(
+                settings.engine,
+                embedded_root=embedded_root,
+                context_tokens=settings.local_model.n_ctx if embedded_root else None,
+            ),
             lms=running.lms,
             control=control,
             root_space=root,
@@ -737,7 +741,10 @@ class TurnService:
         if record is None:
             return None
         return TraceExport(
-            trace_id=record.trace_id, scope=self.tracer.scope, record=encode_record(record)
+            trace_id=record.trace_id,
+            scope=self.tracer.scope,
+            record=encode_record(record),
+            origin_host=owner_identity(self.config)[0],
         )
 
     def _classify(self, error: BaseException, control: TurnControl) -> tuple[Any, TurnError]:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import dspy
-from dspy.lm15 import Response
+from dspy.lm15 import Message, Response, TextPart, Usage
 
 from fleet_core.api import FleetRuntime
 from fleet_core.engine.scripted_lm import ScriptedEngine
@@ -122,3 +122,39 @@ LOG_PROGRAM = (
 
 async def log_session(runtime: Any, tmp_path: Path) -> None:
     await dataset_session(runtime, tmp_path, "app.log", LOG)
+
+
+class CappedEngine(RecordingEngine):
+    """A scripted engine that honours the request's output cap as a server does: a reply
+    longer than ``max_tokens`` tokens (``chars_per_token`` characters each) is cut there and
+    ends with ``finish_reason`` "length" (or ``cut_reason``, e.g. None for a server that does
+    not say)."""
+
+    def __init__(
+        self, *args: Any, chars_per_token: int = 4, cut_reason: str | None = "length", **kw: Any
+    ) -> None:
+        super().__init__(*args, **kw)
+        self.chars_per_token = chars_per_token
+        self.cut_reason = cut_reason
+
+    def complete(self, request: Any) -> Response:
+        response = super().complete(request)
+        limit = request.config.max_tokens
+        text = response.text or ""
+        if limit is None or len(text) <= limit * self.chars_per_token:
+            return response
+        cut = text[: limit * self.chars_per_token]
+        return Response(
+            id=None,
+            model=request.model,
+            message=Message.assistant([TextPart(cut)]),
+            finish_reason=self.cut_reason,
+            usage=Usage(input_tokens=10, output_tokens=limit, total_tokens=10 + limit),
+        )
+
+
+def capped_lm(replies: list[str], **kw: Any) -> Any:
+    engine = CappedEngine(replies, **kw)
+    lm = dspy.LM("openai/scripted", engine=engine, cache=False)
+    lm.engine_script = engine
+    return lm

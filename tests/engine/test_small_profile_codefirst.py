@@ -80,8 +80,9 @@ async def test_code_first_first_prompt_is_short(open_runtime, lms, tmp_path) -> 
     lms.root = scripted_lm([fenced(PROGRAM)])
     await runtime.run_turn(TurnRequest(session_id="s", task=TASK))
     prompt = lms.root.engine_script.requests[0]
-    assert len(prompt) < 2_500  # about 700 tokens; the default action prompt is 4x that
+    assert len(prompt) < 2_700  # about 750 tokens; the default action prompt is 4x that
     assert "north,100" in prompt  # the dataset's first lines
+    assert "'region' (text), 'revenue' (float)" in prompt  # its columns, exactly
 
 
 def test_a_json_datasets_preview_shows_the_keys_of_its_first_records() -> None:

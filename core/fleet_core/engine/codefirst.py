@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from dspy.lm15 import Config, Message, Request, TextPart
@@ -39,6 +40,20 @@ from fleet_core.engine.profile import (
     manifest_inputs,
     named_artifacts,
 )
+from fleet_core.engine.repairs import (
+    SHAPE_CELL,
+    SIMPLER,
+    column_hint,
+    columns_block,
+    estimate_tokens,
+    failing_line,
+    format_line,
+    format_problem,
+    hidden_error,
+    looks_cut,
+    table_columns,
+)
+from fleet_core.engine.stathelpers import HELP as STATS_HELP
 
 SYSTEM = """You write one complete Python 3 program for the user's task. It runs in a sandbox \
 whose working directory is the workspace: input files are under files/, and output files go \
@@ -54,7 +69,8 @@ comprehensions);
 3. write every file the task names, under artifacts/, with exactly the content the task asks \
 for (a pandas groupby result keeps its group labels: call .reset_index() before \
 to_csv(index=False));
-4. print the answer: the computed figures themselves (print the table or values you saved).
+4. print the answer: the computed figures themselves, each with its label (print a table \
+with print(table.to_string(index=False)), never its index column).
 Reply with only the program, in one ```python block, with no explanation.
 
 An example. Task: List the shipments heavier than 20 kg in files/shipments.json, save them to \
@@ -82,10 +98,11 @@ REPAIR = (
     "with plain for loops.\nReply with the whole corrected program only."
 )
 MISSING = "The program ran but did not write {paths}.\nReply with the whole corrected program only."
-REPEATED = (
-    "You sent the same program again, and it fails the same way:\n{error}\n"
-    "Change the line that fails. Reply with the whole corrected program only."
-)
+REPEATED = "You sent the same program again, and it fails the same way:\n{error}"
+REPLY_ONLY = "Reply with the whole corrected program only."
+FORMAT = "(the answer's format)"  # the doubt key of a printed answer's format
+FORMAT_REMINDER = "\nThe task says how to print the answer: follow it exactly."
+SHAPE_CHARS = 1_500  # the input's real shape, shown once as a repair's help
 MISSHAPEN = "The program ran but {problem}.\nReply with the whole corrected program only."
 SELF_CHECK = (
     "The program ran. Its result:\n{result}\n\n"
@@ -94,6 +111,18 @@ SELF_CHECK = (
     "input? If it does, reply with only: OK\n"
     "If not, reply with the whole corrected program only."
 )
+HIDDEN = (
+    "The program ran but printed an error instead of the answer: {said}\n"
+    "Printing a message in place of a failing step is not a fix: do the step itself, "
+    "correctly.{hint}\nReply with the whole corrected program only."
+)
+CUT = (
+    "Your program was cut off: it was longer than the {tokens} tokens a reply may hold. Write "
+    "a shorter program (fewer comments, no repeated code), in one ```python block."
+)
+CUT_RETRIES = 2  # a cut reply is asked again with more room at most this many times
+CONTEXT_MARGIN = 48  # tokens kept free of prompt and reply (chat template, estimate error)
+MIN_ROOM = 256  # older repairs are dropped from the chat when less than this would be left
 QUIET = (
     "The program ran but printed nothing. It must print the answer with the computed figures.\n"
     "Reply with the whole corrected program only."
@@ -168,6 +197,11 @@ def normalized(code: str) -> str:
     return "\n".join(line for line in lines if line.strip() and not line.lstrip().startswith("#"))
 
 
+def _body(message: str) -> str:
+    """A feedback message without its closing "reply with the program" line."""
+    return message.replace(REPLY_ONLY, "").rstrip()
+
+
 def _tail(text: str, limit: int) -> str:
     return text if len(text) <= limit else "..." + text[-(limit - 3) :]
 
@@ -192,9 +226,38 @@ def error_digest(text: str) -> str:
     return _tail("\n".join(keep), ERROR_CHARS)
 
 
+_STATS_WORDS = re.compile(
+    r"correlat|p-value|p_value|significan|t-test|ttest|normal(?:ity|ly)|regress|"
+    r"least.squares|slope|intercept|r.squared|\brmse\b|shapiro",
+    re.IGNORECASE,
+)
+
+
+def task_tables(inputs: TurnInputs) -> dict[str, list[tuple[str, str]]]:
+    """The columns of the dataset and of the CSV inputs the task names (from the previews)."""
+    paths = [p for p in manifest_inputs(inputs.workspace_manifest) if p in inputs.task]
+    if inputs.dataset is not None and inputs.dataset.path not in paths:
+        paths.insert(0, inputs.dataset.path)
+    return table_columns(inputs.workspace_manifest, paths)
+
+
+_EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b")
+
+
+def exception_line(digest: str) -> str:
+    """The exception a digest reports (``KeyError: 'x'``): its last line naming one, else its
+    last line (the key by which a failure is known again)."""
+    lines = [line.strip() for line in digest.splitlines() if line.strip()]
+    for line in reversed(lines):
+        if _EXCEPTION.match(line):
+            return line
+    return lines[-1] if lines else ""
+
+
 def first_prompt(inputs: TurnInputs) -> str:
     """The first user message: the workspace (names, sizes), the dataset's first lines, the
-    sandbox environment and the task, last."""
+    exact column names of the tables, the sandbox environment, the statistics helpers when the
+    task asks for statistics, the task and, last, its answer format."""
     dataset = inputs.dataset
     parts = ["Workspace files:\n" + compact_manifest(inputs.workspace_manifest)]  # no previews
     if dataset is not None:
@@ -203,11 +266,53 @@ def first_prompt(inputs: TurnInputs) -> str:
         if head:
             block += f". Its first lines:\n{head}"
         parts.append(block)
+    columns = columns_block(task_tables(inputs))
+    if columns:
+        parts.append(columns)
     memory = inputs.memory_summary.strip()
     if memory:
         parts.append(_tail(memory, MEMORY_CHARS))
+    if _STATS_WORDS.search(inputs.task):
+        parts.append(STATS_HELP)
     parts.append(f"Task: {inputs.task}")
+    answer_format = format_line(inputs.task)
+    if answer_format:
+        parts.append(answer_format)
     return "\n\n".join(parts)
+
+
+def prelude() -> str:
+    """The host's first cell: ``PRELUDE``, then the statistics helpers' source
+    (engine/stathelpers.py, without its ``__future__`` import)."""
+    from fleet_core.engine import stathelpers
+
+    source = Path(stathelpers.__file__).read_text(encoding="utf-8")
+    source = source.replace("from __future__ import annotations\n", "")
+    return f"{PRELUDE}\n{source}"
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """One model reply and how it ended."""
+
+    text: str
+    budget: int | None  # the output budget it was asked with
+    finish_reason: str | None = None
+    output_tokens: int | None = None
+
+    @property
+    def code(self) -> str:
+        return extract_code(self.text)
+
+    @property
+    def cut(self) -> bool:
+        return looks_cut(
+            self.text,
+            self.code,
+            finish_reason=self.finish_reason,
+            budget=self.budget,
+            output_tokens=self.output_tokens,
+        )
 
 
 @dataclass(slots=True)
@@ -219,6 +324,7 @@ class Attempt:
     advisory: bool = False  # it ran; the host only doubts an artifact's content
     reports: list[ArtifactReport] = field(default_factory=list)
     exception: str = ""  # a program that raised: its exception line
+    cut: bool = False  # the reply was cut by the output cap: never run
 
 
 @dataclass(slots=True)
@@ -248,8 +354,20 @@ class CodeFirst:
         self._targets: list[str] = []
         self._inspect_code = ""
         self._doubted: dict[str, set[str]] = {}  # path -> the programs its doubt was said to
+        self._task = ""
+        self._tables: dict[str, list[tuple[str, str]]] = {}  # the inputs' columns, exactly
+        self._sources: list[str] = []  # the inputs a repair's help may show the shape of
+        self._seen: set[str] = set()  # the failures already told (exception lines)
+        self._help_level = 0  # how far the help for a failure seen again has gone
 
-    def _ask(self, messages: list[Any], temperature: float | None) -> str:
+    def _ask(
+        self, messages: list[Any], temperature: float | None, budget: int | None = None
+    ) -> str:
+        return self._call(messages, temperature, budget).text
+
+    def _call(
+        self, messages: list[Any], temperature: float | None, budget: int | None = None
+    ) -> Reply:
         extensions: dict[str, Any] | None = None
         if self.profile.constrained:
             extensions = {"repeat_penalty": REPEAT_PENALTY}
@@ -257,9 +375,9 @@ class CodeFirst:
                 extensions["grammar"] = CODE_GRAMMAR
         if temperature is None:  # an explicit Request carries no LM defaults: the configured one
             temperature = (getattr(self.lm, "kwargs", None) or {}).get("temperature")
-        config = Config(
-            max_tokens=self.profile.max_tokens, temperature=temperature, extensions=extensions
-        )
+        if budget is None:
+            budget = self._budget(messages, self.profile.max_tokens)
+        config = Config(max_tokens=budget, temperature=temperature, extensions=extensions)
         model = str(getattr(self.lm, "model", "") or "")
         request = Request(model=model, system=self.system, messages=tuple(messages), config=config)
         response = self.lm(request)
@@ -267,7 +385,52 @@ class CodeFirst:
         if text is None and isinstance(response, list) and response:
             first = response[0]
             text = first.get("text") if isinstance(first, dict) else first
-        return str(text or "")
+        usage = getattr(response, "usage", None)
+        tokens = getattr(usage, "output_tokens", None)
+        return Reply(
+            text=str(text or ""),
+            budget=budget,
+            finish_reason=getattr(response, "finish_reason", None),
+            output_tokens=tokens if isinstance(tokens, int) else None,
+        )
+
+    def _prompt_tokens(self, messages: list[Any]) -> int:
+        texts = [self.system] + [str(getattr(m, "text", "") or "") for m in messages]
+        return sum(estimate_tokens(t) for t in texts) + 4 * len(texts)  # the chat template
+
+    def _budget(self, messages: list[Any], wanted: int | None) -> int | None:
+        """The output budget of the next call: ``wanted``, bounded by the context left."""
+        left = self.profile.context_tokens - self._prompt_tokens(messages) - CONTEXT_MARGIN
+        if wanted is None:
+            return None
+        return max(64, min(wanted, left))
+
+    def _fit(self, messages: list[Any]) -> None:
+        """Drop the oldest program and its error (after the inputs) while the chat leaves less
+        than ``MIN_ROOM`` tokens for the reply (the prefix cache is lost, the Turn goes on)."""
+        while len(messages) > 3 and (
+            self.profile.context_tokens - self._prompt_tokens(messages) - CONTEXT_MARGIN
+            < max(MIN_ROOM, min(self.profile.max_tokens or MIN_ROOM, self.profile.program_tokens))
+        ):
+            del messages[1:3]
+
+    def _reply(self, messages: list[Any], temperature: float | None) -> Reply:
+        """A program reply that was not cut by the output cap, if the context has room for one:
+        a reply that stopped for length is asked again (the same chat) with more room, at most
+        ``CUT_RETRIES`` times; the last reply is returned cut when there is no more room."""
+        self._fit(messages)
+        budget = self._budget(messages, self.profile.max_tokens)
+        reply = self._call(messages, temperature, budget)
+        for _ in range(CUT_RETRIES):
+            if not reply.cut or budget is None:
+                break
+            room = self._budget(messages, self.profile.program_tokens) or 0
+            if room <= budget:
+                break  # no more room: the caller asks for a shorter program
+            budget = min(room, budget * 3)
+            self.control.check()
+            reply = self._call(messages, temperature, budget)
+        return reply
 
     def run(self, inputs: TurnInputs) -> CodeFirstResult:
         targets = self._targets = named_artifacts(inputs.task)
@@ -279,14 +442,18 @@ class CodeFirst:
         )
         self._inspect_code = inspection_cell(targets, shapes, sources) if targets else ""
         self._doubted = {}
+        self._task = inputs.task
+        self._tables = task_tables(inputs)
+        self._sources = [p for p in sources if p in inputs.task or p == dataset][:4]
+        self._seen, self._help_level = set(), 0
         messages: list[Any] = [Message.user(first_prompt(inputs))]
         attempts: list[Attempt] = []
         failed: set[str] = set()
-        last_error = ""
+        last: Attempt | None = None  # the last program that failed
         temperature: float | None = None
         interpreter = self.make_interpreter()
         try:
-            self._host_cell(interpreter, PRELUDE, "(host: prelude)")
+            self._host_cell(interpreter, prelude(), "(host: prelude)")
             before = self._inspect(interpreter)
             runs, asks = 0, 0
             checked: Attempt | None = None  # the good result the model was asked to check
@@ -298,15 +465,24 @@ class CodeFirst:
             ):
                 self.control.check()
                 asks += 1
-                reply = self._ask(messages, temperature)
-                code = extract_code(reply)
+                reply = self._reply(messages, temperature)
+                code = reply.code
                 messages.append(Message.assistant([TextPart(f"```python\n{code}\n```")]))
-                if checked is not None and runs == checked_at and approves(reply, checked.code):
+                if reply.cut:  # never run, never "the same program": ask for a shorter one
+                    attempts.append(Attempt(code=code, error="cut by the output cap", cut=True))
+                    messages.append(Message.user(CUT.format(tokens=reply.budget)))
+                    continue
+                if (
+                    checked is not None
+                    and runs == checked_at
+                    and approves(reply.text, checked.code)
+                ):
                     return CodeFirstResult(self._answer(checked), attempts)
-                if normalized(code) in failed:  # the same failed program: ask again, warmer
+                if normalized(code) in failed and last is not None:  # ask again, warmer
                     attempts.append(Attempt(code=code, error="repeated a failed program"))
                     temperature = REPAIR_TEMPERATURE
-                    messages.append(Message.user(REPEATED.format(error=last_error)))
+                    said = REPEATED.format(error=_body(last.error or ""))
+                    messages.append(Message.user(self._feedback(said, last, interpreter, True)))
                     continue
                 runs += 1
                 attempt = self._run(interpreter, code)
@@ -322,8 +498,10 @@ class CodeFirst:
                     return CodeFirstResult(self._answer(attempt), attempts)
                 if not attempt.advisory:
                     failed.add(normalized(code))
-                last_error, temperature = attempt.error, REPAIR_TEMPERATURE
-                messages.append(Message.user(attempt.error))
+                    last = attempt
+                temperature = REPAIR_TEMPERATURE
+                said = self._feedback(attempt.error, attempt, interpreter, False)
+                messages.append(Message.user(said))
             if checked is not None:  # its correction failed: the checked program again
                 again = self._run(interpreter, checked.code)
                 if again.error is None:
@@ -336,8 +514,55 @@ class CodeFirst:
                 )
         finally:
             interpreter.shutdown()
-        last = _tail((attempts[-1].error if attempts else None) or "no program", 500)
-        raise CodeFirstFailed(f"code-first: the program failed {len(attempts)} time(s); {last}")
+        final = _tail((attempts[-1].error if attempts else None) or "no program", 500)
+        raise CodeFirstFailed(f"code-first: the program failed {len(attempts)} time(s); {final}")
+
+    def _feedback(
+        self, said: str, attempt: Attempt, interpreter: TurnInterpreter, repeated: bool
+    ) -> str:
+        """What a failure is told: its message, and, when the failure was seen before (the same
+        program again, or the same exception), the next kind of help: the failing line, then
+        the input's real shape, then a simpler plan."""
+        key = attempt.exception or attempt.error or ""
+        again = repeated or (not attempt.advisory and key in self._seen)
+        if key and not attempt.advisory:
+            self._seen.add(key)
+        if not again:
+            return said
+        self._help_level += 1
+        help_text = ""
+        if self._help_level == 1:
+            located = failing_line(attempt.error or "", attempt.code)
+            if located is not None:
+                number, text = located
+                help_text = (
+                    f"The line that fails is line {number}: {text}\n"
+                    "Write that step another way (split it into simpler steps)."
+                )
+            else:
+                self._help_level = 2
+        if self._help_level == 2:
+            shape = self._shape(interpreter)
+            if shape:
+                help_text = "What the input files really hold:\n" + shape
+            else:
+                self._help_level = 3
+        if self._help_level >= 3:
+            help_text = SIMPLER
+        return f"{_body(said)}\n{help_text}\n{REPLY_ONLY}"
+
+    def _shape(self, interpreter: TurnInterpreter) -> str:
+        """The inputs' real shape (rows, columns with dtypes, first rows), from a host cell."""
+        if not self._sources:
+            return ""
+        code = f"PATHS = {self._sources!r}\n{SHAPE_CELL}"
+        try:
+            shown = self._host_cell(interpreter, code, "(host: input shape)")
+        except TurnStopped:
+            raise
+        except Exception:  # the help is optional; the repair goes on without it
+            return ""
+        return _tail(shown.strip(), SHAPE_CHARS)
 
     def _fallback(
         self, interpreter: TurnInterpreter, attempts: list[Attempt], before: list[ArtifactReport]
@@ -354,7 +579,12 @@ class CodeFirst:
             for a, b in zip(after, before, strict=True)
         ):  # a misshapen artifact is no answer
             return None
-        ran = next(a for a in reversed(attempts) if a.error != "repeated a failed program")
+        ran = next(
+            (a for a in reversed(attempts) if not a.cut and a.error != "repeated a failed program"),
+            None,
+        )
+        if ran is None:
+            return None
         output = f"(The program's last step failed: {ran.exception or ran.error})"
         return self._answer(Attempt(ran.code, None, output, reports=after))
 
@@ -369,8 +599,11 @@ class CodeFirst:
         except (CodeExecutionError, SyntaxError) as exc:
             self.control.check()
             digest = error_digest(str(exc))
+            hint = column_hint(digest, self._tables)
             return Attempt(
-                code=code, error=REPAIR.format(error=digest), exception=digest.splitlines()[-1]
+                code=code,
+                error=REPAIR.format(error=digest + (f"\n{hint}" if hint else "")),
+                exception=exception_line(digest),
             )
         output = "" if result is None else str(result)
         reports = self._inspect(interpreter)
@@ -379,7 +612,13 @@ class CodeFirst:
         problems = [r.problem for r in reports if r.problem]
         program = normalized(code)
         doubts = [r for r in reports if r.doubt and program not in self._doubted.get(r.path, ())]
-        if missing:
+        hidden = hidden_error(code, output)
+        shape = format_problem(self._task, output) if output.strip() else None
+        if hidden is not None:  # a repair may not hide the error: not a success
+            hint = column_hint(hidden, self._tables)
+            attempt.error = HIDDEN.format(said=hidden, hint=f"\n{hint}" if hint else "")
+            attempt.exception = hidden
+        elif missing:
             attempt.error = MISSING.format(paths=", ".join(missing))
         elif problems:
             attempt.error = MISSHAPEN.format(problem="; ".join(problems))
@@ -390,6 +629,10 @@ class CodeFirst:
             attempt.advisory = True
         elif not output.strip():  # ran, wrote what it should, printed no answer
             attempt.error, attempt.quiet = QUIET, True
+        elif shape is not None and program not in self._doubted.get(FORMAT, ()):
+            self._doubted.setdefault(FORMAT, set()).add(program)  # said once a program
+            attempt.error = MISSHAPEN.format(problem=shape) + FORMAT_REMINDER
+            attempt.advisory = True
         return attempt
 
     @staticmethod

@@ -25,6 +25,8 @@ PREVIEW_LINE_CHARS = 160
 CATALOG_CHARS = 600  # the small profile's Skills catalog: names and short descriptions
 HISTORY_CHARS = 1_500
 REPEAT_TEMPERATURE = 0.4  # the next step's temperature after a repeated cell
+CONTEXT_TOKENS = 8_192  # the embedded server's n_ctx by default ([local_model] n_ctx)
+PROGRAM_TOKENS = 1_200  # a cut program is asked again with up to this much room
 
 _ENTRY = re.compile(r"^(?P<path>\S.*?)  \((?P<size>\d+) bytes, sha256 [0-9a-f]+\)(?P<rest>.*)$")
 _SKILL_ROW = re.compile(r'<skill name="(?P<name>[^"]*)">(?P<desc>.*?)</skill>', re.DOTALL)
@@ -41,6 +43,9 @@ class EngineProfile:
     constrained: bool = False
     grammar: bool = False  # and the code-first reply is held to a GBNF grammar
     self_check: bool = False  # code-first: the model checks its first good result once
+    # the model's context window: each code-first call's output budget is what it leaves
+    context_tokens: int = CONTEXT_TOKENS
+    program_tokens: int = PROGRAM_TOKENS  # the most a re-ask for a cut program is given
 
     @property
     def small(self) -> bool:
@@ -50,8 +55,11 @@ class EngineProfile:
 DEFAULT = EngineProfile()
 
 
-def resolve_profile(settings: EngineSettings, *, embedded_root: bool) -> EngineProfile:
-    """``settings.profile``, with ``auto`` meaning ``small`` on the embedded model."""
+def resolve_profile(
+    settings: EngineSettings, *, embedded_root: bool, context_tokens: int | None = None
+) -> EngineProfile:
+    """``settings.profile``, with ``auto`` meaning ``small`` on the embedded model;
+    ``context_tokens`` is the model's context window when known (the embedded server's)."""
     name: ProfileName
     if settings.profile == "auto":
         name = "small" if embedded_root else "default"
@@ -66,6 +74,8 @@ def resolve_profile(settings: EngineSettings, *, embedded_root: bool) -> EngineP
         constrained=embedded_root,
         grammar=embedded_root and settings.small_grammar,
         self_check=settings.small_self_check,
+        context_tokens=context_tokens or CONTEXT_TOKENS,
+        program_tokens=max(PROGRAM_TOKENS, settings.small_max_tokens),
     )
 
 

@@ -1,0 +1,351 @@
+"""What the code-first host knows about a program beyond "it raised" (no dspy here).
+
+The small-model profile's levers of issue 22 (docs/engine.md#the-small-model-profile), as pure
+functions the code-first loop (engine/codefirst.py) calls:
+
+- a reply cut by the output cap is recognized (:func:`looks_cut`) and never run;
+- the input tables' column names are shown exactly, quoted, with a dtype read from the preview
+  (:func:`columns_block`), and a ``KeyError`` or "does not exist" gets the real columns nearest
+  to the one asked for (:func:`column_hint`);
+- a program whose printed answer is an error message, or that printed a guard's "does not
+  exist" in place of the failing step, is not a success (:func:`hidden_error`);
+- a failure seen again gets a different kind of help: the failing line, then the input's real
+  shape, then a simpler plan (:func:`failing_line`, :data:`SHAPE_CELL`, :data:`SIMPLER`);
+- a task's stated answer format (``@name[value]``) is followed, and tables print without
+  pandas' index column (:func:`format_problem`).
+"""
+
+from __future__ import annotations
+
+import ast
+import csv
+import difflib
+import io
+import re
+
+from fleet_core.engine.profile import dataset_preview
+from fleet_core.outcomes import error_answer
+
+# --- replies cut by the output cap ---------------------------------------------------------------
+
+CUT_FRACTION = 0.8  # a reply this close to its budget that does not parse was cut
+CHARS_PER_TOKEN = 4  # code and CSV, roughly, when the server reports no usage
+
+
+def estimate_tokens(text: str) -> int:
+    """A cautious (high) token count for a prompt: about 3 characters a token."""
+    return len(text) // 3 + 1
+
+
+def _syntax_error_at_end(code: str) -> bool:
+    try:
+        compile(code, "<reply>", "exec")
+    except SyntaxError as exc:
+        last = len(code.rstrip().splitlines())
+        return (exc.lineno or last) >= last - 1 or "was never closed" in str(exc.msg)
+    except ValueError:  # a NUL byte: not a cut, a bad reply
+        return False
+    return False
+
+
+def looks_cut(
+    reply: str,
+    code: str,
+    *,
+    finish_reason: str | None,
+    budget: int | None,
+    output_tokens: int | None = None,
+) -> bool:
+    """Whether a reply stopped for length: the server said so (``finish_reason`` "length"), or
+    it used (nearly) its whole budget and ends in an unterminated fence or a SyntaxError at its
+    end. A short reply with a broken last line is a real error, for a repair to fix."""
+    if finish_reason == "length":
+        return True
+    text = reply.split("</think>", 1)[-1]
+    unterminated = text.count("```") % 2 == 1
+    if not (unterminated or (code and _syntax_error_at_end(code))):
+        return False
+    if budget is None:
+        return unterminated
+    if output_tokens is not None:
+        return output_tokens >= budget - 2
+    return len(reply) / CHARS_PER_TOKEN >= CUT_FRACTION * budget
+
+
+# --- column names, exactly -------------------------------------------------------------------
+
+_INT = re.compile(r"^[+-]?\d+$")
+_FLOAT = re.compile(r"^[+-]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?$")
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?$")
+MAX_COLUMNS = 30
+
+
+def _dtype(values: list[str]) -> str:
+    filled = [v.strip() for v in values if v.strip()]
+    blanks = " with blanks" if len(filled) < len(values) else ""
+    if not filled:
+        return "empty"
+    if all(_INT.match(v) for v in filled):
+        return "int" + blanks
+    if all(_FLOAT.match(v) for v in filled):
+        return "float" + blanks
+    if all(_DATE.match(v) for v in filled):
+        return "date text" + blanks
+    return "text" + blanks
+
+
+def csv_columns(preview: str) -> list[tuple[str, str]]:
+    """A CSV preview's header names, exactly as written, each with a dtype read from the rows
+    shown (int, float, date text, text; "with blanks" when a shown row has none)."""
+    lines = [line for line in preview.splitlines() if line.strip()]
+    if not lines:
+        return []
+    try:
+        dialect: type[csv.Dialect] | csv.Dialect = csv.Sniffer().sniff(lines[0], ",;\t|")
+    except csv.Error:
+        dialect = csv.excel
+    rows = list(csv.reader(io.StringIO("\n".join(lines)), dialect))
+    header, body = rows[0], [r for r in rows[1:] if len(r) == len(rows[0])]
+    return [(name, _dtype([r[i] for r in body])) for i, name in enumerate(header[:MAX_COLUMNS])]
+
+
+def table_columns(manifest: str, paths: list[str]) -> dict[str, list[tuple[str, str]]]:
+    """The columns of each CSV/TSV input among ``paths``, read from the manifest's previews."""
+    found: dict[str, list[tuple[str, str]]] = {}
+    for path in paths:
+        if path.lower().endswith((".csv", ".tsv")):
+            columns = csv_columns(dataset_preview(manifest, path))
+            if columns:
+                found[path] = columns
+    return found
+
+
+def columns_block(tables: dict[str, list[tuple[str, str]]]) -> str:
+    """``Columns of files/x.csv (exact names, dtype): 'A b' (int), ...``, one line a table."""
+    return "\n".join(
+        f"Columns of {path} (exact names, dtype): "
+        + ", ".join(f"{name!r} ({kind})" for name, kind in columns)
+        for path, columns in tables.items()
+    )
+
+
+_ASKED = (
+    re.compile(r"\[Index\(\[['\"](?P<name>[^'\"]{1,80})['\"]"),
+    re.compile(r"[Cc]olumn not found: (?P<name>[^'\"\n]{1,80}?)['\"]?$", re.MULTILINE),
+    re.compile(r"KeyError: ['\"](?P<name>[^'\"]{1,80})['\"]"),
+    re.compile(r"\[['\"](?P<name>[^'\"]{1,80})['\"]\] not in index"),
+    re.compile(
+        r"(?:[Cc]olumn|[Kk]ey|[Ff]ield)s?\(?s?\)?\s*\[?['\"](?P<name>[^'\"]{1,80})['\"]\]?\s*"
+        r"(?:does not exist|doesn't exist|do not exist|not found|is not)"
+    ),
+    re.compile(r"['\"](?P<name>[^'\"]{1,80})['\"]\s+(?:does not exist|not found|not in)"),
+)
+
+
+def asked_column(text: str) -> str | None:
+    """The column (or key) a failure says is missing, if it names one."""
+    for pattern in _ASKED:
+        match = pattern.search(text)
+        if match is not None:
+            return match.group("name")
+    return None
+
+
+def nearest_columns(asked: str, columns: list[str], n: int = 4) -> list[str]:
+    """The real columns nearest to ``asked``: same name up to case and spaces first, then
+    difflib's closest (on lower-case names)."""
+    key = asked.strip().lower()
+    same = [c for c in columns if c.strip().lower() == key]
+    lowered = {c.lower(): c for c in columns}
+    close = [lowered[c] for c in difflib.get_close_matches(key, list(lowered), n=n, cutoff=0.4)]
+    ordered = same + [c for c in close if c not in same]
+    return ordered[:n]
+
+
+def column_hint(text: str, tables: dict[str, list[tuple[str, str]]]) -> str:
+    """For a failure naming a missing column: the real columns nearest to it ("" otherwise)."""
+    asked = asked_column(text)
+    if asked is None or not tables:
+        return ""
+    names = [name for columns in tables.values() for name, _ in columns]
+    if asked in names:
+        return ""
+    nearest = nearest_columns(asked, names)
+    shown = nearest or names[:MAX_COLUMNS]
+    label = "The real columns nearest to it" if nearest else "The real columns"
+    return (
+        f"There is no column {asked!r}. {label}: {', '.join(repr(c) for c in shown)}. "
+        "Write the column name exactly as it is (case, spaces, dots and units included)."
+    )
+
+
+# --- a repair may not hide the error ---------------------------------------------------------
+
+_HIDING = re.compile(
+    r"does not exist|doesn't exist|do not exist|not found|no such|missing|could not|cannot|"
+    r"can't|unable|error|failed|invalid|not available|not in the",
+    re.IGNORECASE,
+)
+
+
+def _printed_texts(node: ast.AST) -> list[str]:
+    """The literal text of every ``print`` call under ``node`` (f-strings: their text parts)."""
+    texts: list[str] = []
+    for call in ast.walk(node):
+        if not (isinstance(call, ast.Call) and getattr(call.func, "id", None) == "print"):
+            continue
+        for arg in call.args:
+            parts = arg.values if isinstance(arg, ast.JoinedStr) else [arg]
+            for part in parts:
+                if isinstance(part, ast.Constant) and isinstance(part.value, str):
+                    texts.append(part.value.strip())
+    return [t for t in texts if len(t) >= 6]
+
+
+def _guards(tree: ast.AST) -> list[ast.AST]:
+    """The fallback branches of a program: ``except`` handlers and ``else`` branches."""
+    found: list[ast.AST] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ExceptHandler):
+            found.append(node)
+        elif isinstance(node, ast.If) and node.orelse:
+            found.extend(node.orelse)
+            found.append(node)  # `if col not in df.columns: print("... does not exist")`
+    return found
+
+
+def guarded_print(code: str, output: str) -> str | None:
+    """The message a program printed from a guard in place of a failing step ("column does not
+    exist" from an ``else`` or an ``except``), if its output holds one."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):
+        return None
+    for guard in _guards(tree):
+        body = guard.body if isinstance(guard, ast.If) else [guard]
+        for node in body:
+            for text in _printed_texts(node):
+                if _HIDING.search(text) and text in output:
+                    return text
+    return None
+
+
+def hidden_error(code: str, output: str) -> str | None:
+    """Why a program that ran did not answer: its printed answer is an error message (the
+    Turn's own rule, ``outcomes.error_answer``), or a guard printed a failure in its place."""
+    said = error_answer(output)
+    if said is not None:
+        return said
+    return guarded_print(code, output)
+
+
+# --- different help for a failure seen again ----------------------------------------------------
+
+_FRAME = re.compile(r'File "<cell-\d+>", line (?P<line>\d+)')
+
+
+def failing_line(error: str, code: str) -> tuple[int, str] | None:
+    """The program's own line that failed (its last frame in the error), with its text."""
+    found = _FRAME.findall(error)
+    if not found:
+        return None
+    number = int(found[-1])
+    lines = code.splitlines()
+    if not 1 <= number <= len(lines):
+        return None
+    return number, lines[number - 1].strip()
+
+
+#: A host cell that prints what each input really holds (run in the sandbox, after the prelude).
+SHAPE_CELL = """
+def _fleet_shape(paths):
+    import json as _j
+    for _p in paths:
+        try:
+            if _p.lower().endswith(('.csv', '.tsv')):
+                _d = pd.read_csv(_p, sep=None, engine='python', nrows=2000)
+                print(f"{_p}: {_d.shape[0]} rows read (of at most 2000), columns and dtypes:")
+                print(', '.join(f"{c!r}: {t}" for c, t in _d.dtypes.astype(str).items()))
+                print(_d.head(3).to_string(index=False)[:600])
+            elif _p.lower().endswith('.json'):
+                _v = _j.load(open(_p))
+                _first = _v[0] if isinstance(_v, list) and _v else _v
+                _n = f" of {len(_v)} items" if isinstance(_v, (list, dict)) else ""
+                print(f"{_p}: a JSON {type(_v).__name__}{_n}")
+                print('first item:', _j.dumps(_first)[:500])
+            else:
+                with open(_p, errors='replace') as _f:
+                    print(f"{_p}: first lines:")
+                    for _i, _l in zip(range(4), _f):
+                        print(_l.rstrip()[:160])
+        except Exception as _e:
+            print(f"{_p}: could not be read here ({type(_e).__name__})")
+_fleet_shape(PATHS)
+del _fleet_shape
+"""
+
+SIMPLER = (
+    "Start again with a simpler plan: read the input, then compute each figure the task asks "
+    "for in its own short step (one operation per line, no try/except, no functions, no "
+    "checks that print a message instead of the result), write the named files and print "
+    "the figures."
+)
+
+
+# --- the answer's format ---------------------------------------------------------------------
+
+_TAG = re.compile(r"@(?P<name>[A-Za-z_]\w{0,40})\[(?P<value>[^\]]*)\]")
+_PLACEHOLDER = re.compile(r"^\s*(?:value|\.\.\.|x|n|yes or no|YYYY-MM(?:-DD)?|\{.*\})?\s*$", re.I)
+_INDEXED = re.compile(r"^(?P<n>\d+)\s{2,}\S")
+
+
+def answer_tags(task: str) -> list[str]:
+    """The ``@name[...]`` placeholders a task asks the answer to hold, in order."""
+    names: list[str] = []
+    for match in _TAG.finditer(task):
+        if match.group("name") not in names:
+            names.append(match.group("name"))
+    return names
+
+
+def format_line(task: str) -> str:
+    """The first prompt's reminder of the task's answer format ("" when it states none)."""
+    tags = answer_tags(task)
+    if not tags:
+        return ""
+    shown = " ".join(f"@{t}[...]" for t in tags)
+    return (
+        f"The answer format: print {shown} with the computed value inside each pair of "
+        "brackets (nothing else inside them: no name, no unit, no dict), rounded as the task says."
+    )
+
+
+def printed_index(output: str) -> bool:
+    """Whether the output shows a pandas table with its index column (``0  East  1348.5``)."""
+    run = 0
+    for line in output.splitlines():
+        match = _INDEXED.match(line)
+        if match is not None and int(match.group("n")) == run:
+            run += 1
+            if run >= 2:
+                return True
+        elif match is None:
+            run = 0
+    return False
+
+
+def format_problem(task: str, output: str) -> str | None:
+    """What the printed answer misses of the task's stated format, or a table's index column."""
+    found = {m.group("name"): m.group("value") for m in _TAG.finditer(output)}
+    missing = [t for t in answer_tags(task) if t not in found]
+    if missing:
+        return "it does not print " + " ".join(f"@{t}[value]" for t in missing)
+    empty = [t for t in answer_tags(task) if _PLACEHOLDER.match(found[t])]
+    if empty:
+        return "it prints no computed value in " + " ".join(f"@{t}[...]" for t in empty)
+    if printed_index(output):
+        return (
+            "it prints a table with pandas' index column (0, 1, 2, ...); print it without: "
+            "print(table.to_string(index=False))"
+        )
+    return None

@@ -1,0 +1,418 @@
+"""The code-first route's levers of issue 22 (docs/engine.md#the-small-model-profile): no
+program cut by the output cap, column names exactly, no hidden error, different help for a
+failure seen again, the statistics helpers, the answer's stated format. Each Turn runs with the
+scripted model and the real local sandbox; each test fails without its lever."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import dspy
+from dspy.lm15 import Message
+
+from fleet_core.engine.codefirst import CUT_RETRIES, CodeFirst, first_prompt
+from fleet_core.engine.profile import EngineProfile
+from fleet_core.engine.repairs import (
+    asked_column,
+    column_hint,
+    csv_columns,
+    format_problem,
+    guarded_print,
+    hidden_error,
+    looks_cut,
+    nearest_columns,
+    printed_index,
+)
+from fleet_core.engine.scripted_lm import scripted_lm
+from fleet_core.models import TurnRequest
+from tests.engine.support import (
+    EXPECTED,
+    PROGRAM,
+    TASK,
+    RecordingEngine,
+    artifact_rows,
+    capped_lm,
+    dataset_session,
+    fenced,
+    quick_session,
+    task_cells,
+)
+
+SMALL = {"FLEET_ENGINE_PROFILE": "small"}
+#: The quickstart program made longer than 300 tokens (4 chars each) by its opening comments.
+LONG = "\n".join(f"# step {i}: restating what the task asks, at length" for i in range(40))
+LONG_PROGRAM = LONG + "\n" + PROGRAM  # ~2,300 characters: cut at 300 tokens, fits in 900
+
+
+async def turn(runtime: Any, task: str) -> tuple[Any, list[Any]]:
+    events: list[Any] = []
+    result = await runtime.run_turn(TurnRequest(session_id="s", task=task), on_event=events.append)
+    return result, events
+
+
+# --- 1. no program is cut by the output cap ------------------------------------------------------
+
+
+async def test_a_cut_reply_is_asked_again_with_more_room_and_never_run(
+    open_runtime, lms, tmp_path
+) -> None:
+    runtime = await open_runtime(**SMALL)
+    await quick_session(runtime, tmp_path)
+    lms.root = capped_lm([fenced(LONG_PROGRAM), fenced(LONG_PROGRAM)])
+    result, events = await turn(runtime, TASK)
+    assert result.status == "completed", result.error
+    assert result.outcome is not None and result.outcome.kind == "submitted"
+    assert await artifact_rows(runtime) == EXPECTED
+    assert [c.max_tokens for c in lms.root.engine_script.configs] == [300, 900]
+    assert len(task_cells(events)) == 1  # the cut program never ran
+    assert result.usage.sandbox_errors == 0
+
+
+async def test_a_cut_resend_is_never_the_same_failed_program(open_runtime, lms, tmp_path) -> None:
+    """Every call is cut even with the most room: none of them runs, the model is asked for a
+    shorter program, and the same cut program sent again is not "a repeated failed program"."""
+    runtime = await open_runtime(**SMALL)
+    await quick_session(runtime, tmp_path)
+    huge = LONG_PROGRAM * 3  # ~7,000 characters: more than 1,200 tokens
+    calls = 1 + CUT_RETRIES
+    lms.root = capped_lm([fenced(huge)] * (2 * calls) + [fenced(PROGRAM)])
+    result, events = await turn(runtime, TASK)
+    assert result.status == "completed", result.error
+    assert await artifact_rows(runtime) == EXPECTED
+    assert task_cells(events) == [PROGRAM]  # only the whole program ran
+    requests = lms.root.engine_script.requests
+    assert len(requests) == 2 * calls + 1
+    assert "cut off" in requests[calls] and "cut off" in requests[2 * calls]
+    assert not any("same program again" in r for r in requests)
+
+
+async def test_a_cut_reply_is_recognized_when_the_server_says_stop(open_runtime, lms, tmp_path):
+    """A server that misreports why it stopped: the whole budget used, an unterminated fence."""
+    runtime = await open_runtime(**SMALL)
+    await quick_session(runtime, tmp_path)
+    lms.root = capped_lm([fenced(LONG_PROGRAM)] * 2, cut_reason="stop")
+    result, events = await turn(runtime, TASK)
+    assert result.status == "completed", result.error
+    assert len(task_cells(events)) == 1
+
+
+def test_what_looks_cut() -> None:
+    code = "import pandas as pd\ndf = pd.read_csv('files/a.csv')\nprint(df['x'].sum("
+    assert looks_cut("```python\n" + code, code, finish_reason="length", budget=300)
+    near = "```python\n" + "# c\n" * 300 + code  # ~1,250 characters, unterminated
+    assert looks_cut(near, near, finish_reason=None, budget=300)
+    assert looks_cut(near, near, finish_reason="stop", budget=300, output_tokens=300)
+    # a short reply with a broken last line is a real error, for the repair
+    assert not looks_cut(f"```python\n{code}\n```", code, finish_reason="stop", budget=300)
+    whole = "print(1)"
+    assert not looks_cut(f"```python\n{whole}\n```", whole, finish_reason="stop", budget=300)
+
+
+def test_each_calls_budget_is_sized_from_the_context_left() -> None:
+    engine = RecordingEngine([fenced("print(1)")] * 3)
+    lm = dspy.LM("openai/scripted", engine=engine, cache=False)
+    profile = EngineProfile(name="small", max_tokens=300, context_tokens=1_000)
+    step = CodeFirst(lm=lm, control=None, interpreter=None, profile=profile)  # type: ignore[arg-type]
+    step._ask([Message.user("task")], None)
+    step._ask([Message.user("x" * 2_100)], None)  # ~700 prompt tokens of 1,000
+    assert engine.configs[0].max_tokens == 300
+    assert 64 <= engine.configs[1].max_tokens < 300
+    # a chat that leaves too little room drops its oldest program and error, keeps the inputs
+    chat = [Message.user("inputs"), Message.assistant("a" * 1_200), Message.user("e" * 900)]
+    chat += [Message.assistant("print(2)"), Message.user("error 2")]
+    step._fit(chat)
+    assert [m.text for m in chat] == ["inputs", "print(2)", "error 2"]
+
+
+# --- 2. column names exactly ---------------------------------------------------------------------
+
+WIND = "Station, WINDSPEED,Temp (C),num. calls abandoned \nA,3.5,12,4\nB,4.0,,7\nC,2.5,9,1\n"
+WIND_TASK = "What is the mean ' WINDSPEED' in files/wind.csv? Print it rounded to two decimals."
+WIND_GOOD = "df = pd.read_csv('files/wind.csv')\nprint(round(df[' WINDSPEED'].mean(), 2))"
+
+
+def test_the_columns_are_read_exactly_with_their_dtypes() -> None:
+    assert csv_columns(WIND) == [
+        ("Station", "text"),
+        (" WINDSPEED", "float"),
+        ("Temp (C)", "int with blanks"),
+        ("num. calls abandoned ", "int"),
+    ]
+
+
+async def test_the_prompt_shows_the_columns_exactly_quoted_with_dtypes(
+    open_runtime, lms, tmp_path
+) -> None:
+    runtime = await open_runtime(**SMALL)
+    await dataset_session(runtime, tmp_path, "wind.csv", WIND)
+    lms.root = scripted_lm([fenced(WIND_GOOD)])
+    result, _ = await turn(runtime, WIND_TASK)
+    assert result.status == "completed", result.error
+    assert result.answer.strip() == "3.33"
+    prompt = lms.root.engine_script.requests[0]
+    assert (
+        "Columns of files/wind.csv (exact names, dtype): 'Station' (text), ' WINDSPEED' "
+        "(float), 'Temp (C)' (int with blanks), 'num. calls abandoned ' (int)" in prompt
+    )
+
+
+async def test_a_key_error_repair_lists_the_nearest_real_columns(
+    open_runtime, lms, tmp_path
+) -> None:
+    runtime = await open_runtime(**SMALL)
+    await dataset_session(runtime, tmp_path, "wind.csv", WIND)
+    wrong = WIND_GOOD.replace("' WINDSPEED'", "'windspeed'")
+    lms.root = scripted_lm([fenced(wrong), fenced(WIND_GOOD)])
+    result, _ = await turn(runtime, WIND_TASK)
+    assert result.status == "completed", result.error
+    repair = lms.root.engine_script.requests[1]
+    assert "There is no column 'windspeed'. The real columns nearest to it: ' WINDSPEED'" in repair
+
+
+def test_the_column_a_failure_asks_for_and_the_nearest_real_ones() -> None:
+    assert asked_column("KeyError: 'diameter'") == "diameter"
+    assert asked_column("KeyError: \"None of [Index(['Diam'], dtype='object')] are in the") == (
+        "Diam"
+    )
+    assert asked_column("Column 'Weight' does not exist") == "Weight"
+    assert asked_column("KeyError: 'Column not found: amount'") == "amount"
+    assert asked_column("ZeroDivisionError: division by zero") is None
+    columns = ["Diameter", "Weight (g)", "Shell weight", "Rings"]
+    assert nearest_columns("diameter", columns)[0] == "Diameter"
+    assert nearest_columns("weight", columns)[:2] == ["Weight (g)", "Shell weight"]
+    tables = {"files/a.csv": [(c, "float") for c in columns]}
+    assert column_hint("KeyError: 'Rings'", tables) == ""  # it exists: another problem
+    assert "'Diameter'" in column_hint("KeyError: 'diam'", tables)
+
+
+# --- 3. a repair may not hide the error ----------------------------------------------------------
+
+GUARDED = (
+    "df = pd.read_csv('files/wind.csv')\n"
+    "if 'windspeed' in df.columns:\n"
+    "    print(round(df['windspeed'].mean(), 2))\n"
+    "else:\n"
+    "    print('The column windspeed does not exist in the data.')\n"
+    "print('Done with the wind data, the mean was computed above.')"
+)
+CAUGHT = (
+    "df = pd.read_csv('files/wind.csv')\n"
+    "try:\n    print(round(df['wind'].mean(), 2))\n"
+    "except Exception as e:\n    print(f'Error: {e}')"
+)
+
+
+async def test_a_guarded_print_or_a_caught_error_is_not_a_success(
+    open_runtime, lms, tmp_path
+) -> None:
+    runtime = await open_runtime(**SMALL)
+    await dataset_session(runtime, tmp_path, "wind.csv", WIND)
+    lms.root = scripted_lm([fenced(GUARDED), fenced(CAUGHT), fenced(WIND_GOOD)])
+    result, events = await turn(runtime, WIND_TASK)
+    assert result.status == "completed", result.error
+    assert result.answer.strip() == "3.33"
+    assert len(task_cells(events)) == 3
+    _, second, third = lms.root.engine_script.requests
+    assert "printed an error instead of the answer" in second
+    assert "does not exist" in second and "' WINDSPEED'" in second  # and the real column
+    assert "printed an error instead of the answer: Error: 'wind'" in third
+
+
+async def test_a_hidden_error_never_becomes_the_answer(open_runtime, lms, tmp_path) -> None:
+    runtime = await open_runtime(**SMALL, FLEET_ENGINE__SMALL_REPAIRS="1")
+    await dataset_session(runtime, tmp_path, "wind.csv", WIND)
+    lms.root = scripted_lm([fenced(GUARDED), fenced(CAUGHT)])
+    result, _ = await turn(runtime, WIND_TASK)
+    assert result.status == "failed"
+    assert "does not exist" not in (result.answer or "")
+
+
+def test_what_hides_an_error() -> None:
+    assert guarded_print(GUARDED, "The column windspeed does not exist in the data.\nDone")
+    assert guarded_print(GUARDED, "3.33\nDone with the wind data") is None  # the guard held
+    assert hidden_error(CAUGHT, "Error: 'wind'") == "Error: 'wind'"
+    assert hidden_error("print(3.33)", "3.33") is None
+
+
+# --- 4. a failure seen again gets different help ----------------------------------------------
+
+BROKEN = PROGRAM.replace("'revenue'].sum()", "'amount'].sum()")
+BROKEN_AGAIN = BROKEN.replace("totals", "sums")  # another program, the same exception
+
+
+async def test_a_failure_seen_again_gets_the_line_then_the_inputs_shape(
+    open_runtime, lms, tmp_path
+) -> None:
+    runtime = await open_runtime(**SMALL)
+    await quick_session(runtime, tmp_path)
+    lms.root = scripted_lm([fenced(BROKEN), fenced(BROKEN), fenced(BROKEN_AGAIN), fenced(PROGRAM)])
+    result, events = await turn(runtime, TASK)
+    assert result.status == "completed", result.error
+    assert len(task_cells(events)) == 3  # the repeat never ran
+    requests = lms.root.engine_script.requests
+    first, repeat, again = (requests[i][len(requests[i - 1]) :] for i in (1, 2, 3))
+    assert "KeyError" in first and "The line that fails" not in first
+    assert "same program again" in repeat
+    assert "The line that fails is line 4: totals = df.groupby(" in repeat
+    assert "What the input files really hold:" in again
+    assert "files/sales.csv: 5 rows" in again and "'revenue': float64" in again
+    assert len({first, repeat, again}) == 3
+
+
+async def test_a_third_failure_seen_again_is_told_a_simpler_plan(open_runtime, lms, tmp_path):
+    runtime = await open_runtime(**SMALL, FLEET_ENGINE__SMALL_REPAIRS="3")
+    await quick_session(runtime, tmp_path)
+    third = BROKEN.replace("totals", "t")
+    lms.root = scripted_lm([fenced(p) for p in (BROKEN, BROKEN, BROKEN_AGAIN, third, PROGRAM)])
+    result, _ = await turn(runtime, TASK)
+    assert result.status == "completed", result.error
+    requests = lms.root.engine_script.requests
+    assert "Start again with a simpler plan" in requests[4][len(requests[3]) :]
+
+
+# --- 5. statistics helpers ----------------------------------------------------------------------
+
+STUDY = "hours,score\n" + "".join(
+    f"{h},{s}\n" for h, s in [(1, 52), (2, 55), (3, 61), (4, 60), (5, 68), (6, 71), (7, 70)]
+)
+STATS_TASK = "Is score correlated with hours in files/study.csv? Print @r[value] @p_value[value]."
+STATS_PROGRAM = (
+    "df = pd.read_csv('files/study.csv')\n"
+    "c = correlation(df['hours'], df['score'])\n"
+    "print(f\"@r[{c['r']:.3f}] @p_value[{c['p_value']:.4f}]\")"
+)
+
+
+async def test_the_statistics_helpers_are_defined_for_the_program(
+    open_runtime, lms, tmp_path
+) -> None:
+    from scipy import stats
+
+    runtime = await open_runtime(**SMALL)
+    await dataset_session(runtime, tmp_path, "study.csv", STUDY)
+    lms.root = scripted_lm([fenced(STATS_PROGRAM)])
+    result, _ = await turn(runtime, STATS_TASK)
+    assert result.status == "completed", result.error
+    expected = stats.pearsonr([1, 2, 3, 4, 5, 6, 7], [52, 55, 61, 60, 68, 71, 70])
+    assert result.answer.strip() == f"@r[{expected.statistic:.3f}] @p_value[{expected.pvalue:.4f}]"
+    prompt = lms.root.engine_script.requests[0]
+    assert "correlation(x, y, method='pearson'|'spearman') -> {'r', 'p_value', 'n'}" in prompt
+    lms.root = scripted_lm([fenced("print(6 * 7)")])
+    await turn(runtime, "Print six times seven.")
+    assert "Helpers already defined" not in lms.root.engine_script.requests[0]  # no statistics
+
+
+def test_the_statistics_helpers_agree_with_scipy() -> None:
+    import math
+
+    from scipy import stats
+
+    from fleet_core.engine.stathelpers import (
+        correlation,
+        linear_fit,
+        normality,
+        regression_metrics,
+        ttest,
+    )
+
+    x = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, float("nan")]
+    y = [2.1, 3.9, 6.2, 7.8, 10.1, 12.2, 13.8, 16.1, 3.0]
+    pearson = stats.pearsonr(x[:8], y[:8])
+    got = correlation(x, y)
+    assert got["n"] == 8 and math.isclose(got["r"], pearson.statistic)
+    assert math.isclose(got["p_value"], pearson.pvalue)
+    fit = stats.linregress(x[:8], y[:8])
+    line = linear_fit(x, y)
+    assert math.isclose(line["slope"], fit.slope) and math.isclose(line["intercept"], fit.intercept)
+    assert math.isclose(line["r_squared"], fit.rvalue**2)
+    a, b = [5.1, 4.9, 5.6, 5.8, 6.0, 5.2], [6.4, 6.9, 7.1, 6.6, 7.3, 6.8]
+    student = stats.ttest_ind(a, b)
+    t = ttest(a, b)
+    assert math.isclose(t["p_value"], student.pvalue) and t["significant"] is True
+    assert math.isclose(
+        ttest(a, b, equal_var=False)["p_value"], stats.ttest_ind(a, b, equal_var=False).pvalue
+    )
+    assert math.isclose(ttest(a, mu=5.0)["p_value"], stats.ttest_1samp(a, 5.0).pvalue)
+    shapiro = stats.shapiro(a)
+    assert normality(a) == {
+        "statistic": float(shapiro.statistic),
+        "p_value": float(shapiro.pvalue),
+        "normal": shapiro.pvalue >= 0.05,
+        "test": "shapiro",
+    }
+    metrics = regression_metrics([3.0, 5.0, 7.0], [2.5, 5.0, 7.5])
+    assert math.isclose(metrics["mse"], 0.5 / 3) and math.isclose(metrics["mae"], 1 / 3)
+    assert math.isclose(metrics["r_squared"], 1 - 0.5 / 8)
+
+
+# --- 6. the answer's stated format ---------------------------------------------------------------
+
+TOTAL_TASK = "What is the total revenue in files/sales.csv? Print it as @total[value]."
+TOTAL_PLAIN = "df = pd.read_csv('files/sales.csv')\nprint('total:', df['revenue'].sum())"
+TOTAL_TAGGED = "df = pd.read_csv('files/sales.csv')\nprint(f\"@total[{df['revenue'].sum()}]\")"
+
+
+async def test_an_answer_in_another_format_than_the_tasks_is_asked_again(
+    open_runtime, lms, tmp_path
+) -> None:
+    runtime = await open_runtime(**SMALL)
+    await quick_session(runtime, tmp_path)
+    lms.root = scripted_lm([fenced(TOTAL_PLAIN), fenced(TOTAL_TAGGED)])
+    result, _ = await turn(runtime, TOTAL_TASK)
+    assert result.status == "completed", result.error
+    assert result.answer.strip() == "@total[411.0]"
+    first, second = lms.root.engine_script.requests
+    assert "The answer format: print @total[...] with the computed value" in first
+    assert "it does not print @total[value]" in second[len(first) :]
+
+
+async def test_the_same_program_after_a_format_doubt_is_taken_as_meant(
+    open_runtime, lms, tmp_path
+) -> None:
+    runtime = await open_runtime(**SMALL)
+    await quick_session(runtime, tmp_path)
+    lms.root = scripted_lm([fenced(TOTAL_PLAIN), fenced(TOTAL_PLAIN)])
+    result, events = await turn(runtime, TOTAL_TASK)
+    assert result.status == "completed", result.error
+    assert result.answer.strip() == "total: 411.0" and len(task_cells(events)) == 2
+
+
+async def test_a_table_printed_with_its_index_is_asked_without(open_runtime, lms, tmp_path):
+    runtime = await open_runtime(**SMALL)
+    await quick_session(runtime, tmp_path)
+    indexed = PROGRAM.replace("print(totals.to_string(index=False))", "print(totals)")
+    lms.root = scripted_lm([fenced(indexed), fenced(PROGRAM)])
+    result, _ = await turn(runtime, TASK)
+    assert result.status == "completed", result.error
+    assert "index column" in lms.root.engine_script.requests[1]
+    assert not printed_index(result.answer) and "north    150.5" in result.answer
+
+
+def test_what_breaks_the_format() -> None:
+    task = "print @r[value] @p_value[value] @significant[yes or no]"
+    assert format_problem(task, "@r[0.41] @p_value[0.0123] @significant[yes]") is None
+    assert format_problem(task, "r = 0.41") == (
+        "it does not print @r[value] @p_value[value] @significant[value]"
+    )
+    assert "no computed value in @significant" in (
+        format_problem(task, "@r[0.41] @p_value[0.01] @significant[yes or no]") or ""
+    )
+    assert printed_index("  region  revenue\n0   east     10.0\n1  north    150.5")
+    assert not printed_index("region  revenue\n  east     10.0\n north    150.5")
+
+
+def test_the_first_prompt_ends_with_the_answer_format() -> None:
+    from fleet_core.engine.context import TurnInputs
+
+    inputs = TurnInputs(
+        task=TOTAL_TASK,
+        mode="hybrid",
+        workspace_manifest="",
+        skills_catalog="",
+        memory_summary="",
+        session_history="",
+    )
+    prompt = first_prompt(inputs)
+    assert prompt.endswith("rounded as the task says.")
+    assert json.dumps(prompt)  # plain text
