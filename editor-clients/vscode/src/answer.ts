@@ -76,7 +76,7 @@ export function answerMarkdown(input: AnswerInput): string {
   const { turn, sessionId } = input;
   const shown = shownStatus(turn.status, input.outcome);
   const lines = [
-    `# Turn ${turn.seq ?? turn.turnId} · ${shown.text}${turn.route ? ` · ${turn.route}` : ''}`,
+    `# Turn ${turn.seq !== undefined ? `#${turn.seq}` : turn.turnId} · ${shown.text}${turn.route ? ` · ${turn.route}` : ''}`,
     '',
     `Session \`${sessionId}\`, Turn \`${turn.turnId}\`${input.durationSeconds !== undefined ? `, ${input.durationSeconds.toFixed(1)} s` : ''}`,
     '',

@@ -65,6 +65,18 @@ function randomId(): string {
 /** Pages `listSessions` and `workspace` follow at most (500,000 Sessions, 500,000 files). */
 export const MAX_PAGES = 1000;
 
+/** `fleet/session/list` filters (the server lists `sessions.filter` in its features). */
+export interface SessionFilter {
+  ownerHost?: string;
+  ownerUser?: string;
+  /** An ISO-8601 instant. */
+  updatedSince?: string;
+}
+
+function definedOnly(filter: SessionFilter): SessionFilter {
+  return Object.fromEntries(Object.entries(filter).filter(([, v]) => v !== undefined && v !== '')) as SessionFilter;
+}
+
 function pageParams(pageSize?: number): { limit?: number } {
   return pageSize === undefined ? {} : { limit: pageSize };
 }
@@ -98,9 +110,11 @@ export class FleetApi {
    * Every Session, newest first: `fleet/session/list` answers a page at a time, so this follows
    * `nextCursor` until the last page (the first request is `{}`, as an older server expects).
    */
-  async listSessions(options: { pageSize?: number } = {}): Promise<SessionInfo[]> {
+  async listSessions(options: { pageSize?: number; filter?: SessionFilter } = {}): Promise<SessionInfo[]> {
     const sessions: SessionInfo[] = [];
-    await this.followPages(Methods.sessionList, pageParams(options.pageSize), (page) => {
+    // the filters go with every page (a cursor is only valid with the filters it came from)
+    const params = { ...pageParams(options.pageSize), ...definedOnly(options.filter ?? {}) };
+    await this.followPages(Methods.sessionList, params, (page) => {
       sessions.push(...page.sessions);
     });
     return sessions;

@@ -3,17 +3,24 @@
 import * as vscode from 'vscode';
 import { FleetApi } from './api';
 import { LiveTurns } from './live';
-import { SessionInfo } from './protocol';
+import { SessionInfo, TurnSummary } from './protocol';
+import { RenderedPanels } from './features/panels';
 import { FleetServer } from './server';
+import { plural } from './words';
 
 const SESSION_KEY = 'fleet.sessionId';
 
 export class Fleet implements vscode.Disposable {
   readonly live = new LiveTurns();
+  /** Answers and traces rendered in webviews. */
+  readonly panels = new RenderedPanels();
   /** Fires when the current Session changes (selected, closed, deleted). */
   readonly onSessionSelected = new vscode.EventEmitter<string | undefined>();
   /** Fires when live Turn state changed (events, progress, results): the Turn id. */
   readonly onLiveChange = new vscode.EventEmitter<string>();
+
+  /** The toasts shown (newest last, bounded; read by the end-to-end test). */
+  readonly shownMessages: string[] = [];
 
   constructor(
     readonly context: vscode.ExtensionContext,
@@ -24,10 +31,37 @@ export class Fleet implements vscode.Disposable {
   dispose(): void {
     this.onSessionSelected.dispose();
     this.onLiveChange.dispose();
+    this.panels.dispose();
   }
 
   get sessionId(): string | undefined {
     return this.context.workspaceState.get<string>(SESSION_KEY);
+  }
+
+  /** An information toast, recorded in `shownMessages`. */
+  inform(text: string, ...items: string[]): Thenable<string | undefined> {
+    this.record(text);
+    return vscode.window.showInformationMessage(text, ...items);
+  }
+
+  /** A warning toast, recorded in `shownMessages`. */
+  warn(text: string, ...items: string[]): Thenable<string | undefined> {
+    this.record(text);
+    return vscode.window.showWarningMessage(text, ...items);
+  }
+
+  private record(text: string): void {
+    this.shownMessages.push(text);
+    if (this.shownMessages.length > 100) this.shownMessages.splice(0, this.shownMessages.length - 100);
+  }
+
+  /** The stored summary of a Turn of the current or given Session (its number, answer, outcome). */
+  async turnSummary(sessionId: string, turnId: string): Promise<TurnSummary | undefined> {
+    try {
+      return (await this.api().history(sessionId, 200)).find((t) => t.turnId === turnId);
+    } catch {
+      return undefined;
+    }
   }
 
   api(): FleetApi {
@@ -64,7 +98,7 @@ export class Fleet implements vscode.Disposable {
 export function sessionItem(s: SessionInfo): vscode.QuickPickItem {
   return {
     label: s.sessionId,
-    description: `${s.mode} · ${s.turnCount} turns${s.dataset ? ' · ' + s.dataset.path : ''}`,
+    description: `${s.mode} · ${plural(s.turnCount, 'completed Turn')}${s.dataset ? ' · ' + s.dataset.path : ''}`,
     detail: `updated ${s.updatedAt}`,
   };
 }

@@ -206,13 +206,20 @@ export function childAgents(turn: LiveTurn, parent: string): LiveAgent[] {
 /** "root step · 3/40 model calls" plus one line per child agent: its subtask and state. */
 export function notificationMessage(turn: LiveTurn): string {
   const head: string[] = [];
-  if (turn.rootMessage) {
-    head.push(turn.rootMessage);
+  // the model calls come from this window's events (the same count the tree shows), not the
+  // server's rate-limited report text
+  const calls = turn.callsUsed !== undefined ? callsText(turn) : undefined;
+  const root = (turn.rootMessage ?? '')
+    .split(' · ')
+    .filter((part) => part !== '' && !(calls && / model calls$/.test(part)))
+    .join(' · ');
+  if (root) {
+    head.push(root);
   } else if (turn.route) {
     head.push(`route ${turn.route}`);
   }
-  if (turn.callsUsed !== undefined && !(turn.rootMessage ?? '').includes('model calls')) {
-    head.push(`${turn.callsUsed}/${turn.callsMax ?? '?'} model calls`);
+  if (calls) {
+    head.push(calls);
   }
   const children = [...turn.agents.values()].filter((a) => a.agentId !== 'root');
   const lines = children.map((a) => {
@@ -221,6 +228,12 @@ export function notificationMessage(turn: LiveTurn): string {
     return `↳ ${what} (${state})`;
   });
   return [head.join(' · ') || 'starting', ...lines].join(' — ');
+}
+
+/** "17/150 model calls": the Turn's model calls against its limit, as the tree and the
+ * notification both show them. */
+export function callsText(turn: Pick<LiveTurn, 'callsUsed' | 'callsMax'>): string {
+  return `${turn.callsUsed ?? 0}/${turn.callsMax ?? '?'} model calls`;
 }
 
 /** "12.3 s", "2 min 5 s": a Turn's duration for the tree. */

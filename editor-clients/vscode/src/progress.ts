@@ -83,9 +83,9 @@ export function formatStatus(shown: ShownStatus, limit = 300): string {
 }
 
 /** One line summarising a finished Turn (notification text). */
-export function formatTurnResult(result: TurnResult): string {
+export function formatTurnResult(result: TurnResult, seq?: number): string {
   const shown = shownStatus(result.status, result.outcome);
-  const head = `Turn ${result.turnId} ${formatStatus(shown)}`;
+  const head = `${seq ? `Turn #${seq}` : `Turn ${result.turnId}`} ${formatStatus(shown)}`;
   const route = result.route ? ` (${result.route})` : '';
   if (result.status === 'failed') {
     const reason = result.error?.message ?? result.error?.kind ?? 'no reason given';

@@ -7,6 +7,8 @@
 // `fleet.trace.server` (off | messages | verbose; languageclient reads `<id>.trace.server`).
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import type { Readable } from 'node:stream';
 import * as vscode from 'vscode';
 import {
   DidChangeConfigurationNotification,
@@ -32,6 +34,11 @@ import {
   isServerCommand,
 } from './protocol';
 import { WORKSPACE_CONFIG_FILES, serverLaunch, trustGrantedPrompt } from './trust';
+import { LogLevel, stderrLevel } from './words';
+
+function lines(input: Readable, onLine: (line: string) => void): void {
+  createInterface({ input, crlfDelay: Infinity, terminal: false, historySize: 0 }).on('line', onLine);
+}
 
 export class FleetServer implements vscode.Disposable {
   private client: LanguageClient | undefined;
@@ -81,6 +88,12 @@ export class FleetServer implements vscode.Disposable {
     return (this.client as unknown as { _serverProcess?: { pid?: number } } | undefined)?._serverProcess?.pid;
   }
 
+  /** The fleet features the running server lists (`capabilities.experimental.fleet.features`). */
+  features(): string[] {
+    const experimental = this.client?.initializeResult?.capabilities.experimental as { fleet?: FleetServerCapability } | undefined;
+    return experimental?.fleet?.features ?? [];
+  }
+
   requireApi(): FleetApi {
     if (!this.api || !this.client || this.client.state !== State.Running) {
       throw new Error("the Fleet server is not running (see 'Fleet: Show Output'; 'Fleet: Restart Server' restarts it)");
@@ -124,6 +137,18 @@ export class FleetServer implements vscode.Disposable {
       outputChannel: this.output,
       traceOutputChannel: this.output,
       revealOutputChannelOn: RevealOutputChannelOn.Never,
+      // the server logs to stderr at every level: each line goes to the channel at its own level
+      // (an INFO line is not an [error]); stdout carries LSP and never reaches these handlers
+      stdioOptions: {
+        stdout: (input, channel) => lines(input, (line) => channel.info(line)),
+        stderr: (input, channel) => {
+          let level: LogLevel | undefined;
+          lines(input, (line) => {
+            level = stderrLevel(line, level);
+            channel[level](line);
+          });
+        },
+      },
       connectionOptions: { maxRestartCount: 2 },
       middleware: {
         executeCommand: (cmd, cmdArgs) => this.executeServerCommand(cmd, cmdArgs),

@@ -1,6 +1,6 @@
 // What the Fleet tree shows for a Turn and an agent: labels, descriptions, icons' names. Pure: no
 // `vscode` import, unit-tested under node.
-import { LiveAgent, LiveTurn, formatDuration } from './live';
+import { LiveAgent, LiveTurn, callsText, formatDuration } from './live';
 import { formatStatus, shownStatus, truncate, visible } from './progress';
 import type { TurnStatus, TurnSummary } from './protocol';
 
@@ -40,7 +40,7 @@ export function turnView(summary: TurnSummary | undefined, live: LiveTurn | unde
   const parts: string[] = [formatStatus(shown, 60)];
   if (route) parts.push(route);
   if (duration) parts.push(duration);
-  if (status === 'running' && live?.callsUsed !== undefined) parts.push(`${live.callsUsed}/${live.callsMax ?? '?'} calls`);
+  if (status === 'running' && live?.callsUsed !== undefined) parts.push(callsText(live));
   const seq = summary?.seq !== undefined ? `#${summary.seq} ` : '';
   const tooltip = [visible(task), `Turn ${summary?.turnId ?? live?.turnId}`, parts.join(' · ')];
   if (shown.withErrors) {

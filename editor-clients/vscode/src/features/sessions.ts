@@ -3,6 +3,7 @@ import * as vscode from 'vscode';
 import { UI_COMMANDS, UiCommandName } from '../commands';
 import { Fleet, Handler, sessionItem } from '../fleet';
 import { truncate } from '../progress';
+import { modeItems, plural } from '../words';
 import { MODES, Mode, SessionInfo } from '../protocol';
 
 export function sessionCommands(fleet: Fleet): Partial<Record<UiCommandName, Handler>> {
@@ -26,11 +27,11 @@ async function newSession(fleet: Fleet, arg?: { sessionId?: string; mode?: Mode 
     if (sessionId === undefined) {
       return undefined;
     }
-    const mode = await vscode.window.showQuickPick([...MODES], { title: 'Fleet: mode', placeHolder: 'hybrid' });
+    const mode = await pickMode('Fleet: mode of the new Session');
     if (mode === undefined) {
       return undefined;
     }
-    params = { sessionId: sessionId || undefined, mode: mode as Mode };
+    params = { sessionId: sessionId || undefined, mode };
   }
   const info = await fleet.api().newSession({
     ...(params.sessionId ? { sessionId: params.sessionId } : {}),
@@ -58,7 +59,7 @@ async function loadSession(fleet: Fleet, arg?: { sessionId?: string }): Promise<
   }
   const info = await api.loadSession(sessionId);
   await fleet.useSession(info);
-  void vscode.window.showInformationMessage(`Fleet: session ${info.sessionId} (${info.mode}, ${info.turnCount} turns)`);
+  void vscode.window.showInformationMessage(`Fleet: session ${info.sessionId} (${info.mode}, ${plural(info.turnCount, 'completed Turn')})`);
   return info;
 }
 
@@ -105,13 +106,24 @@ async function setMode(fleet: Fleet, arg?: { mode?: Mode }): Promise<SessionInfo
   if (!sessionId) {
     return undefined;
   }
-  const mode = arg?.mode ?? ((await vscode.window.showQuickPick([...MODES], { title: `Fleet: mode of ${sessionId}` })) as Mode | undefined);
+  let current: Mode | undefined;
+  if (!arg?.mode) {
+    const info = (await fleet.api().listSessions()).find((s) => s.sessionId === sessionId);
+    current = MODES.find((m) => m === info?.mode);
+  }
+  const mode = arg?.mode ?? (await pickMode(`Fleet: mode of ${sessionId}`, current));
   if (!mode) {
     return undefined;
   }
   const info = await fleet.api().setMode(sessionId, mode);
   void vscode.window.showInformationMessage(`Fleet: session ${info.sessionId} runs in ${info.mode} mode`);
   return info;
+}
+
+/** The mode pick: each mode described, the default and the current one marked. */
+async function pickMode(title: string, current?: Mode): Promise<Mode | undefined> {
+  const picked = await vscode.window.showQuickPick(modeItems(MODES, current), { title, matchOnDetail: true });
+  return picked?.label;
 }
 
 /** The status bar item: the current Session, or the running Turns' progress (click cancels). */
@@ -134,8 +146,8 @@ export class SessionStatus implements vscode.Disposable {
     const running = this.runningStatus();
     if (running !== undefined) {
       this.item.text = `$(sync~spin) Fleet: ${truncate(running || 'running', 60)}`;
-      this.item.command = UI_COMMANDS.cancelTurn.id;
-      this.item.tooltip = 'Fleet: a Turn is running. Click to cancel it.';
+      this.item.command = UI_COMMANDS.runningTurn.id;
+      this.item.tooltip = 'Fleet: a Turn is running. Click to show it or cancel it.';
     } else {
       this.item.text = session ? `$(hubot) Fleet: ${session}` : '$(hubot) Fleet';
       this.item.command = session ? UI_COMMANDS.runTurn.id : UI_COMMANDS.newSession.id;

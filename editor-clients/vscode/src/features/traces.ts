@@ -3,11 +3,12 @@
 import * as vscode from 'vscode';
 import { UiCommandName } from '../commands';
 import { Fleet, Handler } from '../fleet';
-import { LabelPrompts, collectLabel, parseExpectations } from '../labelling';
-import { truncate } from '../progress';
-import { TraceLabelParams, URI_SCHEME } from '../protocol';
+import { BACK, Back, LabelPrompts, PickItem, Step, collectLabel, parseExpectations } from '../labelling';
+import { shownStatus, truncate } from '../progress';
+import { TraceLabelParams, TurnSummary, URI_SCHEME } from '../protocol';
+import { labelSummary, turnName } from '../words';
+import { commandLink } from '../rendered';
 import { parseFleetUri } from '../uris';
-import { openDocument } from './artifacts';
 
 type TraceArg = { traceId?: string | null; turnId?: string };
 
@@ -37,8 +38,8 @@ async function pickTrace(fleet: Fleet, arg: TraceArg | undefined, title: string)
   }
   const picked = await vscode.window.showQuickPick(
     [...turns].reverse().map((t) => ({
-      label: truncate(t.task, 80),
-      description: `${t.status}${t.route ? ' · ' + t.route : ''}`,
+      label: `#${t.seq} ${truncate(t.task, 80)}`,
+      description: `${shownStatus(t.status, fleet.live.get(t.turnId)?.result?.outcome ?? t.outcome).text}${t.route ? ' · ' + t.route : ''}`,
       detail: t.answer ? truncate(t.answer, 120) : t.turnId,
       turn: t,
     })),
@@ -56,29 +57,67 @@ async function showTrace(fleet: Fleet, arg?: TraceArg): Promise<string | undefin
     return undefined;
   }
   const trace = await fleet.api().trace(ref);
-  await openDocument(trace.uri);
+  const turn = await fleet.turnSummary(trace.sessionId, trace.turnId);
+  const label = `\n\n---\n\n[Label this trace](${commandLink('fleet.ui.labelTrace', { traceId: trace.traceId, turnId: trace.turnId })})\n`;
+  await fleet.panels.show(`trace:${trace.traceId}`, `${turnName(turn?.seq, trace.turnId)} — trace`, trace.markdown + label, commandLink('fleet.ui.openArtifact', { uri: trace.uri }));
   return trace.uri;
 }
 
+/** A quick pick or input box of a multi-step flow: "title (step/totalSteps)", Back after step 1. */
+function quickInput<I extends vscode.QuickPick<vscode.QuickPickItem> | vscode.InputBox>(input: I, title: string, step: Step): I {
+  input.title = title;
+  input.step = step.step;
+  input.totalSteps = step.totalSteps;
+  input.ignoreFocusOut = true;
+  input.buttons = step.step > 1 ? [vscode.QuickInputButtons.Back] : [];
+  return input;
+}
+
+function settle<T>(input: vscode.QuickPick<vscode.QuickPickItem> | vscode.InputBox, accept: (resolve: (v: T | Back | undefined) => void) => vscode.Disposable): Promise<T | Back | undefined> {
+  return new Promise((resolve) => {
+    let done = false;
+    const finish = (v: T | Back | undefined) => {
+      if (done) return;
+      done = true;
+      subs.forEach((d) => d.dispose());
+      input.dispose();
+      resolve(v);
+    };
+    const subs = [
+      accept(finish),
+      input.onDidTriggerButton((b: vscode.QuickInputButton) => b === vscode.QuickInputButtons.Back && finish(BACK)),
+      input.onDidHide(() => finish(undefined)),
+    ];
+    input.show();
+  });
+}
+
 const prompts: LabelPrompts = {
-  async pick(title, items) {
-    const picked = await vscode.window.showQuickPick(
-      items.map((i) => ({ label: i.label, description: i.description, item: i })),
-      { title, ignoreFocusOut: true },
-    );
-    return picked?.item.value;
+  pick<T>(title: string, items: PickItem<T>[], step: Step, active?: T) {
+    const pick = quickInput(vscode.window.createQuickPick<vscode.QuickPickItem & { item: PickItem<T> }>(), title, step);
+    pick.items = items.map((i) => ({ label: i.label, description: i.description, item: i }));
+    const current = pick.items.find((i) => active !== undefined && i.item.value === active);
+    if (current) pick.activeItems = [current];
+    return settle<T>(pick, (finish) => pick.onDidAccept(() => finish(pick.selectedItems[0]?.item.value)));
   },
-  input(title, options) {
-    return Promise.resolve(vscode.window.showInputBox({ title, value: options.value, prompt: options.prompt, ignoreFocusOut: true }));
+  input(title, options, step) {
+    const box = quickInput(vscode.window.createInputBox(), title, step);
+    box.value = options.value ?? '';
+    box.prompt = options.prompt;
+    return settle<string>(box, (finish) => box.onDidAccept(() => finish(box.value)));
   },
-  async expectations() {
+  async expectations(step) {
     const NONE = 'No structured expectations';
-    const choice = await vscode.window.showQuickPick([NONE, 'Choose an expectations file (JSON)…'], {
-      title: 'Fleet: structured expectations (schema_version 1)',
-      ignoreFocusOut: true,
-    });
-    if (choice === undefined) return undefined;
-    if (choice === NONE) return null;
+    const choice = await prompts.pick(
+      'Fleet: structured expectations (schema_version 1)',
+      [
+        { label: NONE, value: 'none' },
+        { label: 'Choose an expectations file (JSON)…', value: 'file' },
+      ],
+      step,
+    );
+    if (choice === undefined || choice === BACK) return choice;
+    if (choice === 'none') return null;
     const files = await vscode.window.showOpenDialog({
       title: 'Fleet: expectations file',
       canSelectMany: false,
@@ -115,19 +154,33 @@ async function labelTrace(fleet: Fleet, arg?: TraceArg & Partial<TraceLabelParam
     return undefined;
   }
   let params: TraceLabelParams | undefined;
+  const named = await turnOfTrace(fleet, traceId, arg?.turnId);
   if (arg?.status) {
     const { turnId: _turnId, ...rest } = arg;
     void _turnId;
     params = { ...rest, traceId } as TraceLabelParams;
   } else {
     const last = arg?.turnId ? fleet.live.get(arg.turnId)?.result : [...fleet.live.all()].reverse().find((t) => t.result?.traceId === traceId)?.result;
-    params = await collectLabel(traceId, prompts, { answer: last?.answer, route: last?.route });
+    const answer = last?.answer ?? named?.answer;
+    params = await collectLabel(traceId, prompts, { answer, route: last?.route ?? named?.route, name: turnName(named?.seq, named?.turnId) });
   }
   if (!params) {
     return undefined;
   }
   const result = await fleet.api().labelTrace(params);
   fleet.output.info(`labelled ${result.traceId}: ${JSON.stringify(result.labels)}`);
-  void vscode.window.showInformationMessage(`Fleet: labelled ${result.traceId}: ${JSON.stringify(result.labels)}`);
+  fleet.inform(labelSummary(named ? turnName(named.seq, named.turnId) : `trace ${result.traceId}`, params, result));
   return result;
+}
+
+/** The stored Turn a trace belongs to (for its "Turn #n" name and the model's answer). */
+async function turnOfTrace(fleet: Fleet, traceId: string, turnId: string | undefined): Promise<TurnSummary | undefined> {
+  const sessionId = fleet.sessionId;
+  if (!sessionId) return undefined;
+  try {
+    const turns = await fleet.api().history(sessionId, 200);
+    return turns.find((t) => (turnId ? t.turnId === turnId : t.traceId === traceId));
+  } catch {
+    return undefined;
+  }
 }

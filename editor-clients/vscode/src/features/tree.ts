@@ -10,6 +10,9 @@ import { formatError } from '../errors';
 import { Artifact, SessionInfo, TurnSummary } from '../protocol';
 import { agentView, turnView } from '../treeModel';
 import { visible } from '../progress';
+import { plural } from '../words';
+import { SessionFilter } from '../api';
+import { FILTERS, FILTER_LABELS, FilterName, filterDetail, sessionFilterParams, thisMachine } from '../filters';
 
 export const VIEW_ID = 'fleet.sessions';
 
@@ -19,7 +22,16 @@ export type FleetNode =
   | { kind: 'agent'; id: string; sessionId: string; turnId: string; agentId: string; parent: string }
   | { kind: 'artifact'; id: string; sessionId: string; turnId: string; uri: string; path: string; sizeBytes?: number; parent: string }
   | { kind: 'trace'; id: string; sessionId: string; turnId: string; traceId?: string; parent: string }
+  | { kind: 'files'; id: string; sessionId: string; parent: string }
+  | { kind: 'file'; id: string; sessionId: string; path: string; sizeBytes: number; dataset: boolean; parent: string }
+  | { kind: 'placeholder'; id: string; sessionId: string; parent: string }
   | { kind: 'message'; id: string; text: string; parent?: string };
+
+/** What the view shows, for the welcome content (`fleet.viewState`) and the end-to-end test. */
+export type ViewState = 'loading' | 'ready' | 'stopped';
+
+/** Files listed under a Session's Files node. */
+const MAX_FILES = 200;
 
 interface SessionData {
   turns: TurnSummary[];
@@ -40,9 +52,18 @@ export class FleetTree implements vscode.TreeDataProvider<FleetNode>, vscode.Dis
   private timer: NodeJS.Timeout | undefined;
   private readonly disposables: vscode.Disposable[] = [];
   readonly view: vscode.TreeView<FleetNode>;
+  /** Each Session's number of Turns (every status), from its newest Turn's number. */
+  private readonly turnTotals = new Map<string, number>();
+  private state: ViewState | undefined;
+  /** The view states in order, with the number of Sessions listed when ready (bounded; e2e). */
+  readonly states: string[] = [];
+  private loadingDone: (() => void) | undefined;
+  /** Turns whose running row was revealed, and children revealed (once each). */
+  private readonly revealed = new Set<string>();
 
   constructor(private readonly fleet: Fleet) {
     this.view = vscode.window.createTreeView(VIEW_ID, { treeDataProvider: this, showCollapseAll: true });
+    this.setState('loading');
     const server = fleet.server;
     this.disposables.push(
       this.changed,
@@ -60,28 +81,161 @@ export class FleetTree implements vscode.TreeDataProvider<FleetNode>, vscode.Dis
         const live = fleet.live.get(turnId);
         if (live && live.status !== 'running') {
           this.data.delete(live.sessionId); // its outcome, artifacts and trace are stored now
+          this.turnTotals.delete(live.sessionId);
         }
         this.schedule();
+        if (live && live.status === 'running') {
+          void this.revealRunning(live.sessionId, turnId);
+        }
       }),
-      fleet.onSessionSelected.event(() => this.schedule()),
-      server.onRunning.event(() => this.refresh()),
+      fleet.onSessionSelected.event((sessionId) => {
+        this.schedule();
+        if (sessionId) void this.revealSession(sessionId);
+      }),
+      server.onRunning.event((running) => {
+        this.setState(running ? 'loading' : 'stopped');
+        this.refresh();
+      }),
     );
   }
 
   dispose(): void {
     clearTimeout(this.timer);
+    this.loadingDone?.();
     vscode.Disposable.from(...this.disposables).dispose();
   }
 
   commands(): Partial<Record<UiCommandName, Handler>> {
-    return { refreshView: () => this.refresh() };
+    return {
+      refreshView: () => this.refresh(),
+      filterSessions: (arg?: { filter?: FilterName }) => this.pickFilter(arg?.filter),
+    };
+  }
+
+  private filter: FilterName = 'all';
+
+  /** The filter's `fleet/session/list` params ({} for "all", or a server without filters). */
+  private sessionFilter(): { filter?: SessionFilter } {
+    if (this.filter === 'all' || !this.fleet.server.features().includes('sessions.filter')) return {};
+    return { filter: sessionFilterParams(this.filter, thisMachine(), new Date()) };
+  }
+
+  /** "Fleet: Filter Sessions": All / This machine / Mine / Updated in the last 7 days, shown in
+   * the view's description. */
+  private async pickFilter(name?: FilterName): Promise<FilterName | undefined> {
+    if (!this.fleet.server.features().includes('sessions.filter')) {
+      void vscode.window.showInformationMessage('Fleet: this server cannot filter Sessions (it does not list sessions.filter)');
+      return undefined;
+    }
+    let chosen = name;
+    if (!chosen) {
+      const me = thisMachine();
+      const picked = await vscode.window.showQuickPick(
+        FILTERS.map((f) => ({ label: FILTER_LABELS[f], description: [f === this.filter ? 'current' : undefined, filterDetail(f, me)].filter(Boolean).join(' · '), f })),
+        { title: 'Fleet: show which Sessions?' },
+      );
+      chosen = picked?.f;
+    }
+    if (!chosen) return undefined;
+    this.filter = chosen;
+    this.view.description = chosen === 'all' ? undefined : FILTER_LABELS[chosen];
+    this.refresh();
+    return chosen;
+  }
+
+  /** Each listed Session's number of Turns (all statuses): its newest Turn's number. */
+  private async loadTotals(sessions: SessionInfo[]): Promise<void> {
+    const api = this.fleet.api();
+    await Promise.all(
+      sessions.slice(0, 100).map(async (s) => {
+        try {
+          const [newest] = await api.history(s.sessionId, 1);
+          this.turnTotals.set(s.sessionId, newest?.seq ?? 0);
+        } catch {
+          // the stored count of completed Turns is shown
+        }
+      }),
+    );
+  }
+
+  /** Reveal a running Turn of this window, expanded with its agents, and each new child agent. */
+  private async revealRunning(sessionId: string, turnId: string): Promise<void> {
+    const live = this.fleet.live.get(turnId);
+    if (!live || !this.view.visible) return;
+    const children = [...live.agents.values()].filter((a) => a.agentId !== 'root').map((a) => a.agentId);
+    const todo = [`t:${turnId}`, ...children.map((c) => `a:${turnId}:${c}`)].filter((id) => !this.revealed.has(id));
+    if (todo.length === 0) return;
+    try {
+      const session = (await this.getChildren()).find((n) => n.kind === 'session' && n.sessionId === sessionId);
+      if (!session) return;
+      const turn = (await this.getChildren(session)).find((n) => n.kind === 'turn' && n.turnId === turnId);
+      if (!turn) return;
+      if (!this.revealed.has(turn.id)) {
+        await this.view.reveal(turn, { select: false, focus: false, expand: 2 });
+        this.revealed.add(turn.id);
+      }
+      for (const agentId of children) {
+        const node = this.nodes.get(`a:${turnId}:${agentId}`) ?? (await this.findAgent(turn, agentId));
+        if (node && !this.revealed.has(node.id)) {
+          await this.view.reveal(node, { select: false, focus: false, expand: true });
+          this.revealed.add(node.id);
+        }
+      }
+      if (this.revealed.size > 2000) this.revealed.clear();
+    } catch {
+      // the view is being rebuilt: the next event reveals it
+    }
+  }
+
+  private async findAgent(turn: FleetNode, agentId: string): Promise<FleetNode | undefined> {
+    const queue: FleetNode[] = (await this.getChildren(turn)).filter((n) => n.kind === 'agent');
+    while (queue.length > 0) {
+      const next = queue.shift()!;
+      if (next.kind === 'agent' && next.agentId === agentId) return next;
+      queue.push(...(await this.getChildren(next)));
+    }
+    return undefined;
+  }
+
+  /** Reveal the current Session's row, expanded. */
+  private async revealSession(sessionId: string): Promise<void> {
+    if (!this.view.visible) return;
+    try {
+      const session = (await this.getChildren()).find((n) => n.kind === 'session' && n.sessionId === sessionId);
+      if (session) await this.view.reveal(session, { select: false, focus: false, expand: true });
+    } catch {
+      // rebuilt meanwhile
+    }
   }
 
   refresh(): void {
     this.sessions = undefined;
     this.data.clear();
     this.summaries.clear();
+    this.turnTotals.clear();
     this.changed.fire(undefined);
+  }
+
+  /** The server failed to start (no Sessions can be listed): the welcome says so. */
+  stopped(): void {
+    this.setState('stopped');
+  }
+
+  /** Loading shows a progress bar in the view and its message, never the "no Sessions" welcome
+   * (that shows only once the list came back empty: `fleet.viewState == ready`). */
+  private setState(state: ViewState, sessions?: number): void {
+    if (state === this.state && state !== 'ready') return;
+    this.state = state;
+    this.states.push(state === 'ready' ? `ready:${sessions ?? 0}` : state);
+    if (this.states.length > 50) this.states.splice(0, this.states.length - 50);
+    void vscode.commands.executeCommand('setContext', 'fleet.viewState', state);
+    this.view.message = state === 'loading' ? 'Loading Sessions…' : undefined;
+    if (state === 'loading' && !this.loadingDone) {
+      void vscode.window.withProgress({ location: { viewId: VIEW_ID } }, () => new Promise<void>((resolve) => (this.loadingDone = resolve)));
+    } else if (state !== 'loading') {
+      this.loadingDone?.();
+      this.loadingDone = undefined;
+    }
   }
 
   /** Coalesce bursts of events into at most one refresh every 300 ms. */
@@ -90,7 +244,7 @@ export class FleetTree implements vscode.TreeDataProvider<FleetNode>, vscode.Dis
     this.timer = setTimeout(() => {
       this.timer = undefined;
       this.changed.fire(undefined);
-    }, 300);
+    }, 150);
   }
 
   private node<N extends FleetNode>(value: N): N {
@@ -136,7 +290,13 @@ export class FleetTree implements vscode.TreeDataProvider<FleetNode>, vscode.Dis
       return [];
     }
     if (!element) {
-      this.sessions ??= await this.fleet.api().listSessions();
+      if (!this.sessions) {
+        this.setState('loading');
+        const sessions = await this.fleet.api().listSessions(this.sessionFilter());
+        await this.loadTotals(sessions);
+        this.sessions = sessions;
+      }
+      this.setState('ready', this.sessions.length);
       return this.sessions.map((info) => this.node({ kind: 'session', id: `s:${info.sessionId}`, sessionId: info.sessionId, info }));
     }
     switch (element.kind) {
@@ -145,7 +305,22 @@ export class FleetTree implements vscode.TreeDataProvider<FleetNode>, vscode.Dis
         const ids = new Set(turns.map((t) => t.turnId));
         const live = this.fleet.live.forSession(element.sessionId).filter((t) => !ids.has(t.turnId));
         const all = [...live.map((t) => t.turnId).reverse(), ...[...turns].reverse().map((t) => t.turnId)];
-        return all.map((turnId) => this.node({ kind: 'turn', id: `t:${turnId}`, sessionId: element.sessionId, turnId, parent: element.id }));
+        const nodes: FleetNode[] = [this.node({ kind: 'files', id: `files:${element.sessionId}`, sessionId: element.sessionId, parent: element.id })];
+        if (all.length === 0) {
+          nodes.push(this.node({ kind: 'placeholder', id: `run:${element.sessionId}`, sessionId: element.sessionId, parent: element.id }));
+        }
+        return [...nodes, ...all.map((turnId) => this.node({ kind: 'turn', id: `t:${turnId}`, sessionId: element.sessionId, turnId, parent: element.id }))];
+      }
+      case 'files': {
+        const { files } = await this.fleet.api().workspace(element.sessionId);
+        const session = this.sessions?.find((x) => x.sessionId === element.sessionId);
+        const shown: FleetNode[] = files.slice(0, MAX_FILES).map((f) =>
+          this.node({ kind: 'file', id: `file:${element.sessionId}:${f.path}`, sessionId: element.sessionId, path: f.path, sizeBytes: f.sizeBytes, dataset: session?.dataset?.path === f.path, parent: element.id }),
+        );
+        if (files.length > MAX_FILES) {
+          shown.push(this.node({ kind: 'message', id: `morefiles:${element.sessionId}`, text: `${files.length - MAX_FILES} more files`, parent: element.id }));
+        }
+        return shown;
       }
       case 'turn': {
         const { turns, artifacts } = await this.sessionData(element.sessionId);
@@ -205,7 +380,8 @@ export class FleetTree implements vscode.TreeDataProvider<FleetNode>, vscode.Dis
         const current = element.sessionId === this.fleet.sessionId;
         const item = new vscode.TreeItem(visible(element.sessionId), vscode.TreeItemCollapsibleState.Collapsed);
         item.id = element.id;
-        item.description = `${current ? 'current · ' : ''}${element.info.mode} · ${element.info.turnCount} turns`;
+        const total = this.turnTotals.get(element.sessionId) ?? element.info.turnCount;
+        item.description = `${current ? 'current · ' : ''}${element.info.mode} · ${plural(total, 'Turn')}`;
         item.tooltip = `Session ${element.sessionId}\nupdated ${element.info.updatedAt}`;
         item.iconPath = new vscode.ThemeIcon(current ? 'comment-discussion' : 'comment');
         item.contextValue = current ? 'fleet.session.current' : 'fleet.session';
@@ -232,7 +408,9 @@ export class FleetTree implements vscode.TreeDataProvider<FleetNode>, vscode.Dis
         const agent = live?.agents.get(element.agentId) ?? { agentId: element.agentId, state: this.summaryOf(element)?.status === 'completed' ? 'succeeded' : (this.summaryOf(element)?.status ?? 'unknown') };
         const view = agentView(agent);
         const hasChildren = live ? childAgents(live, element.agentId).length > 0 : false;
-        const item = new vscode.TreeItem(view.label, hasChildren ? vscode.TreeItemCollapsibleState.Expanded : vscode.TreeItemCollapsibleState.None);
+        // expanded while it runs (its children appear under it) and whenever it has children
+        const open = hasChildren || (element.agentId === 'root' && live?.status === 'running');
+        const item = new vscode.TreeItem(view.label, open ? vscode.TreeItemCollapsibleState.Expanded : vscode.TreeItemCollapsibleState.None);
         item.id = element.id;
         item.description = view.description;
         item.tooltip = agent.subtask ?? agent.agentId;
@@ -257,6 +435,32 @@ export class FleetTree implements vscode.TreeDataProvider<FleetNode>, vscode.Dis
         item.iconPath = new vscode.ThemeIcon('list-tree');
         item.contextValue = 'fleet.trace';
         item.command = { command: UI_COMMANDS.showTrace.id, title: 'Show Trace', arguments: [element.traceId ? { traceId: element.traceId } : { turnId: element.turnId }] };
+        return item;
+      }
+      case 'files': {
+        const info = this.sessions?.find((x) => x.sessionId === element.sessionId);
+        const item = new vscode.TreeItem('Files', vscode.TreeItemCollapsibleState.Collapsed);
+        item.id = element.id;
+        item.description = info?.dataset ? `dataset ${visible(info.dataset.path.replace(/^files\//, ''))}` : undefined;
+        item.tooltip = 'The files attached to this Session (its workspace files/); the dataset is marked.';
+        item.iconPath = new vscode.ThemeIcon('files');
+        item.contextValue = 'fleet.files';
+        return item;
+      }
+      case 'file': {
+        const item = new vscode.TreeItem(visible(element.path.replace(/^files\//, '')), vscode.TreeItemCollapsibleState.None);
+        item.id = element.id;
+        item.description = [element.dataset ? 'dataset' : undefined, formatBytes(element.sizeBytes)].filter(Boolean).join(' · ');
+        item.iconPath = new vscode.ThemeIcon(element.dataset ? 'database' : 'file');
+        item.contextValue = element.dataset ? 'fleet.file.dataset' : 'fleet.file';
+        return item;
+      }
+      case 'placeholder': {
+        const item = new vscode.TreeItem('Run a Turn…', vscode.TreeItemCollapsibleState.None);
+        item.id = element.id;
+        item.iconPath = new vscode.ThemeIcon('play');
+        item.tooltip = 'This Session has no Turns yet: run one.';
+        item.command = { command: UI_COMMANDS.runTurn.id, title: 'Run a Turn', arguments: [{ sessionId: element.sessionId }] };
         return item;
       }
       case 'message': {

@@ -11,6 +11,8 @@ import { errorDocument, isCancellation } from '../errors';
 import { notificationMessage } from '../live';
 import { formatTurnEvent, formatTurnResult, formatUsage, newWorkDoneToken, shownStatus, truncate, turnTitle } from '../progress';
 import { Mode, TurnEvent, TurnResult } from '../protocol';
+import { commandLink } from '../rendered';
+import { answerTitle, turnName } from '../words';
 import { openDocument, pickArtifact } from './artifacts';
 
 interface RunningTurn {
@@ -34,10 +36,13 @@ export class Turns implements vscode.Disposable {
   private turnsOutput: vscode.OutputChannel | undefined;
   private readonly disposables: vscode.Disposable[] = [];
   readonly onRunningChange = new vscode.EventEmitter<void>();
+  /** Asks the tree to reveal a Turn. */
+  readonly onReveal = new vscode.EventEmitter<{ sessionId: string; turnId: string }>();
 
   constructor(private readonly fleet: Fleet) {
     this.disposables.push(
       this.onRunningChange,
+      this.onReveal,
       fleet.server.onTurnEvent.event((event) => this.turnEvent(event)),
       vscode.workspace.registerTextDocumentContentProvider(ANSWER_SCHEME, {
         provideTextDocumentContent: (uri) => this.answerDocument(uri),
@@ -57,7 +62,8 @@ export class Turns implements vscode.Disposable {
     return {
       runTurn: (arg?: { task?: string; sessionId?: string; mode?: Mode }) => this.runTurn(arg),
       cancelTurn: (arg?: { turnId?: string }) => this.cancelTurn(arg),
-      showAnswer: (arg?: { sessionId?: string; turnId?: string }) => this.showAnswer(arg),
+      runningTurn: () => this.runningTurn(),
+      showAnswer: (arg?: { sessionId?: string; turnId?: string; source?: boolean }) => this.showAnswer(arg),
     };
   }
 
@@ -162,8 +168,9 @@ export class Turns implements vscode.Disposable {
     );
     if (failure !== undefined) {
       if (isCancellation(failure)) {
-        fleet.output.info(`Turn ${turn.turnId ?? ''} cancelled`);
-        void vscode.window.showInformationMessage(`Fleet: Turn ${turn.turnId ?? ''} cancelled`.replace('  ', ' '));
+        const seq = turn.turnId ? (await fleet.turnSummary(sessionId, turn.turnId))?.seq : undefined;
+        fleet.output.info(`${turnName(seq, turn.turnId)} cancelled`);
+        void fleet.inform(`Fleet: ${turnName(seq, turn.turnId)} cancelled`);
         return undefined;
       }
       throw failure;
@@ -171,13 +178,13 @@ export class Turns implements vscode.Disposable {
     if (result) {
       fleet.live.applyResult(result);
       fleet.onLiveChange.fire(result.turnId);
-      this.turnFinished(result);
+      this.turnFinished(result, (await fleet.turnSummary(result.sessionId, result.turnId))?.seq);
     }
     return result;
   }
 
-  private turnFinished(result: TurnResult): void {
-    const summary = formatTurnResult(result);
+  private turnFinished(result: TurnResult, seq: number | undefined): void {
+    const summary = formatTurnResult(result, seq);
     this.fleet.output.info(`${summary} (${formatUsage(result)})`);
     if (result.learnedNote) {
       this.fleet.output.info(`learned: ${result.learnedNote}`);
@@ -188,7 +195,7 @@ export class Turns implements vscode.Disposable {
     }
     // "completed with errors" (an outcome other than submitted) is a warning, like a failure
     const clean = result.status === 'completed' && !shownStatus(result.status, result.outcome).withErrors;
-    const show = clean ? vscode.window.showInformationMessage : vscode.window.showWarningMessage;
+    const show = clean ? this.fleet.inform.bind(this.fleet) : this.fleet.warn.bind(this.fleet);
     void show(`Fleet: ${summary}`, ...actions).then((choice) => {
       if (choice === 'Show Answer') {
         void this.showAnswer({ sessionId: result.sessionId, turnId: result.turnId });
@@ -217,23 +224,50 @@ export class Turns implements vscode.Disposable {
       picked?.turn.cancel.cancel();
       return;
     }
-    // A Turn this window did not start (a script, another window): cancel it by id.
+    // A Turn this window did not start (a script, another window): the argument's, else the
+    // current Session's running one; never a raw id typed by hand.
     let turnId = arg?.turnId;
     if (!turnId) {
       const sessionId = this.fleet.sessionId;
       const history = sessionId ? await this.fleet.api().history(sessionId, 20) : [];
-      turnId =
-        history.find((t) => t.status === 'running')?.turnId ??
-        (await vscode.window.showInputBox({ title: 'Fleet: cancel a Turn', prompt: 'No Turn of this window is running. Turn id:' }));
+      const running = history.find((t) => t.status === 'running');
+      if (!running) {
+        void this.fleet.inform('Fleet: no Turn is running');
+        return;
+      }
+      turnId = running.turnId;
     }
-    if (turnId) {
-      await this.fleet.api().cancelTurn(turnId);
-      void vscode.window.showInformationMessage(`Fleet: cancelled Turn ${turnId}`);
-    }
+    await this.fleet.api().cancelTurn(turnId);
+    const seq = this.fleet.sessionId ? (await this.fleet.turnSummary(this.fleet.sessionId, turnId))?.seq : undefined;
+    void this.fleet.inform(`Fleet: cancelled ${turnName(seq, turnId)}`);
   }
 
-  /** Open a Turn's answer (the argument's, else one picked from the current Session's history). */
-  private async showAnswer(arg?: { sessionId?: string; turnId?: string }): Promise<string | undefined> {
+  /** The status bar's running item: show the running Turn in the Fleet view, the output, or
+   * cancel it (after this pick, never on the click alone). */
+  private async runningTurn(): Promise<void> {
+    const turns = [...this.running.values()];
+    if (turns.length === 0) {
+      void this.fleet.inform('Fleet: no Turn is running');
+      return;
+    }
+    type Item = vscode.QuickPickItem & { act: () => unknown };
+    const items: Item[] = [];
+    for (const t of turns) {
+      const name = truncate(t.task, 50);
+      items.push({
+        label: `$(eye) Show "${name}" in the Fleet view`,
+        act: () => t.turnId && vscode.commands.executeCommand('fleet.sessions.focus').then(() => this.onReveal.fire({ sessionId: t.sessionId, turnId: t.turnId! })),
+      });
+      items.push({ label: `$(debug-stop) Cancel "${name}"`, act: () => t.cancel.cancel() });
+    }
+    items.push({ label: '$(output) Show Output', act: () => this.fleet.output.show() });
+    const picked = await vscode.window.showQuickPick(items, { title: 'Fleet: a Turn is running' });
+    await picked?.act();
+  }
+
+  /** Open a Turn's answer rendered, titled "Turn #n — answer" (the argument's Turn, else one picked
+   * from the current Session's history); `source: true` opens its markdown text instead. */
+  private async showAnswer(arg?: { sessionId?: string; turnId?: string; source?: boolean }): Promise<string | undefined> {
     let sessionId = arg?.sessionId;
     let turnId = arg?.turnId;
     if (!sessionId || !turnId) {
@@ -244,7 +278,7 @@ export class Turns implements vscode.Disposable {
       const turns = await this.fleet.api().history(sessionId, 50);
       const picked = await vscode.window.showQuickPick(
         [...turns].reverse().map((t) => ({
-          label: truncate(t.task, 80),
+          label: `#${t.seq} ${truncate(t.task, 80)}`,
           description: shownStatus(t.status, this.fleet.live.get(t.turnId)?.result?.outcome ?? t.outcome).text,
           turn: t,
         })),
@@ -256,7 +290,12 @@ export class Turns implements vscode.Disposable {
       return undefined;
     }
     const uri = answerUri(sessionId, turnId);
-    await openDocument(uri, 'markdown');
+    if (arg?.source) {
+      await openDocument(uri, 'markdown');
+      return uri;
+    }
+    const { markdown, seq } = await this.answerText(sessionId, turnId, uri);
+    await this.fleet.panels.show(`answer:${turnId}`, answerTitle(seq, turnId), markdown, commandLink('fleet.ui.showAnswer', { sessionId, turnId, source: true }));
     return uri;
   }
 
@@ -265,23 +304,29 @@ export class Turns implements vscode.Disposable {
     if (!ref) {
       return `# Not a Fleet answer: ${uri.toString()}\n`;
     }
+    return (await this.answerText(ref.sessionId, ref.turnId, uri.toString())).markdown;
+  }
+
+  /** The answer document's markdown and the Turn's number. */
+  private async answerText(sessionId: string, turnId: string, uri: string): Promise<{ markdown: string; seq?: number }> {
     try {
       const api = this.fleet.api();
-      const [turns, artifacts] = await Promise.all([api.history(ref.sessionId, 1000), api.listArtifacts(ref.sessionId)]);
-      const turn = turns.find((t) => t.turnId === ref.turnId);
+      const [turns, artifacts] = await Promise.all([api.history(sessionId, 1000), api.listArtifacts(sessionId)]);
+      const turn = turns.find((t) => t.turnId === turnId);
       if (!turn) {
-        return `# Turn ${ref.turnId} is not in Session ${ref.sessionId}\n`;
+        return { markdown: `# Turn ${turnId} is not in Session ${sessionId}\n` };
       }
-      const live = this.fleet.live.get(ref.turnId);
-      return answerMarkdown({
-        sessionId: ref.sessionId,
+      const live = this.fleet.live.get(turnId);
+      const markdown = answerMarkdown({
+        sessionId,
         turn,
-        artifacts: artifactsOfTurn(artifacts, ref.turnId, live?.result?.artifacts, turn.artifactPaths),
+        artifacts: artifactsOfTurn(artifacts, turnId, live?.result?.artifacts, turn.artifactPaths),
         durationSeconds: live?.durationSeconds ?? turn.durationSeconds,
         outcome: live?.result?.outcome ?? turn.outcome,
       });
+      return { markdown, seq: turn.seq };
     } catch (error) {
-      return errorDocument(uri.toString(), error);
+      return { markdown: errorDocument(uri, error) };
     }
   }
 }

@@ -26,7 +26,7 @@ describe('commands and package.json', () => {
       assert.ok(entry, `${id} is not contributed`);
       assert.equal(entry.category, 'Fleet');
     }
-    for (const title of ['Run Turn…', 'Cancel Turn', 'Open Artifact…', 'Show Trace', 'Label Trace…']) {
+    for (const title of ['Run Turn…', 'Cancel Turn', 'Open Artifact', 'Show Trace', 'Label Trace…', 'Attach to Fleet Session']) {
       assert.ok(contributed.some((c) => c.title === title && c.command.startsWith('fleet.ui.')), title);
     }
   });

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { artifactsOfTurn, answerMarkdown, answerUri, escapeLinkText, parseAnswerUri } from '../answer';
-import { ANY_ROUTE, LabelPrompts, PickItem, collectLabel, parseExpectations } from '../labelling';
+import { ANY_ROUTE, BACK, LabelPrompts, PickItem, Step, collectLabel, parseExpectations } from '../labelling';
 import { LiveTurns, childAgents, formatDuration, notificationMessage } from '../live';
 import type { Artifact, TurnEvent, TurnResult } from '../protocol';
 import { agentView, turnView } from '../treeModel';
@@ -41,11 +41,12 @@ describe('live Turn state', () => {
     let message = notificationMessage(turn);
     assert.match(message, /route rlm · 2\/40 model calls/);
     assert.match(message, /↳ REGION=North check \(running, cell 1\)/);
-    live.applyProgress('t1', 's1', { kind: 'report', message: 'route rlm · cell 1 · 1 cells · 3/40 model calls', agentId: 'root' });
+    live.applyProgress('t1', 's1', { kind: 'report', message: 'route rlm · running cell 1 · 3/40 model calls', agentId: 'root' });
     live.applyEvent(ev('child_finished', { status: 'failed', error: 'boom' }, 'agent-a', 'root'));
     message = notificationMessage(live.get('t1')!);
-    assert.ok(message.startsWith('route rlm · cell 1 · 1 cells · 3/40 model calls — '), message);
-    assert.doesNotMatch(message, /2\/40/); // the root report already counts the calls
+    // the model calls are this window's event count (the tree's), not the report text's
+    assert.ok(message.startsWith('route rlm · running cell 1 · 2/40 model calls — '), message);
+    assert.equal(message.match(/model calls/g)?.length, 1); // said once
     assert.match(message, /REGION=North check \(failed\)/);
   });
 
@@ -108,7 +109,7 @@ describe('a Turn that completed with errors', () => {
       artifacts: [],
       outcome: { kind: 'failed', reasons: [{ kind: 'error_answer', count: 1, detail: 'the answer is an error message: [x](http://evil) ```' }] },
     });
-    assert.match(text, /^# Turn 2 · completed with errors · rlm\n/);
+    assert.match(text, /^# Turn #2 · completed with errors · rlm\n/);
     assert.match(text, /## Completed with errors\n\n````text\nthe answer is an error message: \[x\]\(http:\/\/evil\) ```\n````/);
   });
 
@@ -175,30 +176,38 @@ describe('answer documents', () => {
   });
 });
 
-function scripted(answers: unknown[]): LabelPrompts & { asked: string[] } {
+function scripted(answers: unknown[]): LabelPrompts & { asked: string[]; steps: string[]; values: (string | undefined)[] } {
   const asked: string[] = [];
+  const steps: string[] = [];
+  const values: (string | undefined)[] = [];
   const next = () => answers.shift();
   return {
     asked,
-    async pick<T>(title: string, items: PickItem<T>[]) {
+    steps,
+    values,
+    async pick<T>(title: string, items: PickItem<T>[], step: Step) {
       asked.push(`${title} [${items.map((i) => i.label).join('|')}]`);
+      steps.push(`${step.step}/${step.totalSteps}`);
       return next() as T | undefined;
     },
-    async input(title: string) {
+    async input(title: string, options: { value?: string }, step: Step) {
       asked.push(title);
+      steps.push(`${step.step}/${step.totalSteps}`);
+      values.push(options.value);
       return next() as string | undefined;
     },
-    async expectations() {
+    async expectations(step: Step) {
       asked.push('expectations');
+      steps.push(`${step.step}/${step.totalSteps}`);
       return next() as Record<string, unknown> | null | undefined;
     },
   };
 }
 
 describe('labelling', () => {
-  it('asks status, answer, values, route, critical and expectations, and builds the params', async () => {
+  it('asks status, answer, values, route, critical and expectations as numbered steps, and builds the params', async () => {
     const prompts = scripted(['approved', 'North=150.5', '150.5, 250', 'rlm', true, { schema_version: 1 }]);
-    const params = await collectLabel('tr-1', prompts, { answer: 'North=150.5', route: 'rlm' });
+    const params = await collectLabel('tr-1', prompts, { answer: 'North=150.5', route: 'rlm', name: 'Turn #2' });
     assert.deepEqual(params, {
       traceId: 'tr-1',
       status: 'approved',
@@ -209,14 +218,34 @@ describe('labelling', () => {
       expectations: { schema_version: 1 },
     });
     assert.equal(prompts.asked.length, 6);
-    assert.match(prompts.asked[0], /approved\|benchmark\|synthetic\|rejected/);
+    assert.match(prompts.asked[0], /^Fleet: label Turn #2: status \[approved\|benchmark\|synthetic\|rejected\]/);
+    assert.deepEqual(prompts.steps, ['1/5', '2/5', '3/5', '4/6', '5/6', '6/6']);
   });
 
   it('skips the critical question without values, leaves out empty fields, and stops when the user gives up', async () => {
     const prompts = scripted(['rejected', '', '', ANY_ROUTE, null]);
     assert.deepEqual(await collectLabel('tr-1', prompts), { traceId: 'tr-1', status: 'rejected' });
-    assert.ok(!prompts.asked.some((q) => q.includes('critical')));
+    assert.ok(!prompts.asked.some((q) => q.includes('hard requirements')));
+    assert.deepEqual(prompts.steps, ['1/5', '2/5', '3/5', '4/5', '5/5']);
     assert.equal(await collectLabel('tr-1', scripted(['approved', undefined])), undefined);
+  });
+
+  it("pre-fills the expected answer with the model's answer, but not for a rejected label", async () => {
+    const approved = scripted(['approved', undefined]);
+    await collectLabel('tr-1', approved, { answer: 'North=150.5' });
+    assert.deepEqual(approved.values, ['North=150.5']);
+    const rejected = scripted(['rejected', undefined]);
+    await collectLabel('tr-1', rejected, { answer: 'North=150.5' });
+    assert.deepEqual(rejected.values, ['']);
+  });
+
+  it('Back goes one step back and keeps what was typed', async () => {
+    // status, answer, values, then Back from the route to the values (shown again), then on
+    const prompts = scripted(['approved', 'gold', '1, 2', BACK, '1', 'rlm', false, null]);
+    const params = await collectLabel('tr-1', prompts, { answer: 'model' });
+    assert.deepEqual(params, { traceId: 'tr-1', status: 'approved', answer: 'gold', values: ['1'], route: 'rlm' });
+    assert.deepEqual(prompts.steps, ['1/5', '2/5', '3/5', '4/6', '3/6', '4/6', '5/6', '6/6']);
+    assert.deepEqual(prompts.values, ['model', '', '1, 2']);
   });
 
   it('parses expectations files and names what is wrong', () => {
