@@ -60,15 +60,6 @@ _MLFLOW_CREDENTIALS = (
 )
 #: Safety switches a workspace file may not turn on (they stay at their default unless trusted).
 _USER_ONLY_SWITCHES = ("sandbox.allow_unisolated", "server.allow_non_loopback_bind")
-#: Where workspace content goes (a bucket, an endpoint that would receive the environment's
-#: object-store credentials, a directory): never from a workspace file unless trusted.
-_USER_ONLY_KEYS = (
-    "storage.blob_backend",
-    "storage.blob_dir",
-    "storage.blob_s3_url",
-    "storage.blob_s3_endpoint",
-    "storage.blob_s3_region",
-)
 #: State directories refused whatever the source: system folders (exact paths, also resolved).
 _SYSTEM_DIRS = frozenset(
     ("/bin", "/boot", "/dev", "/etc", "/proc", "/run", "/sbin", "/sys", "/usr", "/var")
@@ -129,6 +120,8 @@ class RuntimeSettings(_Section):
     child_max_llm_calls: int = Field(25, ge=1, le=25)
     history_turns: int = Field(8, ge=0, le=50)
     history_chars: int = Field(16_000, ge=0, le=200_000)
+    # the host name recorded as a Session's owner (env FLEET_HOST_NAME; None: the machine's)
+    host_name: str | None = Field(None, min_length=1, max_length=255)
 
 
 class StorageSettings(_Section):
@@ -141,17 +134,11 @@ class StorageSettings(_Section):
     manifest_preview_chars: int = Field(2_000, ge=0, le=20_000)
     manifest_max_chars: int = Field(60_000, ge=1_000, le=1_000_000)
     skills_dir: str = ".fleet/skills"
+    # database connections per process (PostgreSQL; docs/deployment.md, Connection sizing):
+    # a pool of pool_size kept open plus up to max_overflow more under load
+    pool_size: int = Field(5, ge=1, le=100)
+    max_overflow: int = Field(10, ge=0, le=100)
     lease_check_seconds: float = Field(2.0, ge=0.1, le=60)  # PostgreSQL Session lease probe
-    # Workspace content shared across hosts (docs/storage.md): auto = postgresql when the
-    # database is PostgreSQL, else local (each host's workspace directory, nothing shared)
-    blob_backend: Literal["auto", "local", "directory", "postgresql", "s3"] = "auto"
-    blob_dir: str | None = None  # directory backend; default <state_dir>/blobs
-    blob_s3_url: str | None = None  # s3 backend: s3://bucket/prefix
-    blob_s3_endpoint: str | None = None  # an S3-compatible server's URL (default: AWS)
-    blob_s3_region: str | None = None
-    blob_chunk_bytes: int = Field(1 << 20, ge=4096, le=64 << 20)  # postgresql: bytes per row
-    blob_max_bytes: int = Field(256_000_000, ge=1, le=1 << 40)  # larger files stay on the host
-    blob_gc_grace_seconds: float = Field(3600.0, ge=0, le=30 * 86_400)
 
 
 class SandboxSettings(_Section):
@@ -221,6 +208,11 @@ class MlflowSettings(_Section):
     eval_experiment_name: str = "fleet-lsp-eval"
     optimization_experiment_name: str = "fleet-lsp-gepa"
     ui_port: int = Field(5001, ge=1, le=65_535)
+    # our own bounds on every MLflow HTTP request (MLflow's own retries are turned off):
+    # one request waits at most request_timeout_seconds; a trace that failed to export is
+    # retried with per-row backoff (jittered, doubling) up to export_max_backoff_seconds apart
+    request_timeout_seconds: float = Field(5.0, gt=0, le=300)
+    export_max_backoff_seconds: float = Field(300.0, ge=1, le=86_400)
     databricks: DatabricksSettings = DatabricksSettings()
 
 
@@ -446,6 +438,7 @@ _ENV_ALIASES: dict[str, str] = {
     "FLEET_MAX_ACTIVE_CHILDREN": "runtime.max_active_children",
     "FLEET_MAX_ACTIVE_SESSIONS": "runtime.max_active_sessions",
     "FLEET_MAX_FILE_BYTES": "storage.max_file_bytes",
+    "FLEET_HOST_NAME": "runtime.host_name",
     "FLEET_SANDBOX_BACKEND": "sandbox.backend",
     "FLEET_ALLOW_UNISOLATED_SANDBOX": "sandbox.allow_unisolated",
     "FLEET_DAYTONA_ORG_ID": "sandbox.daytona_org_id",
@@ -528,6 +521,20 @@ class EffectiveConfig(BaseModel):
         return self.model_copy(update={"settings": settings, "sources": sources})
 
 
+def owner_identity(config: EffectiveConfig) -> tuple[str, str]:
+    """The (host name, OS user) recorded as the owner of the Sessions this process creates or
+    takes: ``runtime.host_name`` (FLEET_HOST_NAME) or the machine's host name, and the OS user."""
+    import getpass
+    import socket
+
+    host = config.settings.runtime.host_name or socket.gethostname() or "localhost"
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry and no USER/LOGNAME (some containers)
+        user = str(os.getuid())
+    return host[:255], user[:255]
+
+
 def load_config(
     overrides: Mapping[str, Any] | None = None,
     *,
@@ -580,15 +587,6 @@ def load_config(
             warnings.append(
                 f"{key} = true from {draft.origin(key)} (a workspace file) is ignored: a safety "
                 f"switch is turned on only from your environment (or set {TRUST_ENV}=1)"
-            )
-            _pop_dotted(merged, key)
-            del sources[key]
-            settings = _validate(merged, origin="configuration")
-    for key in _USER_ONLY_KEYS:  # nor choose where workspace content is sent
-        if draft.scope(key) == "workspace" and not trusted:
-            warnings.append(
-                f"{key} from {draft.origin(key)} (a workspace file) is ignored: where workspace "
-                f"content is stored is set only from your environment (or set {TRUST_ENV}=1)"
             )
             _pop_dotted(merged, key)
             del sources[key]

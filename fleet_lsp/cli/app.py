@@ -26,6 +26,7 @@ from fleet_lsp.cli.commands import (
     optimize,
     serve,
     sessions,
+    trace_export,
 )
 
 # MLflow logs store creation and migrations at INFO on stderr; a CLI user needs only warnings.
@@ -42,6 +43,7 @@ app = typer.Typer(
 # --help lists the top-level commands first, then the groups, each in the order given here
 app.add_typer(sessions.artifacts_app, name="artifacts")
 app.add_typer(sessions.trace_app, name="trace")
+sessions.trace_app.command("export")(trace_export.trace_export)
 app.add_typer(config.config_app, name="config")
 app.add_typer(evaluation.eval_app, name="eval")
 app.add_typer(mlflow_ui.mlflow_app, name="mlflow")

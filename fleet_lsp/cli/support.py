@@ -74,6 +74,32 @@ def with_runtime(fn: Callable[[FleetRuntime], Awaitable[Any]]) -> Any:
         raise fail(exc) from None
 
 
+_SINCE_UNITS = {"m": 60, "h": 3600, "d": 86_400, "w": 7 * 86_400}
+
+
+def since_instant(text: str) -> str:
+    """``--since``: a duration back from now (``30m``, ``12h``, ``7d``, ``2w``) or an ISO-8601
+    instant, as an ISO-8601 instant; a bad value exits with a usage error (one line)."""
+    from datetime import UTC, datetime, timedelta
+
+    from fleet_lsp.cli.terminal import visible
+
+    value = text.strip()
+    unit = _SINCE_UNITS.get(value[-1:].lower()) if value else None
+    if unit is not None and value[:-1].isdigit():
+        return (datetime.now(UTC) - timedelta(seconds=int(value[:-1]) * unit)).isoformat()
+    try:
+        stamp = datetime.fromisoformat(value)
+    except ValueError:
+        typer.echo(
+            f"error: --since {visible(value[:64])!r}: use 30m, 12h, 7d, 2w or an ISO-8601 "
+            "instant such as 2026-12-01T00:00:00Z",
+            err=True,
+        )
+        raise typer.Exit(EXIT_USAGE) from None
+    return (stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)).isoformat()
+
+
 #: A Turn's exit codes: 0 completed cleanly, 3 completed with errors (its answer was extracted,
 #: partial or an error message), 1 failed, 130 cancelled (docs/cli.md).
 EXIT_CANCELLED = 130

@@ -36,7 +36,13 @@ def register(server: FleetServer) -> None:
     @server.fleet_method("fleet/session/list")
     async def list_(ls: FleetServer, p: SessionListParams) -> SessionListReply:
         runtime = await ls.runtime()
-        page = await runtime.sessions_page(p.cursor, p.limit)
+        page = await runtime.sessions_page(
+            p.cursor,
+            p.limit,
+            owner_host=p.owner_host,
+            owner_user=p.owner_user,
+            updated_since=p.updated_since,
+        )
         return SessionListReply(
             sessions=[SessionReply(s) for s in page.sessions], next_cursor=page.next_cursor
         )

@@ -9,6 +9,7 @@ them.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,7 @@ __all__ = [
     "OptimizationRun",
     "OptimizationStatus",
     "ProvenanceRecord",
+    "QueuedExport",
     "SandboxIsolation",
     "SessionInfo",
     "SessionModels",
@@ -61,6 +63,35 @@ __all__ = [
 ]
 
 TRACING_OFF = 'Tracing is off ([mlflow] destination = "off")'
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedExport:
+    """A trace waiting in the export queue (``fleet-lsp trace export --status``)."""
+
+    trace_id: str
+    session_id: str
+    turn_id: str
+    origin_host: str | None
+    attempts: int
+    last_error: str | None
+    next_attempt_at: datetime | None
+    created_at: datetime | None
+
+    def wire(self) -> dict[str, Any]:
+        def stamp(value: datetime | None) -> str | None:
+            return value.isoformat() if value is not None else None
+
+        return {
+            "traceId": self.trace_id,
+            "sessionId": self.session_id,
+            "turnId": self.turn_id,
+            "originHost": self.origin_host,
+            "attempts": self.attempts,
+            "lastError": self.last_error,
+            "nextAttemptAt": stamp(self.next_attempt_at),
+            "createdAt": stamp(self.created_at),
+        }
 
 
 @dataclass(frozen=True, slots=True)

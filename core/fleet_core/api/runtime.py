@@ -4,13 +4,12 @@ Turns, with its traces, evaluation and optimization as capability objects (``.tr
 
 from __future__ import annotations
 
-import logging
 import shutil
 import threading
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
@@ -23,12 +22,11 @@ from fleet_core.api.optimization import Optimization
 from fleet_core.api.records import ArtifactInfo, StorageInfo
 from fleet_core.api.threads import in_thread
 from fleet_core.api.traces import Traces
-from fleet_core.config import EffectiveConfig
+from fleet_core.config import EffectiveConfig, owner_identity
 from fleet_core.errors import (
     ConfigError,
     DatasetChanged,
     FileTooLarge,
-    FleetError,
     InvalidInput,
     SessionLimit,
     SessionOwned,
@@ -56,7 +54,6 @@ from fleet_core.workspace import (
 )
 
 if TYPE_CHECKING:
-    from fleet_core.blobs.sync import PublishPlan, SessionContent
     from fleet_core.engine.discovery import ModelDiscovery
     from fleet_core.engine.lm import LmProvider
     from fleet_core.events import TurnEvent
@@ -68,7 +65,6 @@ if TYPE_CHECKING:
     from fleet_core.turns import TurnService
 
 T = TypeVar("T")
-log = logging.getLogger(__name__)
 MAX_DESCRIPTION_CHARS = 2_000
 TraceExportMode = Literal["background", "deferred", "inline"]
 
@@ -109,15 +105,6 @@ class FleetRuntime:
         self.evaluation = Evaluation(self)
         self.optimization = Optimization(self, FleetRuntime.open)
         self._discovery: ModelDiscovery | None = None  # the endpoint's model list, cached
-        self._content: SessionContent | None = None  # shared workspace content (open sets it)
-        if store.blobs is not None:
-            from fleet_core.blobs.sync import SessionContent
-
-            self._content = SessionContent(
-                store,
-                config.state_dir / "workspaces",
-                max_bytes=config.settings.storage.blob_max_bytes,
-            )
         store.locks.on_lost(self._ownership_lost)  # the lease monitor stops the Session's Turn
 
     @classmethod
@@ -142,23 +129,15 @@ class FleetRuntime:
         next process or ``traces.flush``; ``inline`` (evaluation runs, which read each trace
         right after its Turn) exports a Turn's trace before ``run_turn`` returns."""
         from fleet_core.store import Store  # SQLAlchemy: loaded when a runtime opens
-        from fleet_core.store.content import backend_factory
         from fleet_core.store.database import database_url
 
         url = database_url(
             config.secrets.database_url.get_secret_value() if config.secrets.database_url else None,
             config.state_dir,
         )
-        storage = config.settings.storage
-        blobs = backend_factory(storage, config.state_dir)
+        check = config.settings.storage.lease_check_seconds
         store = await anyio.to_thread.run_sync(
-            partial(
-                Store.open,
-                url,
-                config.state_dir,
-                lease_check_seconds=storage.lease_check_seconds,
-                blobs=blobs,
-            )
+            partial(Store.open, url, config.state_dir, lease_check_seconds=check)
         )
         given = Collaborators(
             lm_provider=lm_provider,
@@ -171,7 +150,6 @@ class FleetRuntime:
         runtime = cls(config, store, given)
         await runtime._run(prepare_workspaces, config.state_dir / "workspaces")  # + stale temps
         await runtime._recover_interrupted()
-        await runtime.collect_blobs()
         pending = await runtime._run(store.count_pending_traces)
         if trace_export == "background" and pending:
             runtime._start_exporter()
@@ -208,11 +186,14 @@ class FleetRuntime:
     def exporter(self) -> TraceExporter:
         """Exports the traces Turns queue in their commits (``observability.export``)."""
         if self._exporter is None:
-            from fleet_core.observability.export import TraceExporter
+            from fleet_core.observability.export import Backoff, TraceExporter
             from fleet_core.observability.redaction import Redactor
 
             self._exporter = TraceExporter(
-                self.store, self.tracer, redactor=Redactor.from_config(self.config)
+                self.store,
+                self.tracer,
+                redactor=Redactor.from_config(self.config),
+                backoff=Backoff(maximum=self.config.settings.mlflow.export_max_backoff_seconds),
             )
         return self._exporter
 
@@ -280,7 +261,9 @@ class FleetRuntime:
         mode = _mode(mode or self.config.settings.runtime.execution_mode)
         await self._run(self._take, session_id)
         try:
-            info = await self._run(self.store.create_session, session_id, mode)
+            info = await self._run(
+                partial(self.store.create_session, session_id, mode, owner=self.owner)
+            )
         except Exception:
             await self._run(self.store.locks.release, session_id)
             raise
@@ -291,8 +274,9 @@ class FleetRuntime:
         """Take ownership of a stored Session for this process (again, after it was lost)."""
         info = await self.describe_session(session_id)
         await self._run(self._take, session_id, reload=True)
+        await self._run(self.store.record_owner, session_id, self.owner)
+        info = info.model_copy(update={"owner_host": self.owner[0], "owner_user": self.owner[1]})
         await self._run(self.workspace(session_id).ensure_layout)
-        await self._sync(session_id, owned=True)
         return info
 
     async def describe_session(self, session_id: str) -> SessionInfo:
@@ -301,11 +285,25 @@ class FleetRuntime:
     async def list_sessions(self) -> list[SessionInfo]:
         return await self._run(self.store.list_sessions)
 
+    @property
+    def owner(self) -> tuple[str, str]:
+        """The (host name, OS user) this process records on the Sessions it creates or takes."""
+        return owner_identity(self.config)
+
     async def sessions_page(
-        self, cursor: str | None = None, limit: int | None = None
+        self,
+        cursor: str | None = None,
+        limit: int | None = None,
+        *,
+        owner_host: str | None = None,
+        owner_user: str | None = None,
+        updated_since: str | datetime | None = None,
     ) -> SessionPage:
         """One page of Sessions, newest first (``limit``: 1-500, default 100); pass the page's
-        ``next_cursor`` for the next one. A bad cursor is an ``InvalidInput``."""
+        ``next_cursor`` for the next one, with the same filters. The filters (owner host, owner
+        user, updated at or after an ISO-8601 instant) combine with AND. A bad cursor or
+        instant is an ``InvalidInput``."""
+        since = _instant(updated_since, "updatedSince")
         size = paging.check_limit(limit, paging.SESSIONS_DEFAULT_LIMIT, paging.SESSIONS_MAX_LIMIT)
         after = None
         if cursor is not None:
@@ -314,7 +312,16 @@ class FleetRuntime:
                 after = (datetime.fromisoformat(stamp), session_id)
             except ValueError:
                 raise paging.invalid(cursor, "sessions") from None
-        sessions, more = await self._run(self.store.session_page, limit=size, after=after)
+        sessions, more = await self._run(
+            partial(
+                self.store.session_page,
+                limit=size,
+                after=after,
+                owner_host=owner_host,
+                owner_user=owner_user,
+                updated_since=since,
+            )
+        )
         next_cursor = None
         if more and sessions:
             last = sessions[-1]
@@ -335,9 +342,6 @@ class FleetRuntime:
         await self._run(shutil.rmtree, self._workspace_dir(session_id), ignore_errors=True)
         await self._run(self.store.locks.release, session_id)
         self._forget_workspace(session_id)
-        if self._content is not None:
-            await self._run(self._content.forget, session_id)
-            await self.collect_blobs()
 
     async def set_mode(self, session_id: str, mode: str) -> SessionInfo:
         await self.own_session(session_id)
@@ -393,55 +397,6 @@ class FleetRuntime:
         """Take ownership of a stored Session for this process (no layout work)."""
         await self.describe_session(session_id)
         await self._run(self._take, session_id)
-        await self._sync(session_id, owned=True)
-
-    # Workspace content shared through the blob store (fleet_core.blobs; docs/storage.md) -----
-
-    async def _sync(self, session_id: str, *, owned: bool = False) -> None:
-        """Bring this host's copy of the Session's workspace to the store's version (one read
-        when it is current); an owner publishes what it has when the store has nothing yet."""
-        if self._content is None:
-            return
-        unpublished = await self._run(self._content.refresh, session_id, self.workspace(session_id))
-        if unpublished and owned:
-            await self._publish(session_id)
-
-    async def _publish(self, session_id: str) -> None:
-        """Publish this host's changes to the Session's workspace (an attach, write, delete)."""
-        plan = self.content_plan(session_id)
-        if plan is None:
-            return
-        if plan.delta.empty:
-            self.content_published(plan, None)
-            return
-        version = await self._run(self.store.publish_content, session_id, plan.delta)
-        self.content_published(plan, version)
-
-    def content_plan(self, session_id: str) -> PublishPlan | None:
-        """Blocking: what this host changed in the Session's workspace since it last published
-        (None: content is not shared). The Turn service commits it with the outcome."""
-        if self._content is None:
-            return None
-        return self._content.plan(session_id, self.workspace(session_id))
-
-    def content_published(self, plan: PublishPlan, version: int | None) -> None:
-        """``plan`` was committed as ``version`` (None: nothing was)."""
-        if self._content is not None:
-            self._content.published(plan, version)
-
-    async def collect_blobs(self, grace_seconds: float | None = None) -> int:
-        """Delete blobs no Session refers to (``storage.blob_gc_grace_seconds`` unless given);
-        returns how many. A failure is logged, never raised: it is retried at the next call."""
-        if self.store.blobs is None:
-            return 0
-        grace = self.config.settings.storage.blob_gc_grace_seconds
-        try:
-            return await self._run(
-                self.store.collect_blobs, grace if grace_seconds is None else grace_seconds
-            )
-        except FleetError as exc:
-            log.warning("Blob garbage collection failed: %s", exc.message)
-            return 0
 
     def _ownership_lost(self, session_id: str, message: str) -> None:
         """The lease monitor's thread: stop the Session's running Turn (``SessionOwned``)."""
@@ -489,7 +444,6 @@ class FleetRuntime:
             name = target or f"files/{names.escaped_name(source.name or '_')}"
             await self.check_room(session_id, [name], label=f"'{names.shown(str(source))}'")
         info = await self._run(self.workspace(session_id).attach, source, target)
-        await self._publish(session_id)
         return _wire_file(info)
 
     async def write_file(
@@ -499,9 +453,7 @@ class FleetRuntime:
         await self.own_session(session_id)
         if room:
             await self.check_room(session_id, [path], label=f"'{names.shown(path)}'")
-        info = await self._run(self.workspace(session_id).write, path, data)
-        await self._publish(session_id)
-        return _wire_file(info)
+        return _wire_file(await self._run(self.workspace(session_id).write, path, data))
 
     async def check_room(self, session_id: str, paths: Sequence[str], *, label: str) -> None:
         """Refuse (``FileTooLarge``) adding ``paths`` when the entries they would create (files
@@ -528,14 +480,12 @@ class FleetRuntime:
 
     async def stat_file(self, session_id: str, path: str) -> WorkspaceFile:
         await self.describe_session(session_id)
-        await self._sync(session_id)
         return _wire_file(await self._run(self.workspace(session_id).stat, path))
 
     async def read_file(
         self, session_id: str, path: str, *, max_bytes: int | None = None, offset: int = 0
     ) -> bytes:
         await self.describe_session(session_id)
-        await self._sync(session_id)
         return await self._run(
             self.workspace(session_id).read, path, max_bytes=max_bytes, offset=offset
         )
@@ -543,12 +493,10 @@ class FleetRuntime:
     async def delete_file(self, session_id: str, path: str) -> None:
         await self.own_session(session_id)
         await self._run(self.workspace(session_id).delete, path)
-        await self._publish(session_id)
 
     async def list_workspace(self, session_id: str) -> dict[str, list[WorkspaceFile]]:
         """Every regular file, split into ``files`` (everything else) and ``artifacts``."""
         await self.describe_session(session_id)
-        await self._sync(session_id)
         tree = await self._run(self.workspace(session_id).tree)
         files = [_wire_file(i) for i in tree if not i.path.startswith("artifacts/")]
         artifacts = [_wire_file(i) for i in tree if i.path.startswith("artifacts/")]
@@ -563,7 +511,6 @@ class FleetRuntime:
         size = paging.check_limit(limit, paging.FILES_DEFAULT_LIMIT, paging.FILES_MAX_LIMIT)
         after = paging.decode(cursor, "files", 1)[0] if cursor is not None else None
         await self.describe_session(session_id)
-        await self._sync(session_id)
         infos, last = await self._run(self.workspace(session_id).page, after=after, limit=size)
         files = [_wire_file(i) for i in infos if not i.path.startswith("artifacts/")]
         artifacts = [_wire_file(i) for i in infos if i.path.startswith("artifacts/")]
@@ -597,14 +544,7 @@ class FleetRuntime:
         dataset = DatasetContext(
             path=info.path, size_bytes=info.size_bytes, sha256=info.sha256, description=description
         )
-        plan = await self._run(self.content_plan, session_id)
-        if plan is None:
-            await self._run(self.store.set_dataset, session_id, dataset)
-            return dataset
-        # the dataset's bytes are published in the same transaction that selects it
-        delta = None if plan.delta.empty else plan.delta
-        _info, version = await self._run(self.store.select_dataset, session_id, dataset, delta)
-        self.content_published(plan, version)
+        await self._run(self.store.set_dataset, session_id, dataset)
         return dataset
 
     async def clear_dataset(self, session_id: str) -> None:
@@ -616,7 +556,6 @@ class FleetRuntime:
         info = await self.describe_session(session_id)
         if info.dataset is None:
             return None
-        await self._sync(session_id)
         try:
             current = await self._run(self.workspace(session_id).stat, info.dataset.path)
         except Exception:
@@ -631,7 +570,6 @@ class FleetRuntime:
 
     async def list_artifacts(self, session_id: str) -> list[ArtifactInfo]:
         await self.describe_session(session_id)
-        await self._sync(session_id)
         tree = await self._run(self.workspace(session_id).tree, "artifacts")
         provenance = await self._run(self.store.artifact_provenance, session_id)
         return [
@@ -806,6 +744,23 @@ def _session_models(info: SessionInfo) -> SessionModels:
         root=root if isinstance(root, str) else None,
         sub=sub if isinstance(sub, str) else None,
     )
+
+
+def _instant(value: str | datetime | None, name: str) -> datetime | None:
+    """An ISO-8601 instant (UTC when it has no offset); ``InvalidInput`` naming ``name``."""
+    if value is None or isinstance(value, datetime):
+        stamp = value
+    else:
+        try:
+            stamp = datetime.fromisoformat(value.strip())
+        except ValueError:
+            raise InvalidInput(
+                f"'{name}' must be an ISO-8601 instant such as 2026-12-01T00:00:00Z, "
+                f"got {value[:64]!r}"
+            ) from None
+    if stamp is not None and stamp.tzinfo is None:
+        stamp = stamp.replace(tzinfo=UTC)
+    return stamp
 
 
 def _mode(mode: str) -> ExecutionMode:

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import anyio
+import anyio.to_thread
+
 from fleet_core.api.host import RuntimeHost
 from fleet_core.api.records import TRACING_OFF, TracingStatus
 from fleet_core.api.threads import in_thread
@@ -14,8 +17,11 @@ from fleet_core.observability.errors import TraceNotFound, TracingUnavailable
 from fleet_core.observability.traceview import stored_trace_view
 
 __all__ = ["TraceNotFound", "Traces", "TracingUnavailable", "stored_trace_view"]
+# a trace read waits at most this long for a queued trace's export, then answers from the queue
+INLINE_EXPORT_SECONDS = 1.5
 
 if TYPE_CHECKING:
+    from fleet_core.api.records import QueuedExport
     from fleet_core.evaluation.labels import LabelResult, LabelUpdate
     from fleet_core.observability.export import ExportStats
     from fleet_core.observability.records import TraceRecord
@@ -43,16 +49,20 @@ class Traces:
     async def load(self, trace_id: str) -> TraceView:
         """A stored MLflow trace (``TraceNotFound``; ``TracingUnavailable`` when tracing is off
         or the destination is invalid: the message says which). A trace still queued for export
-        is exported first; if its destination cannot take it now, it is read from the queue
-        (``view.pending``)."""
+        is exported first, for at most ``INLINE_EXPORT_SECONDS``; if its destination cannot take
+        it by then (down, slow, or the row is backing off), it is read from the queue
+        (``view.pending``) and the background exporter keeps trying."""
         tracer = self._mlflow_tracer()
-        try:
-            await self.export(trace_id)
-        except Exception:
-            from fleet_core.observability.export import pending_view
+        pending = await self.pending(trace_id)
+        if pending is not None:
+            try:
+                with anyio.fail_after(INLINE_EXPORT_SECONDS):
+                    await anyio.to_thread.run_sync(
+                        self._runtime.exporter.export_one, trace_id, abandon_on_cancel=True
+                    )
+            except Exception:  # TimeoutError, TracingUnavailable, the destination's own error
+                from fleet_core.observability.export import pending_view
 
-            pending = await self.pending(trace_id)
-            if pending is not None:
                 return await in_thread(pending_view, pending)
         return await in_thread(tracer.load_trace, trace_id)
 
@@ -86,6 +96,33 @@ class Traces:
         if not self._runtime.tracer.enabled:
             return ExportStats()
         return await in_thread(self._runtime.exporter.export_pending)
+
+    async def queue(self, limit: int = 100) -> list[QueuedExport]:
+        """The export queue, oldest first (``fleet-lsp trace export --status``)."""
+        from fleet_core.api.records import QueuedExport
+
+        rows = await in_thread(self._runtime.store.pending_traces, limit)
+        return [
+            QueuedExport(
+                trace_id=row.trace_id,
+                session_id=row.session_id,
+                turn_id=row.turn_id,
+                origin_host=row.origin_host,
+                attempts=row.attempts,
+                last_error=row.last_error,
+                next_attempt_at=row.next_attempt_at,
+                created_at=row.created_at,
+            )
+            for row in rows
+        ]
+
+    async def queue_size(self) -> int:
+        return await in_thread(self._runtime.store.count_pending_traces)
+
+    async def drop(self, trace_id: str) -> bool:
+        """Remove a queued trace without exporting it (an operator's decision); False when it
+        is not queued."""
+        return await in_thread(self._runtime.store.drop_trace, trace_id)
 
     async def pending(self, trace_id: str) -> TraceRecord | None:
         """A trace a Turn queued that is not exported yet (``None`` when not queued)."""

@@ -2,7 +2,10 @@
 
 ``local`` (default): MLflow's SQLite store at ``<state_dir>/mlflow/mlflow.db`` with artifacts in
 ``<state_dir>/mlflow/artifacts``; recorded in-process, no server needed (``fleet-lsp mlflow ui``
-serves the same files on loopback). ``server``: ``[mlflow] tracking_uri`` (an ``http(s)://``
+serves the same files on loopback). When the database is PostgreSQL (shared by several hosts),
+``local`` means MLflow's store in that same database instead (its own schema,
+``fleet_mlflow``), so every host's traces land in one place and a Session continued on another
+host never has two trace stores (docs/deployment.md). ``server``: ``[mlflow] tracking_uri`` (an ``http(s)://``
 tracking server, HTTPS unless on loopback, or a database URI shared by a team). ``databricks``:
 ``[mlflow.databricks]`` with credentials from the environment (``DATABRICKS_HOST`` and
 ``DATABRICKS_TOKEN``, or a ``databricks://<profile>`` URI). ``off``: no tracing.
@@ -26,6 +29,7 @@ if TYPE_CHECKING:
 Scope = Literal["runtime", "evaluation", "optimization"]
 DestinationKind = Literal["local", "server", "databricks", "off"]
 _LOOPBACK = {"localhost", "127.0.0.1", "::1"}
+MLFLOW_SCHEMA = "fleet_mlflow"  # MLflow's tables in a shared PostgreSQL database
 _DB_SCHEMES = ("sqlite", "postgresql", "mysql", "mssql")
 _EXPERIMENT_KEYS: dict[str, str] = {
     "runtime": "experiment_name",
@@ -36,13 +40,16 @@ _EXPERIMENT_KEYS: dict[str, str] = {
 
 @dataclass(frozen=True, slots=True)
 class MlflowDestination:
-    """A resolved MLflow destination (never holds a credential)."""
+    """A resolved MLflow destination. Holds no credential of its own; a database tracking URI
+    carries the database's (``describe`` redacts it: show that, never ``tracking_uri``)."""
 
     kind: DestinationKind
     tracking_uri: str | None
     experiments: Mapping[Scope, str]
     artifact_location: str | None = None
     databricks_host: str | None = None
+    request_timeout: float = 5.0  # seconds per MLflow HTTP request (our bound, no retries)
+    shared: bool = False  # the store is shared by every host on the database
 
     def experiment(self, scope: Scope) -> str:
         return self.experiments[scope]
@@ -55,6 +62,7 @@ class MlflowDestination:
             "experiments": dict(self.experiments),
             "artifactLocation": self.artifact_location,
             "databricksHost": self.databricks_host,
+            "shared": self.shared,
         }
 
 
@@ -75,11 +83,24 @@ def resolve_destination(
         "evaluation": settings.eval_experiment_name,
         "optimization": settings.optimization_experiment_name,
     }
+    timeout = settings.request_timeout_seconds
     if settings.destination == "off":
         return MlflowDestination("off", None, experiments)
     if settings.destination == "local":
         uri, artifacts = local_paths(config.state_dir)
-        return MlflowDestination("local", uri, experiments, artifact_location=artifacts)
+        database = shared_database_uri(config)
+        if database is not None:
+            return MlflowDestination(
+                "local",
+                database,
+                experiments,
+                artifact_location=artifacts,
+                request_timeout=timeout,
+                shared=True,
+            )
+        return MlflowDestination(
+            "local", uri, experiments, artifact_location=artifacts, request_timeout=timeout
+        )
     if settings.destination == "server":
         server_uri = settings.tracking_uri
         if not server_uri:
@@ -88,7 +109,9 @@ def resolve_destination(
                 "(FLEET_MLFLOW_TRACKING_URI)"
             )
         _check_server_uri(server_uri)
-        return MlflowDestination("server", server_uri, experiments)
+        return MlflowDestination(
+            "server", server_uri, experiments, request_timeout=timeout, shared=True
+        )
     databricks = settings.databricks
     uri = databricks.tracking_uri
     if uri != "databricks" and not uri.startswith("databricks://"):
@@ -123,7 +146,26 @@ def resolve_destination(
         )
     if host and not host.startswith("https://"):
         raise ConfigError(f"DATABRICKS_HOST must be an https:// URL, got {host!r}")
-    return MlflowDestination("databricks", uri, experiments, databricks_host=host)
+    return MlflowDestination(
+        "databricks", uri, experiments, databricks_host=host, request_timeout=timeout, shared=True
+    )
+
+
+def shared_database_uri(config: EffectiveConfig) -> str | None:
+    """MLflow's tracking URI in the configured PostgreSQL database (schema ``fleet_mlflow``,
+    created by the store's migration 0004), or None when the database is not PostgreSQL."""
+    secret = config.secrets.database_url
+    if secret is None:
+        return None
+    raw = secret.get_secret_value()
+    parts = urlsplit(raw)
+    if parts.scheme.split("+")[0] not in ("postgresql", "postgres"):
+        return None
+    query = f"{parts.query}&" if parts.query else ""
+    rebuilt = parts._replace(
+        scheme="postgresql+psycopg", query=f"{query}options=-csearch_path%3D{MLFLOW_SCHEMA}"
+    )
+    return rebuilt.geturl()
 
 
 def _check_server_uri(uri: str) -> None:

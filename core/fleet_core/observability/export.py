@@ -6,19 +6,28 @@ server's background exporter, or ``fleet-lsp trace ...``) exports what is queued
 idempotent (MLflow merges a trace written twice with the same ids), and a row is deleted only
 after its write returned, so a crash between the two repeats the write and never duplicates it.
 
-The queue is bounded (``max_pending``: the oldest are dropped, with a warning); a destination
-that keeps failing is retried on later passes, and never blocks a Turn: until exported, a trace
-is "pending" and reads fall back to the queued record.
+Every exporter on the database shares the queue: an exporter first *claims* a due row (its
+``next_attempt_at`` moves ahead by ``claim_seconds``, in one conditional UPDATE), so two servers
+never write the same trace at once, and a crashed exporter's claim lapses. A failed attempt puts
+the row back with its own backoff (doubling per attempt from ``Backoff.base`` up to
+``Backoff.maximum``, with jitter), so an outage costs each row one attempt per backoff period
+across all servers, not one per commit per server. Nothing is ever given up: the background
+exporter keeps retrying until the row is exported or an operator drops it (``fleet-lsp trace
+export --drop``). The queue is bounded (``max_pending``: the oldest are dropped, with a warning).
+Until exported, a trace is "pending" and reads answer from the queued record.
 """
 
 from __future__ import annotations
 
 import logging
+import random
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Protocol
 
+from fleet_core.observability.errors import TracingUnavailable
 from fleet_core.observability.records import TraceRecord, decode_record
 from fleet_core.observability.redaction import NO_SECRETS, Redactor
 
@@ -30,8 +39,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 MAX_PENDING = 10_000
 BATCH = 20
-RETRY_SECONDS = 30.0
-MAX_BACKGROUND_ATTEMPTS = 5
+RETRY_SECONDS = 30.0  # the background exporter looks at the queue at least this often
+CLAIM_SECONDS = 120.0  # an attempt's claim on a row; longer than any bounded MLflow call
 
 
 class QueuedTrace(Protocol):
@@ -46,21 +55,44 @@ class QueuedTrace(Protocol):
     @property
     def record(self) -> bytes: ...
 
+    @property
+    def attempts(self) -> int: ...
+
 
 class TraceQueue(Protocol):
     """The durable queue (``fleet_core.store.Store`` implements it)."""
 
     def pending_traces(
-        self, limit: int = 20, *, max_attempts: int | None = None
+        self, limit: int = 20, *, due: datetime | None = None
     ) -> Sequence[QueuedTrace]: ...
 
     def pending_trace(self, trace_id: str) -> QueuedTrace | None: ...
 
+    def claim_trace(self, trace_id: str, until: datetime, due: datetime | None = None) -> bool: ...
+
+    def next_trace_due(self) -> datetime | None: ...
+
     def trace_exported(self, trace_id: str) -> None: ...
 
-    def trace_export_failed(self, trace_id: str, error: str) -> None: ...
+    def trace_export_failed(
+        self, trace_id: str, error: str, retry_at: datetime | None = None
+    ) -> None: ...
 
     def prune_pending_traces(self, keep: int) -> int: ...
+
+
+@dataclass(slots=True)
+class Backoff:
+    """Per-row retry delays: ``base * 2**(attempts-1)`` capped at ``maximum``, jittered to
+    between half and all of it (so servers that failed together do not retry together)."""
+
+    base: float = 2.0
+    maximum: float = 300.0
+    rng: random.Random = field(default_factory=random.Random)
+
+    def delay(self, attempts: int) -> float:
+        cap = min(self.maximum, self.base * 2 ** min(max(attempts - 1, 0), 30))
+        return self.rng.uniform(cap / 2, cap)
 
 
 @dataclass(slots=True)
@@ -68,6 +100,10 @@ class ExportStats:
     exported: int = 0
     failed: int = 0
     dropped: int = 0
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
 
 
 class TraceExporter:
@@ -81,51 +117,72 @@ class TraceExporter:
         redactor: Redactor = NO_SECRETS,
         max_pending: int = MAX_PENDING,
         retry_seconds: float = RETRY_SECONDS,
+        backoff: Backoff | None = None,
+        claim_seconds: float = CLAIM_SECONDS,
     ) -> None:
         self._queue = queue
         self._tracer = tracer
         self._redactor = redactor
         self._max_pending = max_pending
         self._retry_seconds = retry_seconds
+        self._backoff = backoff or Backoff()
+        self._claim = timedelta(seconds=claim_seconds)
         self._wake = threading.Event()
         self._stopping = threading.Event()
-        self._lock = threading.Lock()  # one export pass at a time
         self._thread: threading.Thread | None = None
 
     # on demand ------------------------------------------------------------------------------
 
     def export_one(self, trace_id: str) -> bool:
-        """Export one queued trace now; False when it is not queued (already exported)."""
-        with self._lock:
-            queued = self._queue.pending_trace(trace_id)
-            if queued is None:
-                return False
-            self._export(queued)
-            return True
+        """Export one queued trace now; False when it is not queued (already exported).
+        ``TracingUnavailable`` when it is queued but not due (backing off after a failure, or
+        being exported by another exporter): read it from the queue meanwhile."""
+        queued = self._queue.pending_trace(trace_id)
+        if queued is None:
+            return False
+        if not self._queue.claim_trace(trace_id, _now() + self._claim):
+            if self._queue.pending_trace(trace_id) is None:
+                return False  # exported meanwhile
+            raise TracingUnavailable(
+                f"Trace '{trace_id}' is queued for export and waits for its next attempt"
+            )
+        self._export(queued)
+        return True
 
-    def export_pending(self, *, max_attempts: int | None = None) -> ExportStats:
-        """Export every queued trace (bounded batches), oldest first; failures stay queued."""
+    def export_pending(self, *, due_only: bool = False) -> ExportStats:
+        """Export queued traces (bounded batches), oldest first; failures stay queued with
+        their backoff. ``due_only``: skip rows that are backing off (the background pass); on
+        demand (``fleet-lsp trace export``) every row not claimed by another exporter is tried
+        once."""
         stats = ExportStats(dropped=self._prune())
-        with self._lock:
-            failed: set[str] = set()
-            while not self._stopping.is_set():
-                batch = [
-                    row
-                    for row in self._queue.pending_traces(
-                        BATCH + len(failed), max_attempts=max_attempts
-                    )
-                    if row.trace_id not in failed
-                ]
-                if not batch:
+        tried: set[str] = set()
+        while not self._stopping.is_set():
+            due = _now() if due_only else None
+            batch = [
+                row
+                for row in self._queue.pending_traces(BATCH + len(tried), due=due)
+                if row.trace_id not in tried
+            ]
+            if not batch:
+                break
+            for row in batch:
+                tried.add(row.trace_id)
+                if not self._claim_for_pass(row, due_only):
+                    continue
+                try:
+                    self._export(row)
+                    stats.exported += 1
+                except Exception:
+                    stats.failed += 1
+                if self._stopping.is_set():
                     break
-                for row in batch:
-                    try:
-                        self._export(row)
-                        stats.exported += 1
-                    except Exception:
-                        failed.add(row.trace_id)
-                        stats.failed += 1
         return stats
+
+    def _claim_for_pass(self, row: QueuedTrace, due_only: bool) -> bool:
+        """Claim the row for this attempt; on demand, a row backing off (or claimed by another
+        exporter: the write is idempotent) is taken anyway."""
+        force = None if due_only else datetime.max.replace(tzinfo=UTC)
+        return self._queue.claim_trace(row.trace_id, _now() + self._claim, force)
 
     def queued_record(self, trace_id: str) -> TraceRecord | None:
         """The record of a trace still waiting for export (``None`` when not queued)."""
@@ -138,8 +195,16 @@ class TraceExporter:
             self._tracer.export(record, _scope(row.scope))
         except Exception as exc:
             message = self._redactor.error(exc, 500)
-            log.warning("trace %s was not exported (it stays queued): %s", row.trace_id, message)
-            self._queue.trace_export_failed(row.trace_id, message)
+            delay = self._backoff.delay(row.attempts + 1)
+            log.warning(
+                "trace %s was not exported (it stays queued; next attempt in %.0f s): %s",
+                row.trace_id,
+                delay,
+                message,
+            )
+            self._queue.trace_export_failed(
+                row.trace_id, message, _now() + timedelta(seconds=delay)
+            )
             raise
         self._queue.trace_exported(row.trace_id)
 
@@ -156,8 +221,8 @@ class TraceExporter:
     # background -----------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Start the background thread (idempotent); it exports whatever is queued, then waits
-        for ``notify`` (or retries failures every ``retry_seconds``)."""
+        """Start the background thread (idempotent); it exports whatever is due, then sleeps
+        until the next row is due (at most ``retry_seconds``) or ``notify`` wakes it."""
         if self._thread is None:
             self._thread = threading.Thread(
                 target=self._loop, name="fleet-trace-export", daemon=True
@@ -183,11 +248,15 @@ class TraceExporter:
     def _loop(self) -> None:
         while not self._stopping.is_set():
             self._wake.clear()
+            wait = self._retry_seconds
             try:
-                self.export_pending(max_attempts=MAX_BACKGROUND_ATTEMPTS)
+                self.export_pending(due_only=True)
+                due = self._queue.next_trace_due()
+                if due is not None:
+                    wait = min(wait, max(0.2, (due - _now()).total_seconds()))
             except Exception as exc:  # the store itself failed: try again later
                 log.warning("trace export pass failed: %s", self._redactor.error(exc, 500))
-            self._wake.wait(self._retry_seconds)
+            self._wake.wait(wait)
 
 
 def pending_view(record: TraceRecord) -> TraceView:

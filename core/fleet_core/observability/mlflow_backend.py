@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,21 @@ LABELS_ASSESSMENT = "fleet.labels"
 # mlflow's package imports are circular: two threads importing it at once (the trace exporter
 # and a reader) can see a partly initialized module. Every first import goes through this lock.
 _IMPORT_LOCK = threading.Lock()
+
+
+# MLflow's HTTP client retries a failed request 7 times with exponential backoff and waits 120 s
+# per attempt by default: a trace read during an outage hung for minutes. Our bounds instead: one
+# attempt, a bounded timeout; the export queue retries with its own per-row backoff. An operator
+# who sets these variables keeps their values.
+HTTP_BOUNDS = ("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "MLFLOW_HTTP_REQUEST_TIMEOUT")
+
+
+def bound_http_requests(timeout: float, environ: MutableMapping[str, str] | None = None) -> None:
+    """Set MLflow's HTTP retries to 0 and its timeout to ``timeout`` seconds where unset (MLflow
+    reads them from the environment at every request; there is no per-client setting)."""
+    environ = os.environ if environ is None else environ
+    environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", str(max(1, round(timeout))))
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +89,7 @@ class MlflowBackend:
                 # MLflow prices LM spans with LiteLLM's cost map: the bundled one, never a
                 # download (fleet_core.offline; already applied when fleet_core was imported).
                 apply_offline_defaults()
+                bound_http_requests(self.destination.request_timeout)
                 with _IMPORT_LOCK:
                     from mlflow import MlflowClient
                     from mlflow.tracing.client import TracingClient

@@ -8,7 +8,7 @@ import hashlib
 import re
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -33,7 +33,6 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import DBAPIError, IntegrityError, InterfaceError, OperationalError
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
-from fleet_core.blobs.base import BlobMissing, BlobStore, ContentDelta, ContentEntry, verified
 from fleet_core.errors import (
     IdempotencyConflict,
     InvalidInput,
@@ -54,7 +53,7 @@ from fleet_core.models import (
     TurnStatus,
     TurnSummary,
 )
-from fleet_core.store import content, schema
+from fleet_core.store import schema
 from fleet_core.store.database import create_db_engine, db_reason, migrate
 from fleet_core.store.ownership import (
     DEFAULT_CHECK_SECONDS,
@@ -155,7 +154,6 @@ class TurnOutcome:
     replay: tuple[str, bytes] | None = None
     trace_export: TraceExport | None = None
     memories: Sequence[Memory] = ()  # proposed by the Turn's code (workspace.remember)
-    content: ContentDelta | None = None  # the workspace files published with the outcome
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,30 +166,27 @@ class TraceExport:
     session_id: str = ""
     turn_id: str = ""
     attempts: int = 0
+    origin_host: str | None = None  # the host whose Turn queued it
+    last_error: str | None = None
+    next_attempt_at: datetime | None = None  # not retried before it (None: due now)
+    created_at: datetime | None = None
 
 
 class Store:
     """Synchronous repository over SQLite or PostgreSQL; callers run it off the event loop."""
 
-    def __init__(self, engine: Engine, locks: SessionLocks, blobs: BlobStore | None = None) -> None:
+    def __init__(self, engine: Engine, locks: SessionLocks) -> None:
         self.engine = engine
         self.locks = locks
-        self.blobs = blobs  # None: workspaces stay on their host (docs/storage.md)
         self._turn_leases: dict[str, tuple[str, int]] = {}  # running Turn -> (Session, epoch)
         self._turn_mutex = threading.Lock()
 
     @classmethod
     def open(
-        cls,
-        url: str,
-        state_dir: Path,
-        *,
-        lease_check_seconds: float = DEFAULT_CHECK_SECONDS,
-        blobs: Callable[[Engine], BlobStore | None] | None = None,
+        cls, url: str, state_dir: Path, *, lease_check_seconds: float = DEFAULT_CHECK_SECONDS
     ) -> Store:
         """Connect, migrate under a lock, and choose the ownership mechanism for the backend
-        (PostgreSQL: leases probed every ``lease_check_seconds``); ``blobs`` makes the blob
-        backend for the engine (None: workspace content is not shared)."""
+        (PostgreSQL: leases probed every ``lease_check_seconds``)."""
         engine = create_db_engine(url)
         lock_dir = state_dir / "locks"
         try:
@@ -204,7 +199,7 @@ class Store:
             locks = FileSessionLocks(lock_dir)
         else:
             locks = AdvisorySessionLocks(engine, check_seconds=lease_check_seconds)
-        return cls(engine, locks, blobs(engine) if blobs is not None else None)
+        return cls(engine, locks)
 
     @property
     def backend(self) -> str:
@@ -237,8 +232,12 @@ class Store:
     # Sessions -------------------------------------------------------------------------------
 
     @_write
-    def create_session(self, session_id: str, mode: str) -> SessionInfo:
+    def create_session(
+        self, session_id: str, mode: str, *, owner: tuple[str, str] | None = None
+    ) -> SessionInfo:
+        """A new Session; ``owner``: the (host name, OS user) of the process creating it."""
         stamp = now()
+        host, user = owner if owner is not None else (None, None)
         try:
             with self.engine.begin() as conn:
                 conn.execute(
@@ -251,6 +250,8 @@ class Store:
                         dataset=None,
                         memory_summary="",
                         turn_count=0,
+                        owner_host=host,
+                        owner_user=user,
                     )
                 )
         except IntegrityError:
@@ -270,15 +271,49 @@ class Store:
         with self.engine.connect() as conn:
             return [_session_info(row) for row in conn.execute(query).mappings()]
 
+    @_write
+    def record_owner(self, session_id: str, owner: tuple[str, str]) -> None:
+        """The (host name, OS user) of the process that just took the Session (its
+        ``updated_at`` is left alone: taking a Session does not reorder the list)."""
+        host, user = owner
+        table = schema.sessions
+        with self.engine.begin() as conn:
+            conn.execute(
+                update(table)
+                .where(
+                    table.c.session_id == session_id,
+                    or_(
+                        table.c.owner_host.is_(None),
+                        table.c.owner_host != host,
+                        table.c.owner_user.is_(None),
+                        table.c.owner_user != user,
+                    ),
+                )
+                .values(owner_host=host, owner_user=user)
+            )
+
     @_read
     def session_page(
-        self, *, limit: int, after: tuple[datetime, str] | None = None
+        self,
+        *,
+        limit: int,
+        after: tuple[datetime, str] | None = None,
+        owner_host: str | None = None,
+        owner_user: str | None = None,
+        updated_since: datetime | None = None,
     ) -> tuple[list[SessionInfo], bool]:
         """Sessions newest first by ``(updated_at, session_id)``, at most ``limit`` of them after
         the key ``after`` (a keyset: no OFFSET, so a deep page costs what the first does), and
-        whether more follow."""
+        whether more follow. The filters (owner host, owner user, updated at or after) combine
+        with AND."""
         table = schema.sessions
         query = select(table).order_by(table.c.updated_at.desc(), table.c.session_id.desc())
+        if owner_host is not None:
+            query = query.where(table.c.owner_host == owner_host)
+        if owner_user is not None:
+            query = query.where(table.c.owner_user == owner_user)
+        if updated_since is not None:
+            query = query.where(table.c.updated_at >= updated_since)
         if after is not None:
             updated, session_id = after
             query = query.where(
@@ -326,24 +361,7 @@ class Store:
         }
         return self._update_session(session_id, values)
 
-    @_write
-    def select_dataset(
-        self, session_id: str, dataset: DatasetContext | None, delta: ContentDelta | None
-    ) -> tuple[SessionInfo, int | None]:
-        """``set_dataset`` and the publish of ``delta`` (the workspace's unpublished changes,
-        the dataset's file among them) in one transaction; returns the content version too."""
-        values = {
-            "updated_at": now(),
-            "dataset": dataset.model_dump(mode="json") if dataset else None,
-        }
-        return self._update_session_publishing(session_id, values, delta)
-
     def _update_session(self, session_id: str, values: dict[str, Any]) -> SessionInfo:
-        return self._update_session_publishing(session_id, values, None)[0]
-
-    def _update_session_publishing(
-        self, session_id: str, values: dict[str, Any], delta: ContentDelta | None
-    ) -> tuple[SessionInfo, int | None]:
         epoch = self.locks.lease(session_id)
         with self.engine.begin() as conn:
             self._fence(conn, session_id, epoch)
@@ -352,70 +370,9 @@ class Store:
                 .where(schema.sessions.c.session_id == session_id)
                 .values(**values)
             )
-            if changed.rowcount == 0:
-                raise SessionNotFound(f"No session '{session_id}'", session_id=session_id)
-            version = self._publish(conn, session_id, delta, values["updated_at"])
-        return self.get_session(session_id), version
-
-    # Workspace content (fleet_core.blobs; docs/storage.md) -----------------------------------
-
-    @_read
-    def content_head(self, session_id: str) -> int | None:
-        """The Session's published content version (None: never published)."""
-        with self.engine.connect() as conn:
-            return content.head(conn, session_id)
-
-    @_read
-    def content_manifest(self, session_id: str) -> tuple[int | None, list[ContentEntry]]:
-        """The Session's published version and files, read in one transaction."""
-        with self.engine.begin() as conn:
-            return content.head(conn, session_id), content.entries(conn, session_id)
-
-    @_write
-    def publish_content(self, session_id: str, delta: ContentDelta) -> int:
-        """Publish ``delta`` alone (an attach, a write, a delete), under the Session's lease."""
-        if self.blobs is None:
-            raise StoreError("Workspace content is not shared with this configuration")
-        epoch = self.locks.lease(session_id)
-        with self.engine.begin() as conn:
-            self._fence(conn, session_id, epoch)
-            return content.apply_delta(conn, self.blobs, session_id, delta, now())
-
-    def read_blob(self, entry: ContentEntry) -> Iterator[bytes]:
-        """The bytes of a manifest entry, verified against its digest and size as they are
-        read (``BlobMissing``, ``BlobCorrupt``: a clear ``StoreError``)."""
-        if self.blobs is None:
-            raise StoreError("Workspace content is not shared with this configuration")
-        where = f"the {self.blobs.kind} blob store"
-        try:
-            with self.engine.connect() as conn:
-                chunks = self.blobs.chunks(conn, entry.sha256)
-                yield from verified(chunks, entry.sha256, entry.size_bytes, where)
-        except BlobMissing as exc:
-            raise BlobMissing(
-                f"The content of '{entry.path}' (sha256 {entry.sha256[:12]}..., "
-                f"{entry.size_bytes:,} bytes) is missing from {where}: {exc.message}",
-                path=entry.path,
-                sha256=entry.sha256,
-            ) from None
-        except DBAPIError as exc:
-            raise _store_error(exc) from None
-
-    @_write
-    def collect_blobs(self, grace_seconds: float, *, limit: int = content.GC_BATCH) -> int:
-        """Delete blobs no Session refers to and no commit touched within ``grace_seconds``
-        (at most ``limit`` per call); returns how many were deleted."""
-        if self.blobs is None:
-            return 0
-        with self.engine.begin() as conn:
-            cutoff = content.grace_cutoff(now(), grace_seconds)
-            return len(content.collect_garbage(conn, self.blobs, older_than=cutoff, limit=limit))
-
-    @_read
-    def blob_counts(self) -> tuple[int, int]:
-        """(blobs stored, their bytes)."""
-        with self.engine.connect() as conn:
-            return content.counts(conn)
+        if changed.rowcount == 0:
+            raise SessionNotFound(f"No session '{session_id}'", session_id=session_id)
+        return self.get_session(session_id)
 
     @_read
     def memory_summary(self, session_id: str) -> str:
@@ -496,11 +453,9 @@ class Store:
             )
 
     @_write
-    def finish_turn(self, turn_id: str, outcome: TurnOutcome) -> int | None:
-        """Commit a Turn's outcome, provenance, learned note, replay and workspace content in
-        one transaction, only under the lease the Turn was claimed with (``SessionOwned``
-        "ownership lost" else). Returns the Session's content version when ``outcome.content``
-        was published (None: nothing was, e.g. the outcome was committed already)."""
+    def finish_turn(self, turn_id: str, outcome: TurnOutcome) -> None:
+        """Commit a Turn's outcome, provenance, learned note and replay in one transaction, only
+        under the lease the Turn was claimed with (``SessionOwned`` "ownership lost" else)."""
         stamp = now()
         with self._turn_mutex:
             leased = self._turn_leases.pop(turn_id, None)
@@ -518,7 +473,7 @@ class Store:
                 raise TurnNotFound(f"No turn '{turn_id}'")
             session_id, status = row
             if status == "completed":
-                return None  # never overwrite a committed outcome
+                return  # never overwrite a committed outcome
             conn.execute(
                 update(schema.turns)
                 .where(schema.turns.c.turn_id == turn_id)
@@ -551,14 +506,6 @@ class Store:
             if outcome.status == "completed" and outcome.learned_note:
                 self._propose_learned_note(conn, session_id, turn_id, outcome.learned_note, stamp)
             self._propose_memories(conn, session_id, outcome.memories, stamp)
-            return self._publish(conn, session_id, outcome.content, stamp)
-
-    def _publish(
-        self, conn: Connection, session_id: str, delta: ContentDelta | None, stamp: datetime
-    ) -> int | None:
-        if delta is None or self.blobs is None:
-            return None
-        return content.apply_delta(conn, self.blobs, session_id, delta, stamp)
 
     def _queue_trace(
         self, conn: Connection, session_id: str, turn_id: str, export: TraceExport, stamp: datetime
@@ -573,6 +520,8 @@ class Store:
                 attempts=0,
                 created_at=stamp,
                 updated_at=stamp,
+                origin_host=export.origin_host,
+                next_attempt_at=None,
             )
         )
 
@@ -939,18 +888,59 @@ class Store:
     # trace export queue ---------------------------------------------------------------------
 
     @_read
-    def pending_traces(
-        self, limit: int = 20, *, max_attempts: int | None = None
-    ) -> list[TraceExport]:
-        """The oldest traces still waiting for export (``max_attempts``: skip ones that failed
-        that often; a later pass, or ``fleet-lsp trace``, tries them again)."""
+    def pending_traces(self, limit: int = 20, *, due: datetime | None = None) -> list[TraceExport]:
+        """The oldest traces still waiting for export; ``due``: only those whose next attempt
+        is not after it (rows backing off after a failure, or claimed by an exporter, wait)."""
         t = schema.trace_exports
         query = select(t).order_by(t.c.created_at, t.c.trace_id).limit(limit)
-        if max_attempts is not None:
-            query = query.where(t.c.attempts < max_attempts)
+        if due is not None:
+            query = query.where(or_(t.c.next_attempt_at.is_(None), t.c.next_attempt_at <= due))
         with self.engine.connect() as conn:
             rows = conn.execute(query).mappings().all()
         return [_trace_export(row) for row in rows]
+
+    @_read
+    def next_trace_due(self) -> datetime | None:
+        """When the earliest queued trace is due for an export attempt (None: queue empty)."""
+        t = schema.trace_exports
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                select(func.count(), func.count(t.c.next_attempt_at), func.min(t.c.next_attempt_at))
+            ).one()
+        total, scheduled, earliest = row
+        if not total:
+            return None
+        if scheduled < total or earliest is None:
+            return now()
+        return _utc(earliest)
+
+    @_write
+    def claim_trace(self, trace_id: str, until: datetime, due: datetime | None = None) -> bool:
+        """Claim a queued trace due by ``due`` (default now) for one export attempt, for every
+        exporter on the database: its next attempt moves to ``until`` (so a crashed exporter's
+        claim lapses). False when the row is gone, backing off, or claimed by another exporter."""
+        t = schema.trace_exports
+        stamp = due or now()
+        with self.engine.begin() as conn:
+            claimed = conn.execute(
+                update(t)
+                .where(
+                    t.c.trace_id == trace_id,
+                    or_(t.c.next_attempt_at.is_(None), t.c.next_attempt_at <= stamp),
+                )
+                .values(next_attempt_at=until)
+            )
+        return claimed.rowcount == 1
+
+    @_write
+    def drop_trace(self, trace_id: str) -> bool:
+        """Remove a queued trace without exporting it (an operator's decision); False when it
+        was not queued."""
+        with self.engine.begin() as conn:
+            gone = conn.execute(
+                delete(schema.trace_exports).where(schema.trace_exports.c.trace_id == trace_id)
+            )
+        return gone.rowcount == 1
 
     @_read
     def pending_trace(self, trace_id: str) -> TraceExport | None:
@@ -971,13 +961,21 @@ class Store:
             )
 
     @_write
-    def trace_export_failed(self, trace_id: str, error: str) -> None:
+    def trace_export_failed(
+        self, trace_id: str, error: str, retry_at: datetime | None = None
+    ) -> None:
+        """Count a failed attempt; the row is not tried again before ``retry_at``."""
         t = schema.trace_exports
         with self.engine.begin() as conn:
             conn.execute(
                 update(t)
                 .where(t.c.trace_id == trace_id)
-                .values(attempts=t.c.attempts + 1, last_error=error[:2_000], updated_at=now())
+                .values(
+                    attempts=t.c.attempts + 1,
+                    last_error=error[:2_000],
+                    updated_at=now(),
+                    next_attempt_at=retry_at,
+                )
             )
 
     @_write
@@ -1009,6 +1007,8 @@ def _session_info(row: RowMapping) -> SessionInfo:
         updated_at=_utc(row["updated_at"]),
         dataset=dataset,
         selections=dict(row["selections"] or {}),
+        owner_host=row["owner_host"],
+        owner_user=row["owner_user"],
     )
 
 
@@ -1077,4 +1077,8 @@ def _trace_export(row: RowMapping) -> TraceExport:
         session_id=row["session_id"],
         turn_id=row["turn_id"],
         attempts=row["attempts"],
+        origin_host=row["origin_host"],
+        last_error=row["last_error"],
+        next_attempt_at=_utc(row["next_attempt_at"]) if row["next_attempt_at"] else None,
+        created_at=_utc(row["created_at"]),
     )

@@ -28,14 +28,39 @@ trace_app = typer.Typer(help="Turn traces.", no_args_is_help=True)
 
 def sessions(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    host: Annotated[
+        str | None, typer.Option("--host", help="Only Sessions last taken on this host.")
+    ] = None,
+    user: Annotated[
+        str | None, typer.Option("--user", help="Only Sessions last taken by this OS user.")
+    ] = None,
+    since: Annotated[
+        str | None,
+        typer.Option(
+            "--since", help="Only Sessions updated since: 30m, 12h, 7d, 2w or an ISO-8601 instant."
+        ),
+    ] = None,
+    mine: Annotated[
+        bool, typer.Option("--mine", help="Only Sessions of this host and OS user.")
+    ] = False,
 ) -> None:
-    """List Sessions, newest first."""
+    """List Sessions, newest first (filters combine with AND)."""
+    from fleet_lsp.cli.support import since_instant
+
+    updated_since = since_instant(since) if since is not None else None
 
     async def go(runtime: FleetRuntime) -> list[dict[str, Any]]:
         found: list[dict[str, Any]] = []
         cursor: str | None = None
+        owner_host, owner_user = runtime.owner if mine else (None, None)
         while True:  # every page (fleet/session/list pages the same way)
-            page = await runtime.sessions_page(cursor, 500)
+            page = await runtime.sessions_page(
+                cursor,
+                500,
+                owner_host=host or owner_host,
+                owner_user=user or owner_user,
+                updated_since=updated_since,
+            )
             found += [s.wire() for s in page.sessions]
             if page.next_cursor is None or page.next_cursor == cursor:
                 return found
@@ -53,13 +78,15 @@ def sessions(
 
     from fleet_lsp.cli.terminal import visible
 
-    table = Table("session", "mode", "turns", "updated", "dataset")
+    table = Table("session", "mode", "turns", "updated", "owner", "dataset")
     for s in found:
+        owner = f"{s.get('ownerUser', '')}@{s['ownerHost']}" if s.get("ownerHost") else ""
         cells = (
             s["sessionId"],
             s["mode"],
             str(s["turnCount"]),
             s["updatedAt"],
+            owner,
             (s.get("dataset") or {}).get("path", ""),
         )
         table.add_row(*(escape(visible(cell)) for cell in cells))

@@ -4,7 +4,9 @@
 took the Session; NULL for Sessions stored before) and an index on ``updated_at`` for the
 recency filter of ``fleet/session/list``. ``fleet_trace_exports`` gains ``origin_host`` (the
 host whose Turn queued the row) and ``next_attempt_at`` (a failed row is not retried before it:
-per-row backoff with jitter, shared by every exporter on the database).
+per-row backoff with jitter, shared by every exporter on the database). On PostgreSQL it also
+creates the schema ``fleet_mlflow``, where the default trace destination keeps MLflow's tables
+when the database is shared (fleet_core.observability.destination).
 
 Revision ID: 0004
 Revises: 0003
@@ -32,6 +34,8 @@ def upgrade() -> None:
     op.create_index(
         "ix_fleet_trace_exports_next_attempt", "fleet_trace_exports", ["next_attempt_at"]
     )
+    if op.get_bind().dialect.name == "postgresql":
+        op.execute("CREATE SCHEMA IF NOT EXISTS fleet_mlflow")
 
 
 def downgrade() -> None:
