@@ -15,6 +15,13 @@ code (fenced or not) are accepted. On the embedded llama.cpp server ``repeat_pen
 (and, if configured, a GBNF grammar holds the reply to a fenced Python block). The first program
 is asked at the configured temperature, every repair at ``REPAIR_TEMPERATURE``; a reply that
 repeats an earlier failed program is not run again, the model is asked again.
+
+What the host judges beyond "it raised" lives in engine/repairs.py (issue 22's levers): a reply
+cut by the output cap is asked again with more room and never run; the tables' columns are shown
+exactly and a missing column's repair names the nearest real ones; a printed error is not a
+success; a failure seen again gets the failing line, then the inputs' shape, then a simpler
+plan; a task's ``@name[value]`` format is checked. The prelude defines the statistics helpers
+(engine/stathelpers.py).
 """
 
 from __future__ import annotations
@@ -407,10 +414,11 @@ class CodeFirst:
 
     def _fit(self, messages: list[Any]) -> None:
         """Drop the oldest program and its error (after the inputs) while the chat leaves less
-        than ``MIN_ROOM`` tokens for the reply (the prefix cache is lost, the Turn goes on)."""
+        than ``small_max_tokens`` (at least ``MIN_ROOM``) for the reply (the prefix cache is
+        lost, the Turn goes on)."""
+        needed = max(MIN_ROOM, self.profile.max_tokens or 0)
         while len(messages) > 3 and (
-            self.profile.context_tokens - self._prompt_tokens(messages) - CONTEXT_MARGIN
-            < max(MIN_ROOM, min(self.profile.max_tokens or MIN_ROOM, self.profile.program_tokens))
+            self.profile.context_tokens - self._prompt_tokens(messages) - CONTEXT_MARGIN < needed
         ):
             del messages[1:3]
 
