@@ -18,7 +18,17 @@ end
 
 local ok, err = pcall(function()
   local fleet = require('fleet')
-  fleet.setup({ cmd = vim.json.decode(env.FLEET_NVIM_CMD) })
+  -- progress_echo = true: this scenario's own LspProgress autocommand (below) would count as a
+  -- consumer of progress, and 'auto' would leave the echo area alone
+  fleet.setup({ cmd = vim.json.decode(env.FLEET_NVIM_CMD), progress_echo = true })
+  -- what the plugin writes to the echo area (its progress line, the session buffer's g? help)
+  local echoes = {}
+  report.echoes = echoes
+  local real_echo = vim.api.nvim_echo
+  vim.api.nvim_echo = function(chunks, history, opts)
+    table.insert(echoes, table.concat(vim.tbl_map(function(c) return c[1] end, chunks)))
+    return real_echo(chunks, history, opts)
+  end
   vim.api.nvim_create_autocmd('LspProgress', {
     callback = function(ev)
       local v = ev.data.params.value
@@ -61,11 +71,29 @@ local ok, err = pcall(function()
   local function loaded()
     assert(vim.wait(120000, function() return vim.b.fleet_loading == false end, 20), 'document not loaded')
   end
+  step('echoes_turn', vim.deepcopy(echoes))
+  vim.v.warningmsg = ''
   fleet.open(fleet.artifact_uri('revenue_by_region.csv'))
   loaded()
   step('artifact_lines', vim.api.nvim_buf_get_lines(0, 0, -1, false))
   step('artifact_modifiable', vim.bo.modifiable)
   step('artifact_name', vim.api.nvim_buf_get_name(0))
+  step('artifact_flags', { readonly = vim.bo.readonly, modified = vim.bo.modified,
+    warning = vim.v.warningmsg })
+
+  -- an artifact with CRLF line ends: no ^M, no W10, and :w writes the same bytes back
+  vim.v.warningmsg = ''
+  fleet.open(fleet.artifact_uri('notes_crlf.csv'))
+  loaded()
+  local copy = vim.fn.getcwd() .. '/notes_copy.csv'
+  local crlf = { lines = vim.api.nvim_buf_get_lines(0, 0, -1, false), fileformat = vim.bo.fileformat,
+    readonly = vim.bo.readonly, modifiable = vim.bo.modifiable, modified = vim.bo.modified,
+    warning = vim.v.warningmsg, messages = vim.fn.execute('messages') }
+  vim.cmd('silent write ' .. vim.fn.fnameescape(copy))
+  local written = assert(io.open(copy, 'rb'))
+  crlf.written = written:read('a')
+  written:close()
+  step('crlf', crlf)
 
   if result.traceId then
     fleet.open(('fleet:/sessions/nvim1/traces/%s.md'):format(result.traceId))
@@ -106,21 +134,25 @@ local ok, err = pcall(function()
       uri = syntax_at('fleet:/'),
     })
   end
-  if env.FLEET_NVIM_SHOT and sbuf then
-    -- a real terminal picture of the session buffer: a TUI (`nvim --remote-ui`, attached to this
-    -- headless Neovim) in a detached tmux pane, captured with its colours (`capture-pane -e`)
+  -- a real terminal picture: a TUI (`nvim --remote-ui`, attached to this headless Neovim) in a
+  -- detached tmux pane, captured with its colours (`capture-pane -e`). `setup()` arranges the
+  -- windows; `ready(plain)` says when the pane shows what the picture is for.
+  local shots = 0
+  local function shoot(name, setup, ready)
+    if not env.FLEET_NVIM_SHOT then
+      return
+    end
+    shots = shots + 1
+    local base = env.FLEET_NVIM_SHOT .. shots
     local shot = { ok = false }
-    local tmux = { 'tmux', '-u', '-S', env.FLEET_NVIM_SHOT .. '.tmux', '-f', env.FLEET_NVIM_SHOT .. '.conf' }
+    local tmux = { 'tmux', '-u', '-S', base .. '.tmux', '-f', base .. '.conf' }
     local ran, why = pcall(function()
       vim.fn.writefile({ 'set -g default-terminal tmux-256color', 'set -g status off',
-        'set -as terminal-features ",*:RGB"' }, env.FLEET_NVIM_SHOT .. '.conf')
-      local listen = vim.fn.serverstart(env.FLEET_NVIM_SHOT .. '.nvim')
-      vim.cmd('only')
-      vim.api.nvim_win_set_buf(0, sbuf)
-      vim.api.nvim_win_set_cursor(0, { 1, 0 })
+        'set -as terminal-features ",*:RGB"' }, base .. '.conf')
+      local listen = vim.fn.serverstart(base .. '.nvim')
+      setup()
       vim.o.termguicolors = true
       vim.o.ruler = true
-      vim.wo.wrap = false
       local cmd = vim.list_extend(vim.deepcopy(tmux), { 'new-session', '-d', '-x', '120', '-y', '46',
         vim.v.progpath .. ' --server ' .. vim.fn.shellescape(listen) .. ' --remote-ui' })
       local started = vim.system(cmd, { env = { LANG = 'C.UTF-8', COLORTERM = 'truecolor' } }):wait(10000)
@@ -133,16 +165,24 @@ local ok, err = pcall(function()
         local cap = vim.system(vim.list_extend(vim.deepcopy(tmux), { 'capture-pane', '-p', '-e' }),
           { text = true }):wait(5000)
         text = cap.stdout or ''
-        local plain = text:gsub('\27%[[%d;]*m', '')
-        return plain:find('REGION=North check', 1, true) ~= nil and plain:find('Artifact:', 1, true) ~= nil
-          and plain:find('\nfleet://session/nvim1 ', 1, true) ~= nil -- the statusline is drawn too
-      end, 200), 'the pane never showed the tree: ' .. text)
+        return ready((text:gsub('\27%[[%d;]*m', '')))
+      end, 200), 'the pane never showed it: ' .. text)
       shot.ansi, shot.ok = text, true
     end)
     shot.error = not ran and tostring(why) or nil
     vim.system(vim.list_extend(vim.deepcopy(tmux), { 'kill-server' })):wait(5000)
     vim.wait(5000, function() return #vim.api.nvim_list_uis() == 0 end, 20)
-    step('screenshot', shot)
+    step(name, shot)
+  end
+  if sbuf then
+    shoot('screenshot', function()
+      vim.cmd('only')
+      vim.api.nvim_win_set_buf(0, sbuf)
+      vim.api.nvim_win_set_cursor(0, { 1, 0 })
+    end, function(plain)
+      return plain:find('REGION=North check', 1, true) ~= nil and plain:find('Artifact:', 1, true) ~= nil
+        and plain:find('\nfleet://session/nvim1 ', 1, true) ~= nil -- the statusline is drawn too
+    end)
   end
   -- hostile text is rendered safely: control characters and newlines cannot break a line
   tree.apply({ turnId = 'tx', sessionId = 'esc', agentId = 'root', kind = 'turn_started',
@@ -205,17 +245,34 @@ local ok, err = pcall(function()
   drive('sessions_delete', 'FleetSessions', { 'nvim-spare', 'Delete', 'Yes' }, said('nvim%-spare deleted'))
   local _, after_delete = await(function(cb) fleet.request('fleet/session/list', vim.empty_dict(), cb) end)
   step('sessions_after_delete', vim.tbl_map(function(s) return s.sessionId end, after_delete.sessions))
+  -- a Neovim that did not see Turn #1 (its memory of the tree forgotten): Load fills the
+  -- session buffer from the stored history
+  tree.reset('nvim1')
   drive('sessions_load', 'FleetSessions', { 'nvim1', 'Load' }, said('nvim1 loaded'))
   step('session_after_load', fleet.session_id())
+  assert(vim.wait(10000, function()
+    return vim.iter(vim.api.nvim_buf_get_lines(0, 0, -1, false)):any(function(l)
+      return l:match('^Trace: ') ~= nil
+    end)
+  end, 20), 'the loaded session buffer was not filled: ' .. vim.inspect(vim.api.nvim_buf_get_lines(0, 0, -1, false)))
+  step('loaded_buffer', { name = vim.api.nvim_buf_get_name(0), lines = vim.api.nvim_buf_get_lines(0, 0, -1, false),
+    windows = #vim.api.nvim_tabpage_list_wins(0) })
 
   vim.cmd('enew')
   drive('artifacts', 'FleetArtifacts', { 'North.txt' }, function()
     return vim.api.nvim_buf_get_name(0):match('North%.txt$') ~= nil and vim.b.fleet_loading == false
   end)
   vim.cmd('enew')
-  drive('trace', 'FleetTrace', { 'Turn ' }, function()
+  drive('trace', 'FleetTrace', { '#1 ' }, function()
     return vim.bo.filetype == 'markdown' and vim.b.fleet_loading == false
   end)
+  -- :FleetLabel in a trace buffer labels that trace (no trace picker)
+  local trace_buffer = vim.api.nvim_buf_get_name(0)
+  drive('label_here', 'FleetLabel', { 'benchmark', '(keep)', '(keep)', '', '', '' },
+    function() return ui.last_label ~= nil end, 60000)
+  step('label_here_result', { buffer = trace_buffer, traceId = ui.last_label.traceId,
+    status = ui.last_label.labels.status })
+  ui.last_label = nil
   drive('history', 'FleetHistory', {}, function()
     return vim.api.nvim_buf_get_name(0):match('^fleet://history/') ~= nil
   end)
@@ -223,7 +280,7 @@ local ok, err = pcall(function()
   local expect = vim.fn.getcwd() .. '/expectations.json'
   vim.fn.writefile({ vim.json.encode({ schema_version = 1,
     children = { { input_paths = { 'files/sales.csv' } } } }) }, expect)
-  drive('label', 'FleetLabel', { 'Turn ', 'approved', 'rlm', 'critical', 'North', 'North, 42', expect },
+  drive('label', 'FleetLabel', { '#1 ', 'approved', 'rlm', 'critical', 'North', 'North, 42', expect },
     function() return ui.last_label ~= nil end, 120000)
   step('label_result', ui.last_label)
 
@@ -295,6 +352,100 @@ local ok, err = pcall(function()
     return vim.api.nvim_buf_get_name(0):match('^fleet://history/') ~= nil
   end)
 
+  -- the session buffer's folds and mappings, on the Turns so far: #1 (stored, from the history),
+  -- #2 (the prompt's) and #3 (FIRSTFAILS: its failed cell 1 is a run of failed cells)
+  local function keys(k)
+    vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes(k, true, false, true), 'xt', false)
+  end
+  local function first_line(pattern, from)
+    for lnum, l in ipairs(vim.api.nvim_buf_get_lines(0, 0, -1, false)) do
+      if lnum >= (from or 1) and l:match(pattern) then return lnum end
+    end
+  end
+  vim.cmd('only')
+  vim.cmd('FleetSession')
+  local swin = vim.api.nvim_get_current_win()
+  step('session_split', { name = vim.api.nvim_buf_get_name(0), windows = #vim.api.nvim_tabpage_list_wins(0) })
+  local partial_task = first_line('^Task: FIRSTFAILS')
+  local failed = first_line('^  %[cell %d+%] ✗', partial_task)
+  local ok_cell = first_line('^  %[cell %d+%] completed', partial_task)
+  local traceback = first_line('^    ✗ ', partial_task)
+  local function syn(lnum) -- the highlight of the line's last character
+    local id = vim.fn.synID(lnum, #vim.fn.getline(lnum), 1)
+    return vim.fn.synIDattr(vim.fn.synIDtrans(id), 'name') .. ' ' .. vim.fn.synIDattr(id, 'name')
+  end
+  step('folds', {
+    failed_closed = failed and vim.fn.foldclosed(failed) == failed,
+    foldtext = failed and vim.fn.foldtextresult(failed),
+    ok_cell_open = ok_cell and vim.fn.foldclosed(ok_cell) == -1,
+    root_level = vim.fn.foldlevel(first_line('^▾ root', partial_task)),
+    turn_level = vim.fn.foldlevel(partial_task - 1),
+    traceback_syntax = traceback and syn(traceback),
+    output_syntax = syn(first_line('^    → ', partial_task)),
+    foldmethod = vim.wo.foldmethod,
+  })
+  vim.cmd(('%dfoldopen'):format(failed))
+  step('traceback_lines', vim.api.nvim_buf_get_lines(0, failed - 1, ok_cell - 1, false))
+  -- the second picture: the buffer's end, Turn #3 with its failed cell's traceback opened
+  local sbuf2 = vim.api.nvim_get_current_buf()
+  shoot('screenshot_turns', function()
+    vim.cmd('only')
+    vim.api.nvim_win_set_buf(0, sbuf2)
+    vim.api.nvim_win_set_cursor(0, { vim.api.nvim_buf_line_count(0), 0 })
+    vim.cmd('normal! zb')
+  end, function(plain)
+    return plain:find('FIRSTFAILS', 1, true) ~= nil and plain:find('Answer: 42', 1, true) ~= nil
+  end)
+  vim.cmd('FleetSession')
+  swin = vim.api.nvim_get_current_win()
+  -- ]] and [[ between Turns
+  vim.api.nvim_win_set_cursor(0, { 1, 0 })
+  local heads = {}
+  for _ = 1, 3 do
+    keys(']]')
+    table.insert(heads, vim.api.nvim_get_current_line())
+  end
+  keys('[[')
+  table.insert(heads, vim.api.nvim_get_current_line())
+  -- g? echoes the help
+  local before_help = #echoes
+  keys('g?')
+  local help = table.concat(vim.list_slice(echoes, before_help + 1), '')
+  -- <CR> on Turn #1's stored Artifact line opens it; gf on a Turn opens its trace
+  vim.api.nvim_win_set_cursor(0, { first_line('^Artifact: .*revenue_by_region%.csv$'), 0 })
+  keys('<CR>')
+  assert(vim.wait(30000, function() return vim.b.fleet_loading == false end, 20), 'artifact not opened')
+  local opened_artifact = { name = vim.api.nvim_buf_get_name(0), first = vim.api.nvim_buf_get_lines(0, 0, 1, false)[1] }
+  vim.api.nvim_set_current_win(swin)
+  vim.api.nvim_win_set_cursor(0, { partial_task, 0 })
+  keys('gf')
+  assert(vim.wait(30000, function() return vim.b.fleet_loading == false end, 20), 'trace not opened')
+  local opened_trace = { name = vim.api.nvim_buf_get_name(0), filetype = vim.bo.filetype }
+  vim.api.nvim_set_current_win(swin)
+  local windows = #vim.api.nvim_tabpage_list_wins(0)
+  keys('q')
+  step('mappings', { heads = heads, help = help, artifact = opened_artifact, trace = opened_trace,
+    closed = not vim.api.nvim_win_is_valid(swin), windows_before_q = windows })
+
+  -- :Fleet completion: subcommands, then Sessions, modes, artifacts and traces; the aliases too
+  step('completion', {
+    subcommands = vim.fn.getcompletion('Fleet ', 'cmdline'),
+    partial = vim.fn.getcompletion('Fleet ar', 'cmdline'),
+    load = vim.fn.getcompletion('Fleet load ', 'cmdline'),
+    mode = vim.fn.getcompletion('Fleet mode ', 'cmdline'),
+    open = vim.fn.getcompletion('Fleet open ', 'cmdline'),
+    trace = vim.fn.getcompletion('Fleet trace ', 'cmdline'),
+    alias = vim.fn.getcompletion('FleetMode f', 'cmdline'),
+  })
+  step('trace_ids', vim.tbl_map(function(t) return t.traceId end,
+    select(2, await(function(cb) fleet.request('fleet/trace/list', { sessionId = 'nvim1' }, cb) end)).traces))
+
+  -- every action confirmed in one line; an error says its method once
+  drive('attach_cmd', 'Fleet attach ' .. vim.fn.fnameescape(env.FLEET_NVIM_CSV), {}, said('attached'))
+  drive('dataset_cmd', 'Fleet dataset files/sales.csv the sales', {}, said('dataset of session'))
+  drive('mode_cmd', 'Fleet mode rlm', {}, said('mode: rlm'))
+  drive('mode_bad', 'Fleet mode bogus', {}, said('setMode'))
+
   -- :checkhealth fleet
   vim.cmd('checkhealth fleet')
   step('health', vim.api.nvim_buf_get_lines(0, 0, -1, false))
@@ -317,6 +468,12 @@ local ok, err = pcall(function()
   step('cancel_sent', fleet.cancel())
   assert(vim.wait(60000, function() return cancelled ~= nil end, 20), 'cancel did not end the Turn')
   step('cancelled', cancelled)
+  step('cancel_message', { fleet.turn_message(cancelled.result) })
+  local restart_notes = {}
+  vim.notify = function(msg) table.insert(restart_notes, msg) end
+  vim.cmd('Fleet restart')
+  vim.notify = notify
+  step('restart_notes', restart_notes)
 end)
 
 if not ok then

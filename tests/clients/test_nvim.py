@@ -19,8 +19,8 @@ from tests.fake_http import JsonHandler, serving
 REPO = Path(__file__).resolve().parents[2]
 PLUGIN = REPO / "editor-clients" / "nvim"
 SCENARIO = Path(__file__).with_name("nvim_quickstart.lua")
-# The README's screenshot, retaken by every run that has tmux (an ignored folder; copy it to
-# editor-clients/nvim/media/session-buffer.png to update the committed one).
+# The README's screenshots, retaken by every run that has tmux (an ignored folder; copy them to
+# editor-clients/nvim/media/ to update the committed ones).
 SHOTS = REPO / ".cache" / "nvim-screenshot"
 SALES = REPO / "fleet_lsp" / "examples" / "sales.csv"
 TASK = "Calculate revenue by region and save artifacts/revenue_by_region.csv."
@@ -30,6 +30,7 @@ CODE = (
     "df = pd.read_csv('files/sales.csv')\n"
     "totals = df.groupby('region', as_index=False)['revenue'].sum()\n"
     "totals.to_csv('artifacts/revenue_by_region.csv', index=False)\n"
+    "open('artifacts/notes_crlf.csv', 'w', newline='\\r\\n').write('region,note\\nNorth,ok\\n')\n"
     "checks = spawn_agents(subtasks=['REGION=North check'], input_paths=[['files/sales.csv']])\n"
     "print(totals.to_string(index=False))\n"
     "print(checks)"
@@ -148,6 +149,8 @@ def nvim_report(tmp_path_factory: pytest.TempPathFactory) -> dict:
         )
     assert out.exists(), f"no report; nvim said: {completed.stderr[-2000:]}"
     report = json.loads(out.read_text())
+    if os.environ.get("FLEET_NVIM_KEEP_REPORT"):  # for a look at what the scenario saw
+        Path(os.environ["FLEET_NVIM_KEEP_REPORT"]).write_text(json.dumps(report, indent=1))
     assert completed.returncode == 0, report.get("errors")
     return report
 
@@ -195,6 +198,20 @@ def test_neovim_opens_the_artifact_read_only_from_the_server(nvim_report: dict) 
     assert shown == pytest.approx(expected)
     assert steps["artifact_modifiable"] is False
     assert steps["artifact_name"].startswith("fleet:/sessions/nvim1/artifacts/")
+    # filled while writable, then read-only and unmodified: no "W10: Warning: Changing a
+    # readonly file"
+    assert steps["artifact_flags"] == {"readonly": True, "modified": False, "warning": ""}
+
+
+def test_neovim_opens_a_crlf_artifact_without_carets_or_w10_and_writes_it_back_unchanged(
+    nvim_report: dict,
+) -> None:
+    crlf = nvim_report["steps"]["crlf"]
+    assert crlf["lines"] == ["region,note", "North,ok"]  # no ^M (a trailing \r) on any line
+    assert crlf["fileformat"] == "dos"
+    assert (crlf["readonly"], crlf["modifiable"], crlf["modified"]) == (True, False, False)
+    assert crlf["warning"] == "" and "W10" not in crlf["messages"]
+    assert crlf["written"] == "region,note\r\nNorth,ok\r\n"  # :w adds no blank line
 
 
 def test_neovim_opens_the_turn_trace_as_markdown(nvim_report: dict) -> None:
@@ -220,10 +237,11 @@ def test_neovim_cancels_a_turn_through_its_progress_token(nvim_report: dict) -> 
 
 def test_neovim_session_buffer_renders_the_agent_tree_with_its_child(nvim_report: dict) -> None:
     lines = nvim_report["steps"]["session_buffer"]
-    assert lines[0] == "Fleet session nvim1"
+    assert lines[0] == "Fleet session nvim1  (g? for help)"
     assert nvim_report["steps"]["session_buffer_modifiable"] is False
     turn = nvim_report["steps"]["turn"]
-    assert any(line.startswith(f"Turn {turn['turnId']}  [completed]  route rlm") for line in lines)
+    assert any(line.startswith("Turn #1  [completed]  route rlm  model calls") for line in lines)
+    assert f"Trace: fleet:/sessions/nvim1/traces/{turn['traceId']}.md" in lines
     root = lines.index("▾ root  [completed]")
     child = next(i for i, line in enumerate(lines) if "[succeeded]  REGION=North check" in line)
     assert root < child and lines[child].startswith("  ▾ agent-")  # nested under the root
@@ -253,6 +271,107 @@ def test_neovim_fleet_sessions_deletes_and_loads(nvim_report: dict) -> None:
     loaded = steps["sessions_load"]
     assert loaded["buffer"] == "fleet://session/nvim1"
     assert steps["session_after_load"] == "nvim1"
+    # the picker shows each Session's newest task and when it was used, not raw timestamps
+    items = deleted["prompts"][0]["items"]
+    assert any(
+        re.fullmatch(r"Calculate revenue by region .*  nvim1 · 1 Turn · hybrid · just now", i)
+        for i in items
+    ), items
+    assert "nvim-spare · 0 Turns · hybrid · just now" in items
+
+
+def test_neovim_load_fills_the_session_buffer_from_the_stored_history(nvim_report: dict) -> None:
+    """A Neovim that did not see Turn #1 run (its tree forgotten) loads the Session: the buffer
+    shows the stored Turn (number, status, task, answer, artifacts, trace), not "no Turn yet"."""
+    steps = nvim_report["steps"]
+    loaded = steps["loaded_buffer"]
+    assert loaded["name"] == "fleet://session/nvim1"
+    lines = loaded["lines"]
+    assert not any("no Turn yet" in line for line in lines)
+    assert re.fullmatch(r"Turn #1  \[completed\]  route rlm  · \d\d:\d\d", lines[2]), lines[2]
+    assert lines[3] == f"Task: {TASK}"
+    assert "Answer: region  revenue" in lines
+    assert "Artifact: fleet:/sessions/nvim1/artifacts/revenue_by_region.csv" in lines
+    assert lines[-1] == f"Trace: fleet:/sessions/nvim1/traces/{steps['turn']['traceId']}.md"
+
+
+def test_neovim_session_buffer_folds_failed_cells_and_highlights_tracebacks(
+    nvim_report: dict,
+) -> None:
+    """:FleetSession opens a split; Turns and agents are folds, the FIRSTFAILS Turn's failed cell
+    is a closed fold saying so, and its traceback is highlighted as an error."""
+    steps = nvim_report["steps"]
+    assert steps["session_split"] == {"name": "fleet://session/nvim1", "windows": 2}
+    folds = steps["folds"]
+    assert folds["foldmethod"] == "expr"
+    assert (folds["turn_level"], folds["root_level"]) == (1, 2)
+    assert folds["failed_closed"] is True and folds["ok_cell_open"] is True
+    assert re.fullmatch(r"\s*✗ 1 failed cell: cell \d+  \(zo opens\)", folds["foldtext"])
+    assert folds["traceback_syntax"] == "DiagnosticError fleetsessionTraceback"
+    assert folds["output_syntax"] == "String fleetsessionOutput"  # normal output stays as it was
+    shown = steps["traceback_lines"]
+    assert re.fullmatch(r"  \[cell \d+\] ✗ error", shown[0])
+    assert "    ✗ Traceback (most recent call last):" in shown
+    assert shown[-1] == "    ✗ ZeroDivisionError: division by zero"
+
+
+def test_neovim_session_buffer_mappings_move_open_help_and_close(nvim_report: dict) -> None:
+    steps = nvim_report["steps"]
+    m = steps["mappings"]
+    assert [h.split("  [")[0] for h in m["heads"]] == ["Turn #1", "Turn #2", "Turn #3", "Turn #2"]
+    assert m["help"].startswith("fleet session buffer:\n")
+    assert "]] / [[" in m["help"] and "<CR>, gf" in m["help"] and "q " in m["help"]
+    assert m["artifact"] == {
+        "name": "fleet:/sessions/nvim1/artifacts/revenue_by_region.csv",
+        "first": "region,revenue",
+    }
+    assert m["trace"]["name"].startswith("fleet:/sessions/nvim1/traces/tr-")
+    assert m["trace"]["filetype"] == "markdown"
+    assert m["windows_before_q"] > 1 and m["closed"] is True
+
+
+def test_neovim_fleet_command_completes_subcommands_sessions_modes_artifacts_traces(
+    nvim_report: dict,
+) -> None:
+    c = nvim_report["steps"]["completion"]
+    assert {"new", "load", "sessions", "run", "cancel", "open", "trace", "label", "mode"} <= set(
+        c["subcommands"]
+    )
+    assert c["subcommands"] == sorted(c["subcommands"])
+    assert c["partial"] == ["artifacts"]
+    assert c["load"] == ["nvim1"]
+    assert c["mode"] == ["hybrid", "rlm", "flex"]
+    assert {"revenue_by_region.csv", "notes_crlf.csv"} <= set(c["open"])
+    assert sorted(c["trace"]) == sorted(nvim_report["steps"]["trace_ids"]) and c["trace"]
+    assert c["alias"] == ["flex"]  # :FleetMode completes like :Fleet mode
+
+
+def test_neovim_confirms_each_action_in_one_line_and_names_a_method_once(
+    nvim_report: dict,
+) -> None:
+    steps = nvim_report["steps"]
+    assert steps["attach_cmd"]["notes"] == [
+        "fleet: attached files/sales.csv (3.0 kB) to session nvim1"
+    ]
+    assert steps["dataset_cmd"]["notes"] == ["fleet: dataset of session nvim1: files/sales.csv"]
+    assert steps["mode_cmd"]["notes"] == ["fleet: session nvim1 mode: rlm"]
+    [bad] = steps["mode_bad"]["notes"]
+    assert bad.count("fleet/session/setMode") == 1, bad
+    assert "'bogus'" in bad
+    message, level = steps["cancel_message"]
+    assert re.fullmatch(r"Turn #4 cancelled(: .*[^:])?", message), message
+    assert not message.rstrip().endswith(":")
+    assert level == 3  # WARN
+    assert steps["restart_notes"] == [
+        f"fleet: server restarted: {sys.executable} -m fleet_lsp serve"
+    ]
+
+
+def test_neovim_echoes_progress_when_asked_and_clears_it_at_the_end(nvim_report: dict) -> None:
+    echoes = nvim_report["steps"]["echoes_turn"]
+    assert any(e.startswith("fleet: Turn 1: Calculate revenue") for e in echoes), echoes
+    assert all(len(e) < 100 for e in echoes)  # one line, no hit-enter prompt
+    assert echoes[-1] == ""  # cleared when the Turn ended
 
 
 def test_neovim_fleet_artifacts_opens_the_picked_child_artifact(nvim_report: dict) -> None:
@@ -266,6 +385,11 @@ def test_neovim_fleet_trace_and_history(nvim_report: dict) -> None:
     trace = nvim_report["steps"]["trace"]
     assert trace["filetype"] == "markdown"
     assert trace["lines"][0].startswith("# Turn trace")
+    # the picker names each trace by its Turn: number, task, status and time
+    assert re.fullmatch(
+        r"#1  Calculate revenue by region .* · completed · just now",
+        trace["prompts"][0]["items"][0],
+    )
     history = nvim_report["steps"]["history"]
     assert history["buffer"] == "fleet://history/nvim1"
     assert history["lines"][1].startswith("#1  completed rlm    Calculate revenue by region")
@@ -286,6 +410,15 @@ def test_neovim_fleet_label_stores_every_prompted_field(nvim_report: dict) -> No
     assert labels["answer"] == "North"
     assert labels["values"] == ["North", "42"]
     assert labels["expectations"]["children"][0]["input_paths"] == ["files/sales.csv"]
+
+
+def test_neovim_fleet_label_in_a_trace_buffer_labels_that_trace(nvim_report: dict) -> None:
+    steps = nvim_report["steps"]
+    here = steps["label_here_result"]
+    assert here["buffer"] == f"fleet:/sessions/nvim1/traces/{here['traceId']}.md"
+    assert here["status"] == "benchmark"
+    prompts = [p["prompt"] for p in steps["label_here"]["prompts"]]
+    assert prompts[0] == "Status"  # no "Label which trace?": the buffer says which
 
 
 def test_neovim_fleet_memory_reviews_then_rejects(nvim_report: dict) -> None:
@@ -382,10 +515,9 @@ def test_neovim_session_buffer_highlights_states_agents_and_outputs(nvim_report:
     assert syntax["uri"] == "Underlined fleetsessionUri"
 
 
-def test_neovim_screenshot_of_the_session_buffer_shows_root_child_and_cells(
-    nvim_report: dict,
-) -> None:
-    """A real terminal's picture of the tree (tmux) as a PNG: the README's screenshot."""
+def render_shot(shot: dict, name: str) -> list[str]:
+    """A tmux capture from the scenario drawn to .cache/nvim-screenshot/<name>.png (skips
+    without tmux, Pillow or the font); its plain lines."""
     if shutil.which("tmux") is None:
         pytest.skip("tmux is not installed (apt-get install tmux): no screenshot")
     pytest.importorskip("PIL", reason="Pillow is not installed: no screenshot")
@@ -394,31 +526,54 @@ def test_neovim_screenshot_of_the_session_buffer_shows_root_child_and_cells(
     fonts = find_fonts()
     if fonts is None:
         pytest.skip("DejaVu Sans Mono is not installed (apt-get install fonts-dejavu-core)")
-    shot = nvim_report["steps"]["screenshot"]
     assert shot["ok"], shot.get("error")
     ansi = shot["ansi"]
     assert "\x1b[38;2;" in ansi  # the terminal's true colours were captured
-    plain = re.sub(r"\x1b\[[0-9;]*m", "", ansi).splitlines()
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    (SHOTS / f"{name}.ansi").write_text(ansi)
+    width, height = render_png(ansi, SHOTS / f"{name}.png", fonts)
+    from PIL import Image
+
+    with Image.open(SHOTS / f"{name}.png") as image:
+        assert image.size == (width, height)
+        assert width > 800 and height > 400
+        colours = image.convert("RGB").getcolors(maxcolors=1 << 16)
+    assert colours is not None and len(colours) > 20  # text in several colours, not a blank
+    return re.sub(r"\x1b\[[0-9;]*m", "", ansi).splitlines()
+
+
+def test_neovim_screenshot_of_the_session_buffer_shows_root_child_and_cells(
+    nvim_report: dict,
+) -> None:
+    """A real terminal's picture of the tree (tmux) as a PNG: the README's first screenshot."""
+    plain = render_shot(nvim_report["steps"].get("screenshot", {}), "session-buffer")
+    assert plain[0].startswith("Fleet session nvim1  (g? for help)")
+    assert any(line.startswith("Turn #1  [completed]  route rlm") for line in plain)
     assert "▾ root  [completed]" in plain
     child = next(i for i, line in enumerate(plain) if "[succeeded]  REGION=North check" in line)
     assert plain[child].startswith("  ▾ agent-")
     assert "    │ totals = df.groupby('region', as_index=False)['revenue'].sum()" in plain
     assert "      → 3217.5" in plain[child:]
     assert any(line.startswith("fleet://session/nvim1") for line in plain)  # the statusline
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    (SHOTS / "session-buffer.ansi").write_text(ansi)
-    width, height = render_png(ansi, SHOTS / "session-buffer.png", fonts)
-    from PIL import Image
 
-    with Image.open(SHOTS / "session-buffer.png") as image:
-        assert image.size == (width, height)
-        assert width > 800 and height > 400
-        colours = image.convert("RGB").getcolors(maxcolors=1 << 16)
-    assert colours is not None and len(colours) > 20  # text in several colours, not a blank
+
+def test_neovim_screenshot_of_a_turn_with_a_failed_cell_shows_its_traceback(
+    nvim_report: dict,
+) -> None:
+    """The README's second screenshot: the buffer's end, Turns #2 and #3 (FIRSTFAILS), its failed
+    cell opened (the traceback in the error colour), the outcome, answer and trace link."""
+    plain = render_shot(nvim_report["steps"].get("screenshot_turns", {}), "session-turns")
+    assert any(line.startswith("Turn #2  [completed]  route rlm") for line in plain)
+    assert any(line.startswith("Turn #3  [completed with errors]  route rlm") for line in plain)
+    assert "    ✗ Traceback (most recent call last):" in plain
+    assert "Outcome: 1 sandbox cell failed" in plain
+    assert any(line.startswith("Trace: fleet:/sessions/nvim1/traces/") for line in plain)
 
 
 def plugin_commands() -> list[str]:
-    return re.findall(r"^  (Fleet\w+) = ", (PLUGIN / "plugin" / "fleet.lua").read_text(), re.M)
+    """:Fleet and its aliases (the old :FleetXxx commands), as plugin/fleet.lua defines them."""
+    aliases = re.findall(r"^  (Fleet\w+) = '", (PLUGIN / "plugin" / "fleet.lua").read_text(), re.M)
+    return ["Fleet", *aliases]
 
 
 def test_neovim_help_tags_build_and_every_link_and_command_resolves(tmp_path: Path) -> None:
@@ -468,11 +623,12 @@ def test_neovim_help_tags_build_and_every_link_and_command_resolves(tmp_path: Pa
 def test_neovim_readme_lazy_spec_names_every_command_and_shows_the_screenshot() -> None:
     readme = (PLUGIN / "README.md").read_text()
     spec = readme[readme.index("```lua") : readme.index("```", readme.index("```lua") + 6)]
-    listed = set(re.findall(r"'(Fleet\w+)'", spec))
+    listed = set(re.findall(r"'(Fleet\w*)'", spec))
     assert listed == set(plugin_commands())  # lazy-loading on any command
     images = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", readme)
-    assert "media/session-buffer.png" in images
-    assert (PLUGIN / "media" / "session-buffer.png").stat().st_size > 10_000
+    for name in ("session-buffer.png", "session-turns.png"):
+        assert f"media/{name}" in images
+        assert (PLUGIN / "media" / name).stat().st_size > 10_000
 
 
 def test_neovim_readme_lazy_spec_installs_the_plugin(tmp_path: Path) -> None:

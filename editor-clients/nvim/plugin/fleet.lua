@@ -1,57 +1,63 @@
 -- User commands for fleet.nvim; call require('fleet').setup({...}) to configure.
+-- :Fleet {subcommand} (lua/fleet/command.lua) does everything; the :FleetXxx commands below are
+-- its aliases (kept from before :Fleet), and <Plug>(fleet-...) mappings are there to map.
 if vim.g.loaded_fleet then
   return
 end
 vim.g.loaded_fleet = true
 
-local function fleet()
-  return require('fleet')
+local function command()
+  return require('fleet.command')
 end
 
-local function ui()
-  return require('fleet.ui')
-end
+vim.api.nvim_create_user_command('Fleet', function(a) command().dispatch(a) end, {
+  nargs = '*',
+  bang = true,
+  desc = 'Fleet: :Fleet {subcommand} (:Fleet help)',
+  complete = function(arglead, cmdline, pos) return command().complete(arglead, cmdline, pos) end,
+})
 
-local commands = {
-  FleetNewSession = { function(a) fleet().new_session(a.args) end, { nargs = '?' } },
-  FleetLoadSession = { function(a) fleet().load_session(a.args) end, { nargs = 1 } },
-  FleetSessions = { function() ui().sessions() end, {} },
-  FleetSession = {
-    function()
-      local sid = fleet().session_id()
-      if sid then
-        require('fleet.tree').show(sid)
-      else
-        vim.notify('fleet: no session', vim.log.levels.WARN)
-      end
-    end,
-    {},
-  },
-  FleetAttach = {
-    function(a) fleet().attach(a.args ~= '' and a.args or vim.api.nvim_buf_get_name(0)) end,
-    { nargs = '?', complete = 'file' },
-  },
-  FleetSetDataset = { function(a) fleet().set_dataset(a.fargs[1], a.fargs[2]) end, { nargs = '+' } },
-  FleetMode = {
-    function(a) fleet().set_mode(a.args) end,
-    { nargs = 1, complete = function() return { 'hybrid', 'rlm', 'flex' } end },
-  },
-  FleetRun = { function(a) ui().run_prompt(a.args) end, { nargs = '*' } },
-  FleetCancel = { function() fleet().cancel() end, {} },
-  FleetOpen = { function(a) fleet().open(fleet().artifact_uri(a.args)) end, { nargs = 1 } },
-  FleetArtifacts = { function() ui().artifacts() end, {} },
-  FleetTrace = { function() ui().trace() end, {} },
-  FleetLabel = { function() ui().label() end, {} },
-  FleetHistory = { function() ui().history() end, {} },
-  FleetMemory = { function() ui().memory() end, {} },
-  FleetModels = { function(a) ui().models(a.bang) end, { bang = true } },
-  FleetRestart = { function() fleet().restart() end, {} },
+-- alias = the :Fleet subcommand it runs
+local aliases = {
+  FleetNewSession = 'new',
+  FleetLoadSession = 'load',
+  FleetSessions = 'sessions',
+  FleetSession = 'session',
+  FleetAttach = 'attach',
+  FleetSetDataset = 'dataset',
+  FleetMode = 'mode',
+  FleetRun = 'run',
+  FleetCancel = 'cancel',
+  FleetOpen = 'open',
+  FleetArtifacts = 'artifacts',
+  FleetTrace = 'trace',
+  FleetLabel = 'label',
+  FleetHistory = 'history',
+  FleetMemory = 'memory',
+  FleetModels = 'models',
+  FleetRestart = 'restart',
 }
 
-for name, spec in pairs(commands) do
-  vim.api.nvim_create_user_command(name, spec[1], spec[2])
+for name, sub in pairs(aliases) do
+  vim.api.nvim_create_user_command(name, function(a)
+    command().run(sub, a.fargs, a.args, a.bang)
+  end, {
+    nargs = '*',
+    bang = true,
+    desc = 'Fleet: alias of :Fleet ' .. sub,
+    complete = function(arglead) return command().complete_args(sub, arglead) end,
+  })
+end
+
+-- <Plug>(fleet-<subcommand>) for the subcommands that need no argument, e.g.
+--   vim.keymap.set('n', '<leader>fr', '<Plug>(fleet-run)')
+for _, sub in ipairs({ 'run', 'cancel', 'session', 'sessions', 'attach', 'artifacts', 'trace',
+  'label', 'history', 'memory', 'models', 'new', 'restart' }) do
+  vim.keymap.set('n', ('<Plug>(fleet-%s)'):format(sub), function()
+    command().run(sub, {}, '', false)
+  end, { desc = 'Fleet: ' .. sub })
 end
 
 if not vim.g.fleet_no_auto_setup then
-  fleet().setup(vim.g.fleet_options)
+  require('fleet').setup(vim.g.fleet_options)
 end

@@ -1,14 +1,16 @@
 " The session buffer (fleet://session/<id>, lua/fleet/tree.lua): Turn headers, agent states,
-" cells (code after │, output after →), outcomes, answers, errors and artifacts. Display only.
+" cells (code after │, output after →, a failed cell's error or traceback after ✗), outcomes,
+" answers, errors, artifacts and trace links. Display only.
 if exists('b:current_syntax')
   finish
 endif
 scriptencoding utf-8
 
-syn match fleetsessionTitle /\%1l^Fleet session .*$/
+syn match fleetsessionTitle /\%1l^Fleet session \S*/
+syn match fleetsessionHint /\%1l(g? for help)/
 syn match fleetsessionTurnLine /^Turn .*$/ contains=fleetsessionTurn,fleetsessionState,fleetsessionMeta
 syn match fleetsessionTurn /^Turn \S\+/ contained
-syn match fleetsessionMeta /\%(route \S\+\|model calls \d\+\/\d\+\)/ contained
+syn match fleetsessionMeta /\%(route \S\+\|model calls \d\+\/\d\+\|· .*$\)/ contained
 syn match fleetsessionAgentLine /^\s*▾ .*$/ contains=fleetsessionAgent,fleetsessionState
 syn match fleetsessionAgent /^\s*▾ \S\+/ contained nextgroup=fleetsessionState skipwhite
 syn match fleetsessionCellLine /^\s*\[cell \d\+\] .*$/
@@ -26,8 +28,12 @@ syn match fleetsessionCode /^\s*│ .*$/ contains=fleetsessionBar
 syn match fleetsessionBar /│/ contained
 syn match fleetsessionOutput /^\s*→ .*$/ contains=fleetsessionArrow
 syn match fleetsessionArrow /→/ contained
+" a failed cell's output: its error, a traceback (never the green of normal output)
+syn match fleetsessionTraceback /^\s*✗ .*$/ contains=fleetsessionCross
+syn match fleetsessionCross /✗/ contained
 syn match fleetsessionProblem /^\s*! .*$/
-syn match fleetsessionLabel /^\%(Task\|Triage\|Answer\|Artifact\):/
+syn match fleetsessionStored /^  (a stored Turn: .*)$/
+syn match fleetsessionLabel /^\%(Task\|Triage\|Answer\|Artifact\|Trace\):/
 syn match fleetsessionError /^Error: .*$/
 syn match fleetsessionOutcome /^Outcome: .*$/
 syn match fleetsessionUri /fleet:\/\S\+/
@@ -47,6 +53,10 @@ hi def link fleetsessionFailed DiagnosticError
 hi def link fleetsessionBar Comment
 hi def link fleetsessionOutput String
 hi def link fleetsessionArrow Comment
+hi def link fleetsessionTraceback DiagnosticError
+hi def link fleetsessionCross DiagnosticError
+hi def link fleetsessionHint Comment
+hi def link fleetsessionStored Comment
 hi def link fleetsessionProblem DiagnosticError
 hi def link fleetsessionLabel Statement
 hi def link fleetsessionError DiagnosticError

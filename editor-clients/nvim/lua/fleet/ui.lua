@@ -72,10 +72,31 @@ function M.call(method, params)
   end)
   local err, result = coroutine.yield()
   if err then
-    notify(method .. ': ' .. tostring(err.message), vim.log.levels.ERROR)
+    fleet.notify_error(method, err)
     return nil, err
   end
   return result
+end
+
+--- Several fleet/* requests at once inside M.run: their results in order (nil for one that
+--- failed; errors are not notified: these are optional details).
+function M.call_all(requests)
+  if #requests == 0 then
+    return {}
+  end
+  local resume = resumer()
+  local results, left = {}, #requests
+  for i, r in ipairs(requests) do
+    fleet.request(r[1], r[2], function(err, result)
+      results[i] = not err and result or nil
+      left = left - 1
+      if left == 0 then
+        resume()
+      end
+    end)
+  end
+  coroutine.yield()
+  return results
 end
 
 --- Every item of a paged fleet/* list inside M.run (fleet/session/list, fleet/workspace/list):
@@ -110,28 +131,74 @@ end
 local function session_or_warn()
   local sid = fleet.session_id()
   if not sid then
-    notify('no session: :FleetSessions or :FleetNewSession first', vim.log.levels.WARN)
+    notify('no session: :Fleet sessions, :Fleet load {id} or :Fleet new first', vim.log.levels.WARN)
   end
   return sid
 end
 
 -- :FleetSessions ------------------------------------------------------------------------------
 
-function M.sessions()
+--- A Session's name for people: its id, cut when it is a long generated one.
+local function session_name(id)
+  id = short(id, 64)
+  if id:match('^%x+$') and #id > 12 then
+    return id:sub(1, 8) .. '…'
+  end
+  return id
+end
+
+--- The newest Turn's task of each Session (fleet/session/history, one Turn; at most 50 asked).
+local function last_tasks(sessions)
+  local requests = {}
+  for i = 1, math.min(#sessions, 50) do
+    table.insert(requests, { 'fleet/session/history', { sessionId = sessions[i].sessionId, limit = 1 } })
+  end
+  local tasks = {}
+  for i, result in ipairs(M.call_all(requests)) do
+    local turn = result and result.turns and result.turns[#result.turns]
+    tasks[sessions[i].sessionId] = turn and turn.task or nil
+  end
+  return tasks
+end
+
+--- A Session as a picker item: its newest task, id, Turns, mode and when it was last used.
+function M.session_item(s, task)
+  local turns = tonumber(s.turnCount) or 0
+  local parts = { session_name(s.sessionId),
+    turns == 1 and '1 Turn' or (('%d Turns'):format(turns)), short(s.mode, 8),
+    tree.when(s.updatedAt, 'relative') }
+  local head = task and (short(task, 60) .. '  ') or ''
+  return head .. table.concat(vim.tbl_filter(function(p) return p ~= '' end, parts), ' · ')
+end
+
+--- Load a Session: it becomes current, its buffer shows its stored Turns in a split.
+function M.load(session_id)
   M.run(function()
-    local sessions = M.call_pages('fleet/session/list', vim.empty_dict(), 'sessions')
+    local info = M.call('fleet/session/load', { sessionId = session_id })
+    if info then
+      fleet.make_current(info.sessionId, true)
+      tree.show(info.sessionId, { split = true })
+      notify(('session %s loaded (mode %s, %d Turns)'):format(short(info.sessionId),
+        short(info.mode, 8), tonumber(info.turnCount) or 0))
+    end
+  end)
+end
+
+function M.sessions(params)
+  M.run(function()
+    local sessions = M.call_pages('fleet/session/list', params or vim.empty_dict(), 'sessions')
     if not sessions then
       return
     end
     if #sessions == 0 then
-      return notify('no Sessions yet: :FleetNewSession')
+      return notify(params and 'no Sessions match' or 'no Sessions yet: :Fleet new')
     end
+    local tasks = last_tasks(sessions)
     local session = M.select(sessions, {
       prompt = 'Fleet Session',
       kind = 'fleet.session',
       format_item = function(s)
-        return ('%s  %s  %d turns  %s'):format(short(s.sessionId, 64), short(s.mode, 8),
-          tonumber(s.turnCount) or 0, short(s.updatedAt, 19))
+        return M.session_item(s, tasks[s.sessionId])
       end,
     })
     if not session then
@@ -141,8 +208,8 @@ function M.sessions()
     if action == 'Load' then
       local info = M.call('fleet/session/load', { sessionId = session.sessionId })
       if info then
-        fleet.use_session(info.sessionId)
-        tree.show(info.sessionId)
+        fleet.make_current(info.sessionId, true)
+        tree.show(info.sessionId, { split = true })
         notify('session ' .. short(info.sessionId) .. ' loaded')
       end
     elseif action == 'Delete' then
@@ -160,6 +227,42 @@ function M.sessions()
       end
     end
   end)
+end
+
+-- :Fleet sessions [mine|host=H|user=U|since=7d] ----------------------------------------------
+
+--- The words :Fleet sessions completes.
+function M.session_filter_words()
+  return { 'mine', 'host=', 'user=', 'since=1d', 'since=7d', 'since=30d' }
+end
+
+--- fleet/session/list params from :Fleet sessions' words (nil: no filter). `mine` is this
+--- host (FLEET_HOST_NAME, else the machine's name) and OS user; `since=N[mhdw]` an age.
+function M.session_filter(words)
+  if not words or #words == 0 then
+    return nil
+  end
+  local params = {}
+  local units = { m = 60, h = 3600, d = 86400, w = 7 * 86400 }
+  for _, word in ipairs(words) do
+    local key, value = word:match('^(%a+)=(.+)$')
+    if word == 'mine' then
+      params.ownerHost = vim.env.FLEET_HOST_NAME or vim.uv.os_gethostname()
+      params.ownerUser = vim.uv.os_get_passwd().username
+    elseif key == 'host' then
+      params.ownerHost = value
+    elseif key == 'user' then
+      params.ownerUser = value
+    elseif key == 'since' and value:match('^%d+[mhdw]$') then
+      local seconds = tonumber(value:sub(1, -2)) * units[value:sub(-1)]
+      params.updatedSince = os.date('!%Y-%m-%dT%H:%M:%SZ', os.time() - seconds)
+    else
+      notify(('not a Session filter: %s (mine, host=H, user=U, since=7d)'):format(word),
+        vim.log.levels.WARN)
+      return nil
+    end
+  end
+  return params
 end
 
 -- :FleetArtifacts -----------------------------------------------------------------------------
@@ -189,7 +292,8 @@ end
 
 -- :FleetTrace / :FleetLabel -------------------------------------------------------------------
 
---- Pick one of the Session's traces (newest first); nil when none or dismissed.
+--- Pick one of the Session's traces (newest first), each shown as its Turn: number, task and
+--- time (from the stored history); nil when none or dismissed.
 local function pick_trace(prompt)
   local sid = session_or_warn()
   local listed = sid and M.call('fleet/trace/list', { sessionId = sid, limit = 50 })
@@ -200,13 +304,32 @@ local function pick_trace(prompt)
     notify('no traces in session ' .. short(sid))
     return nil
   end
+  local history = M.call('fleet/session/history', { sessionId = sid, limit = 200 }) or { turns = {} }
+  local turns = {}
+  for _, t in ipairs(history.turns or {}) do
+    turns[t.turnId] = t
+  end
   return M.select(listed.traces, {
     prompt = prompt,
     kind = 'fleet.trace',
     format_item = function(t)
-      return ('Turn %s  (%s)  %s'):format(short(t.turnId, 40), short(t.source, 8), short(t.traceId, 40))
+      local turn = turns[t.turnId]
+      if not turn then
+        return ('Turn %s  (%s)'):format(short(t.turnId, 40), short(t.source, 8))
+      end
+      local shown = tree.shown_status(turn.status, turn.outcome)
+      return ('#%d  %s  · %s · %s'):format(tonumber(turn.seq) or 0, short(turn.task, 70),
+        short(shown, 24), tree.when(turn.createdAt, 'relative'))
     end,
   })
+end
+
+--- The trace of the current buffer when it is a trace document (fleet:/sessions/<id>/traces/
+--- <traceId>.md): `{ traceId, sessionId }`, else nil.
+function M.buffer_trace(buf)
+  local name = vim.api.nvim_buf_get_name(buf or 0)
+  local sid, trace_id = name:match('^fleet:/sessions/([^/]+)/traces/([^/]+)%.md$')
+  return trace_id and { traceId = trace_id, sessionId = sid } or nil
 end
 
 function M.trace()
@@ -232,8 +355,10 @@ function M.parse_values(text)
   return values
 end
 
---- The label prompts in order; `trace` may be given (a trace from fleet/trace/list).
+--- The label prompts in order; `trace` may be given (a trace from fleet/trace/list); in a trace
+--- buffer, that trace is labelled.
 function M.label(trace)
+  trace = trace or M.buffer_trace(0)
   M.run(function()
     trace = trace or pick_trace('Label which trace?')
     if not trace then
@@ -462,7 +587,7 @@ function M.run_prompt(task)
     return
   end
   if task and vim.trim(task) ~= '' then
-    tree.show(sid)
+    tree.show(sid, { split = true })
     return fleet.run_turn(task)
   end
   local name = 'fleet://prompt/' .. sid
@@ -481,8 +606,8 @@ function M.run_prompt(task)
       fleet.run_turn(text)
     end)
   end
-  tree.show(sid)
-  vim.cmd('topleft split')
+  tree.show(sid, { split = true })
+  vim.cmd('aboveleft split')
   vim.api.nvim_win_set_buf(0, buf)
   vim.api.nvim_win_set_height(0, 3)
   vim.cmd('startinsert')

@@ -1,0 +1,95 @@
+"""fleet.nvim's feedback without a server or plugins, in a real headless Neovim: a missing
+server is one ERROR notification (the command tried, :checkhealth fleet), never a Lua stack
+trace; the progress echo turns itself on only when nothing else consumes LspProgress."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.clients.test_nvim import run_lua
+
+MISSING = r"""
+vim.opt.runtimepath:prepend('{plugin}')
+vim.g.fleet_no_auto_setup = true
+vim.cmd('runtime plugin/fleet.lua')
+local fleet = require('fleet')
+fleet.setup({{ cmd = {{ 'fleet-lsp-not-installed-here', 'serve' }} }})
+local notes = {{}}
+vim.notify = function(msg, level) table.insert(notes, {{ msg = msg, level = level }}) end
+-- the first commands a user types, each as a command line (errors would surface as E5108)
+local commands = {{ 'Fleet new demo', 'FleetSessions', 'Fleet load demo', 'Fleet sessions' }}
+for _, cmd in ipairs(commands) do
+  local ok, err = pcall(vim.cmd, cmd)
+  if not ok then io.stdout:write('ERROR ', tostring(err), '\n') end
+end
+vim.wait(500, function() return false end, 20)
+for _, n in ipairs(notes) do
+  io.stdout:write(tostring(n.level), ' ', n.msg, '\n')
+end
+"""
+
+
+def test_a_missing_server_is_one_error_naming_the_command_and_checkhealth(
+    tmp_path: Path,
+) -> None:
+    out = run_lua(tmp_path, MISSING)
+    assert out.returncode == 0, out.stderr
+    assert "stack traceback" not in out.stdout + out.stderr
+    assert "attempt to index" not in out.stdout + out.stderr
+    lines = out.stdout.splitlines()
+    assert len(lines) == 1, lines  # one notification for four commands that need the server
+    level, message = lines[0].split(" ", 1)
+    assert level == "4"  # vim.log.levels.ERROR
+    assert "`fleet-lsp-not-installed-here serve`" in message
+    assert message.startswith("fleet: cannot start the server: `fleet-lsp-not-installed-here`")
+    assert message.endswith("see :checkhealth fleet")
+
+
+PROGRESS = r"""
+vim.opt.runtimepath:prepend('{plugin}')
+vim.g.fleet_no_auto_setup = true
+vim.cmd('runtime plugin/fleet.lua')
+local fleet = require('fleet')
+fleet.setup({{}})
+io.stdout:write('alone ', tostring(fleet.progress_consumed()), '\n')
+local id = vim.api.nvim_create_autocmd('LspProgress', {{ callback = function() end }})
+io.stdout:write('with an LspProgress autocommand ', tostring(fleet.progress_consumed()), '\n')
+vim.api.nvim_del_autocmd(id)
+local builtin = vim.lsp.handlers['$/progress']
+vim.lsp.handlers['$/progress'] = function(...) return builtin(...) end
+io.stdout:write('with a replaced handler ', tostring(fleet.progress_consumed()), '\n')
+"""
+
+
+def test_the_progress_echo_is_on_only_when_nothing_else_shows_progress(tmp_path: Path) -> None:
+    out = run_lua(tmp_path, PROGRESS)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [
+        "alone false",  # stock Neovim: the plugin echoes progress itself
+        "with an LspProgress autocommand true",  # fidget.nvim, a statusline refresh, ...
+        "with a replaced handler true",  # a plugin that took over $/progress
+    ]
+
+
+DOCUMENT = r"""
+vim.opt.runtimepath:prepend('{plugin}')
+local fleet = require('fleet')
+for _, text in ipairs({{ 'a\r\nb\r\n', 'a\nb\n', 'a\nb', 'a\r\nb\nc\n', '' }}) do
+  local lines, format, eol = fleet.document_lines(text)
+  io.stdout:write(vim.json.encode({{ lines = lines, format = format, eol = eol }}), '\n')
+end
+"""
+
+
+def test_document_lines_detect_crlf_and_the_final_newline(tmp_path: Path) -> None:
+    import json
+
+    out = run_lua(tmp_path, DOCUMENT)
+    assert out.returncode == 0, out.stderr
+    assert [json.loads(line) for line in out.stdout.splitlines()] == [
+        {"lines": ["a", "b"], "format": "dos", "eol": True},
+        {"lines": ["a", "b"], "format": "unix", "eol": True},
+        {"lines": ["a", "b"], "format": "unix", "eol": False},
+        {"lines": ["a\r", "b", "c"], "format": "unix", "eol": True},  # mixed: shown as it is
+        {"lines": [""], "format": "unix", "eol": False},
+    ]
