@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 import dspy
+import pytest
 from dspy.lm15 import Message
 
 from fleet_core.engine.codefirst import CUT_RETRIES, CodeFirst, first_prompt
@@ -233,6 +234,8 @@ def test_what_hides_an_error() -> None:
     assert guarded_print(GUARDED, "3.33\nDone with the wind data") is None  # the guard held
     assert hidden_error(CAUGHT, "Error: 'wind'") == "Error: 'wind'"
     assert hidden_error("print(3.33)", "3.33") is None
+    honest = "if n:\n    print('dropped', n)\nelse:\n    print('No missing values; 0 errors')"
+    assert guarded_print(honest, "No missing values; 0 errors") is None
 
 
 # --- 4. a failure seen again gets different help ----------------------------------------------
@@ -303,6 +306,18 @@ async def test_the_statistics_helpers_are_defined_for_the_program(
     assert "Helpers already defined" not in lms.root.engine_script.requests[0]  # no statistics
 
 
+async def test_a_helpers_result_unpacked_as_a_tuple_fails_with_how_to_read_it(
+    open_runtime, lms, tmp_path
+) -> None:
+    runtime = await open_runtime(**SMALL)
+    await dataset_session(runtime, tmp_path, "study.csv", STUDY)
+    unpacked = STATS_PROGRAM.replace("c = correlation", "p_value, r = correlation")
+    lms.root = scripted_lm([fenced(unpacked), fenced(STATS_PROGRAM)])
+    result, _ = await turn(runtime, STATS_TASK)
+    assert result.status == "completed", result.error
+    assert "read them as result['p_value']" in lms.root.engine_script.requests[1]
+
+
 def test_the_statistics_helpers_agree_with_scipy() -> None:
     import math
 
@@ -341,6 +356,11 @@ def test_the_statistics_helpers_agree_with_scipy() -> None:
         "normal": shapiro.pvalue >= 0.05,
         "test": "shapiro",
     }
+    with pytest.raises(
+        TypeError, match=r"named results, not a tuple: read them as result\['p_value'\]"
+    ):
+        _r, _p = correlation(x, y)  # the wrong unpacking a small model writes
+    assert json.loads(json.dumps(got)) == dict(got)
     metrics = regression_metrics([3.0, 5.0, 7.0], [2.5, 5.0, 7.5])
     assert math.isclose(metrics["mse"], 0.5 / 3) and math.isclose(metrics["mae"], 1 / 3)
     assert math.isclose(metrics["r_squared"], 1 - 0.5 / 8)
@@ -364,7 +384,9 @@ async def test_an_answer_in_another_format_than_the_tasks_is_asked_again(
     assert result.answer.strip() == "@total[411.0]"
     first, second = lms.root.engine_script.requests
     assert "The answer format: print @total[...] with the computed value" in first
-    assert "it does not print @total[value]" in second[len(first) :]
+    follow_up = second[len(first) :]
+    assert "it does not print @total[value]" in follow_up
+    assert "printed:\ntotal: 411.0\n" in follow_up  # the next step sees the first one's output
 
 
 async def test_the_same_program_after_a_format_doubt_is_taken_as_meant(

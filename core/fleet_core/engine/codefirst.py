@@ -108,7 +108,11 @@ MISSING = "The program ran but did not write {paths}.\nReply with the whole corr
 REPEATED = "You sent the same program again, and it fails the same way:\n{error}"
 REPLY_ONLY = "Reply with the whole corrected program only."
 FORMAT = "(the answer's format)"  # the doubt key of a printed answer's format
-FORMAT_REMINDER = "\nThe task says how to print the answer: follow it exactly."
+INCOMPLETE = (  # a next step that sees what the first one printed
+    "The program ran and printed:\n{output}\nBut {problem}. The task says how to print the "
+    "answer: follow it exactly, and compute what is still missing.\n"
+    "Reply with the whole corrected program only."
+)
 SHAPE_CHARS = 1_500  # the input's real shape, shown once as a repair's help
 MISSHAPEN = "The program ran but {problem}.\nReply with the whole corrected program only."
 SELF_CHECK = (
@@ -639,7 +643,7 @@ class CodeFirst:
             attempt.error, attempt.quiet = QUIET, True
         elif shape is not None and program not in self._doubted.get(FORMAT, ()):
             self._doubted.setdefault(FORMAT, set()).add(program)  # said once a program
-            attempt.error = MISSHAPEN.format(problem=shape) + FORMAT_REMINDER
+            attempt.error = INCOMPLETE.format(output=_tail(output.strip(), 600), problem=shape)
             attempt.advisory = True
         return attempt
 

@@ -182,10 +182,12 @@ def column_hint(text: str, tables: dict[str, list[tuple[str, str]]]) -> str:
 # --- a repair may not hide the error ---------------------------------------------------------
 
 _HIDING = re.compile(
-    r"does not exist|doesn't exist|do not exist|not found|no such|missing|could not|cannot|"
-    r"can't|unable|error|failed|invalid|not available|not in the",
+    r"\b(?:does not exist|doesn't exist|do not exist|not found|no such (?:file|column|key)"
+    r"|could not|cannot|can't|unable to|not available|an error occurred|failed to)\b"
+    r"|^error\b|\berror:",
     re.IGNORECASE,
 )
+"""A guard's message that stands for a failed step (not "no missing values", "0 errors")."""
 
 
 def _printed_texts(node: ast.AST) -> list[str]:

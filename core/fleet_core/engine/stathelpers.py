@@ -24,6 +24,18 @@ HELP = (
 )
 
 
+class Result(dict):  # type: ignore[type-arg]
+    """A helper's named results: ``result['p_value']``. Unpacking it (``r, p = ...``) would
+    silently give its keys, so iterating over it raises and says how to read it."""
+
+    def __iter__(self) -> Any:
+        keys = ", ".join(repr(k) for k in self.keys())
+        raise TypeError(
+            f"this helper returns named results, not a tuple: read them as result['p_value'] "
+            f"(its keys: {keys})"
+        )
+
+
 def _scipy_stats() -> Any:
     from scipy import stats  # type: ignore[import-untyped]  # imported on first use
 
@@ -61,7 +73,7 @@ def _floats_or_nan(values: list[Any]) -> list[float]:
     return out
 
 
-def normality(x: Any, alpha: float = 0.05) -> dict[str, Any]:
+def normality(x: Any, alpha: float = 0.05) -> Result:
     """Shapiro-Wilk (D'Agostino-Pearson above 5,000 values) on one sample."""
     stats = _scipy_stats()
 
@@ -73,17 +85,19 @@ def normality(x: Any, alpha: float = 0.05) -> dict[str, Any]:
     else:
         result, test = stats.normaltest(values), "dagostino"
     p_value = float(result.pvalue)
-    return {
-        "statistic": float(result.statistic),
-        "p_value": p_value,
-        "normal": p_value >= alpha,
-        "test": test,
-    }
+    return Result(
+        {
+            "statistic": float(result.statistic),
+            "p_value": p_value,
+            "normal": p_value >= alpha,
+            "test": test,
+        }
+    )
 
 
 def ttest(
     a: Any, b: Any = None, *, mu: float | None = None, equal_var: bool = True, alpha: float = 0.05
-) -> dict[str, Any]:
+) -> Result:
     """Two independent samples (Student's, or Welch's with ``equal_var=False``), or one
     sample's mean against ``mu``; two-sided."""
     stats = _scipy_stats()
@@ -94,14 +108,16 @@ def ttest(
     else:
         result = stats.ttest_ind(first, _floats(b), equal_var=equal_var)
     p_value = float(result.pvalue)
-    return {
-        "statistic": float(result.statistic),
-        "p_value": p_value,
-        "significant": p_value < alpha,
-    }
+    return Result(
+        {
+            "statistic": float(result.statistic),
+            "p_value": p_value,
+            "significant": p_value < alpha,
+        }
+    )
 
 
-def correlation(x: Any, y: Any, method: str = "pearson") -> dict[str, Any]:
+def correlation(x: Any, y: Any, method: str = "pearson") -> Result:
     """Pearson's (or Spearman's) r between two columns and the two-sided p-value."""
     stats = _scipy_stats()
 
@@ -112,25 +128,27 @@ def correlation(x: Any, y: Any, method: str = "pearson") -> dict[str, Any]:
         result = stats.pearsonr(xs, ys)
     else:
         raise ValueError("method is 'pearson' or 'spearman'")
-    return {"r": float(result.statistic), "p_value": float(result.pvalue), "n": len(xs)}
+    return Result(r=float(result.statistic), p_value=float(result.pvalue), n=len(xs))
 
 
-def linear_fit(x: Any, y: Any) -> dict[str, Any]:
+def linear_fit(x: Any, y: Any) -> Result:
     """The least-squares line y = slope * x + intercept, its R² and the slope's p-value."""
     stats = _scipy_stats()
 
     xs, ys = _pairs(x, y)
     result = stats.linregress(xs, ys)
-    return {
-        "slope": float(result.slope),
-        "intercept": float(result.intercept),
-        "r_squared": float(result.rvalue) ** 2,
-        "p_value": float(result.pvalue),
-        "n": len(xs),
-    }
+    return Result(
+        {
+            "slope": float(result.slope),
+            "intercept": float(result.intercept),
+            "r_squared": float(result.rvalue) ** 2,
+            "p_value": float(result.pvalue),
+            "n": len(xs),
+        }
+    )
 
 
-def regression_metrics(y_true: Any, y_pred: Any) -> dict[str, Any]:
+def regression_metrics(y_true: Any, y_pred: Any) -> Result:
     """R² (1 - SS_res/SS_tot), RMSE, MAE and MSE of predictions."""
     ys, ps = _pairs(y_true, y_pred)
     if not ys:
@@ -139,9 +157,11 @@ def regression_metrics(y_true: Any, y_pred: Any) -> dict[str, Any]:
     residual = sum((y - p) ** 2 for y, p in zip(ys, ps, strict=True))
     total = sum((y - mean) ** 2 for y in ys)
     mse = residual / len(ys)
-    return {
-        "r_squared": 1 - residual / total if total else math.nan,
-        "rmse": math.sqrt(mse),
-        "mae": sum(abs(y - p) for y, p in zip(ys, ps, strict=True)) / len(ys),
-        "mse": mse,
-    }
+    return Result(
+        {
+            "r_squared": 1 - residual / total if total else math.nan,
+            "rmse": math.sqrt(mse),
+            "mae": sum(abs(y - p) for y, p in zip(ys, ps, strict=True)) / len(ys),
+            "mse": mse,
+        }
+    )
