@@ -9,15 +9,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import obstore
 from obstore.exceptions import BaseError, NotFoundError
-from obstore.store import ClientConfig, S3Config, S3Store
+from obstore.store import S3Store
 
 from fleet_core.blobs.base import READ_CHUNK, BlobMissing, check_digest
 from fleet_core.config import StorageSettings
 from fleet_core.errors import ConfigError, StoreError
+
+if TYPE_CHECKING:  # typed dicts of obstore's stubs only
+    from obstore.store import ClientConfig, S3Config
 
 REQUEST_TIMEOUT = "30s"
 CONNECT_TIMEOUT = "5s"
@@ -67,7 +70,7 @@ class ObjectBlobStore:
             result = obstore.get(self.store, self._key(digest))
             for chunk in result.stream(min_chunk_size=READ_CHUNK):
                 yield bytes(chunk)
-        except NotFoundError:
+        except (NotFoundError, FileNotFoundError):
             raise BlobMissing(f"The blob {digest[:12]}... is missing from {self.where}") from None
         except BaseError as exc:
             raise StoreError(f"Cannot read a blob from {self.where}: {_reason(exc)}") from None
@@ -78,7 +81,7 @@ class ObjectBlobStore:
             return
         try:
             obstore.delete(self.store, keys)
-        except NotFoundError:
+        except (NotFoundError, FileNotFoundError):
             return
         except BaseError as exc:
             raise StoreError(f"Cannot delete blobs from {self.where}: {_reason(exc)}") from None
@@ -86,7 +89,7 @@ class ObjectBlobStore:
     def exists(self, digest: str) -> bool:
         try:
             obstore.head(self.store, self._key(digest))
-        except NotFoundError:
+        except (NotFoundError, FileNotFoundError):
             return False
         return True
 
