@@ -400,7 +400,12 @@ def _child_title(agent_id: str, spawned: ChildSpawnedPayload | None) -> str:
 
 
 CELL_STEP = "running a cell"
-ROUTING_CATEGORIES = ("triage", "routing")  # the engine charges triage calls as "routing"
+ROUTING_CATEGORIES = ("triage", "routing")
+# the sandbox's child-agent tools, in words (their names are the program's, not the user's)
+SPAWN_STEPS = {
+    "spawn_agent": "starting a child agent",
+    "spawn_agents": "starting child agents",
+}  # the engine charges triage calls as "routing"
 
 
 def plural(count: int, noun: str) -> str:
@@ -440,7 +445,7 @@ def _describe(kind: str, data: AnyPayload | None) -> str | None:
     if isinstance(data, ModuleStartPayload):
         return None
     if isinstance(data, ToolCallStartPayload):
-        return f"tool {data.tool}"
+        return SPAWN_STEPS.get(data.tool, f"tool {data.tool}")
     if isinstance(data, StatusPayload):
         return data.message or data.status
     if isinstance(data, ArtifactPayload):

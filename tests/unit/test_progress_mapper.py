@@ -140,8 +140,9 @@ async def test_reports_use_plain_words_and_right_plurals() -> None:
         event(2, "module_start", {"call_id": "m1", "module": "Predict"}),
         event(3, "lm_start", {"call_id": "lm1", "model": "m", "category": "routing"}),
         event(4, "code_cell", {"cell": 1, "phase": "task", "code": "1"}),
-        event(5, "child_spawned", {"depth": 1, "subtask": "North"}, "agent-n"),
-        event(6, "lm_start", {"call_id": "lm2", "model": "m", "category": "generation"}),
+        event(5, "tool_call_start", {"call_id": "c1", "tool": "spawn_agents", "source": "dspy"}),
+        event(6, "child_spawned", {"depth": 1, "subtask": "North"}, "agent-n"),
+        event(7, "lm_start", {"call_id": "lm2", "model": "m", "category": "generation"}),
     ]
     await run_progress(server, events)
     begin = next(v for tok, v in server.progress() if tok == "tok" and v["kind"] == "begin")
@@ -149,8 +150,16 @@ async def test_reports_use_plain_words_and_right_plurals() -> None:
     reports = root_reports(server)
     assert reports[0] == "choosing a route", reports
     assert "running cell 1" in reports, reports
-    assert "running cell 1 · 1 child agent running" in reports, reports
+    assert "starting child agents · 1 cell so far" in reports, reports
+    assert "starting child agents · 1 cell so far · 1 child agent running" in reports, reports
     assert reports[-1] == "calling the model · 1 cell so far · 1 child agent running", reports
     joined = "\n".join(reports)
-    for leaked in ("working", "Predict", "1 cells", "1 child agents", "cell 1 · 1 cell"):
+    for leaked in (
+        "working",
+        "Predict",
+        "spawn_agents",
+        "1 cells",
+        "1 child agents",
+        "cell 1 · 1 cell",
+    ):
         assert leaked not in joined, (leaked, reports)
