@@ -27,7 +27,7 @@ export interface LabelPrompts {
   pick<T>(title: string, items: PickItem<T>[], step: Step, active?: T): Promise<T | Back | undefined>;
   input(title: string, options: { value?: string; prompt?: string }, step: Step): Promise<string | Back | undefined>;
   /** A JSON file of structured expectations (`schema_version: 1`), read and parsed; `null`: none. */
-  expectations(step: Step): Promise<Record<string, unknown> | null | Back | undefined>;
+  expectations(title: string, step: Step): Promise<Record<string, unknown> | null | Back | undefined>;
 }
 
 export interface LabelDefaults {
@@ -165,7 +165,7 @@ async function ask(
       return true;
     }
     case 'expectations': {
-      const v = await prompts.expectations(step);
+      const v = await prompts.expectations(`${title}: structured expectations (schema_version 1)`, step);
       if (v === undefined || v === BACK) return v;
       a.expectations = v;
       return true;

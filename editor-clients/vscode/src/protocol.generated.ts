@@ -805,6 +805,10 @@ export interface Usage {
   outputTokens?: number | null;
   callsByCategory?: Record<string, number>;
   jevDecisionsByCategory?: Record<string, number>;
+  modelSeconds?: number | null;
+  promptSeconds?: number | null;
+  generationSeconds?: number | null;
+  sandboxSeconds?: number | null;
 }
 
 /** What the host observed of a Turn (`fleet_core.models.Usage`). */

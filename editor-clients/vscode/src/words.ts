@@ -68,7 +68,7 @@ const LEVELS: Readonly<Record<string, LogLevel>> = {
  * server's log format): a line without a level (a traceback's continuation) keeps the previous
  * line's level; anything else unrecognised is `info` (stderr is not an error by itself). */
 export function stderrLevel(line: string, previous: LogLevel | undefined): LogLevel {
-  const m = /^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)? (DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) /.exec(line);
+  const m = /^\d{4}[-/]\d\d[-/]\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)? (DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) /.exec(line);
   if (m) {
     return LEVELS[m[1]];
   }

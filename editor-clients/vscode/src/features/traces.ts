@@ -5,7 +5,7 @@ import { UiCommandName } from '../commands';
 import { Fleet, Handler } from '../fleet';
 import { BACK, Back, LabelPrompts, PickItem, Step, collectLabel, parseExpectations } from '../labelling';
 import { shownStatus, truncate } from '../progress';
-import { TraceLabelParams, TurnSummary, URI_SCHEME } from '../protocol';
+import { TraceLabelParams, TraceLabelResult, TurnSummary, URI_SCHEME } from '../protocol';
 import { labelSummary, turnName } from '../words';
 import { commandLink } from '../rendered';
 import { parseFleetUri } from '../uris';
@@ -106,10 +106,10 @@ const prompts: LabelPrompts = {
     box.prompt = options.prompt;
     return settle<string>(box, (finish) => box.onDidAccept(() => finish(box.value)));
   },
-  async expectations(step) {
+  async expectations(title, step) {
     const NONE = 'No structured expectations';
     const choice = await prompts.pick(
-      'Fleet: structured expectations (schema_version 1)',
+      title,
       [
         { label: NONE, value: 'none' },
         { label: 'Choose an expectations file (JSON)…', value: 'file' },
@@ -167,10 +167,32 @@ async function labelTrace(fleet: Fleet, arg?: TraceArg & Partial<TraceLabelParam
   if (!params) {
     return undefined;
   }
-  const result = await fleet.api().labelTrace(params);
+  const result = await labelWhenExported(fleet, params);
   fleet.output.info(`labelled ${result.traceId}: ${JSON.stringify(result.labels)}`);
   fleet.inform(labelSummary(named ? turnName(named.seq, named.turnId) : `trace ${result.traceId}`, params, result));
   return result;
+}
+
+/** Label the trace; a trace still queued for export right after its Turn (the server answers
+ * TracingUnavailable "queued for export") is retried for up to 20 s behind a progress message. */
+async function labelWhenExported(fleet: Fleet, params: TraceLabelParams): Promise<TraceLabelResult> {
+  const queued = (error: unknown) => (error as { data?: { kind?: string } })?.data?.kind === 'TracingUnavailable' && /queued for export/.test(String((error as Error)?.message));
+  try {
+    return await fleet.api().labelTrace(params);
+  } catch (error) {
+    if (!queued(error)) throw error;
+  }
+  return vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: 'Fleet: waiting for the trace to be exported before labelling it' }, async () => {
+    const end = Date.now() + 20000;
+    for (;;) {
+      await new Promise((r) => setTimeout(r, 1000));
+      try {
+        return await fleet.api().labelTrace(params);
+      } catch (error) {
+        if (!queued(error) || Date.now() > end) throw error;
+      }
+    }
+  });
 }
 
 /** The stored Turn a trace belongs to (for its "Turn #n" name and the model's answer). */

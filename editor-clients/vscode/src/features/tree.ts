@@ -55,11 +55,13 @@ export class FleetTree implements vscode.TreeDataProvider<FleetNode>, vscode.Dis
   /** Each Session's number of Turns (every status), from its newest Turn's number. */
   private readonly turnTotals = new Map<string, number>();
   private state: ViewState | undefined;
+  private listed: number | undefined;
   /** The view states in order, with the number of Sessions listed when ready (bounded; e2e). */
   readonly states: string[] = [];
   private loadingDone: (() => void) | undefined;
   /** Turns whose running row was revealed, and children revealed (once each). */
   private readonly revealed = new Set<string>();
+  private readonly refetched = new Set<string>();
 
   constructor(private readonly fleet: Fleet) {
     this.view = vscode.window.createTreeView(VIEW_ID, { treeDataProvider: this, showCollapseAll: true });
@@ -82,6 +84,10 @@ export class FleetTree implements vscode.TreeDataProvider<FleetNode>, vscode.Dis
         if (live && live.status !== 'running') {
           this.data.delete(live.sessionId); // its outcome, artifacts and trace are stored now
           this.turnTotals.delete(live.sessionId);
+        }
+        if (live && live.status === 'running' && !this.summaries.has(turnId) && !this.refetched.has(turnId)) {
+          this.refetched.add(turnId); // a Turn started after the history was read: read it again for its number
+          this.data.delete(live.sessionId);
         }
         this.schedule();
         if (live && live.status === 'running') {
@@ -224,8 +230,9 @@ export class FleetTree implements vscode.TreeDataProvider<FleetNode>, vscode.Dis
   /** Loading shows a progress bar in the view and its message, never the "no Sessions" welcome
    * (that shows only once the list came back empty: `fleet.viewState == ready`). */
   private setState(state: ViewState, sessions?: number): void {
-    if (state === this.state && state !== 'ready') return;
+    if (state === this.state && (state !== 'ready' || sessions === this.listed)) return;
     this.state = state;
+    this.listed = sessions;
     this.states.push(state === 'ready' ? `ready:${sessions ?? 0}` : state);
     if (this.states.length > 50) this.states.splice(0, this.states.length - 50);
     void vscode.commands.executeCommand('setContext', 'fleet.viewState', state);
@@ -380,7 +387,9 @@ export class FleetTree implements vscode.TreeDataProvider<FleetNode>, vscode.Dis
         const current = element.sessionId === this.fleet.sessionId;
         const item = new vscode.TreeItem(visible(element.sessionId), vscode.TreeItemCollapsibleState.Collapsed);
         item.id = element.id;
-        const total = this.turnTotals.get(element.sessionId) ?? element.info.turnCount;
+        // the stored total, or more while this window's Turns run (they are numbered already)
+        const running = this.fleet.live.forSession(element.sessionId).map((t) => this.summaries.get(t.turnId)?.seq ?? 0);
+        const total = Math.max(this.turnTotals.get(element.sessionId) ?? element.info.turnCount, ...running);
         item.description = `${current ? 'current · ' : ''}${element.info.mode} · ${plural(total, 'Turn')}`;
         item.tooltip = `Session ${element.sessionId}\nupdated ${element.info.updatedAt}`;
         item.iconPath = new vscode.ThemeIcon(current ? 'comment-discussion' : 'comment');

@@ -73,7 +73,12 @@ export class Turns implements vscode.Disposable {
       return undefined;
     }
     return [...this.running.values()]
-      .map((t) => (t.turnId ? this.fleet.live.get(t.turnId)?.rootMessage : undefined) ?? truncate(t.task, 30))
+      .map((t) => {
+        // the notification's first line (the same model calls as the tree), else the task
+        const live = t.turnId ? this.fleet.live.get(t.turnId) : undefined;
+        const head = live ? notificationMessage(live).split(' — ')[0] : undefined;
+        return head && head !== 'starting' ? head : truncate(t.task, 30);
+      })
       .join(' | ');
   }
 

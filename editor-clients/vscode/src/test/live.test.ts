@@ -196,8 +196,8 @@ function scripted(answers: unknown[]): LabelPrompts & { asked: string[]; steps: 
       values.push(options.value);
       return next() as string | undefined;
     },
-    async expectations(step: Step) {
-      asked.push('expectations');
+    async expectations(title: string, step: Step) {
+      asked.push(title);
       steps.push(`${step.step}/${step.totalSteps}`);
       return next() as Record<string, unknown> | null | undefined;
     },

@@ -44,6 +44,7 @@ describe('words', () => {
     assert.equal(stderrLevel('Traceback (most recent call last):', 'info'), 'error');
     assert.equal(stderrLevel('some library line', undefined), 'info');
     assert.equal(stderrLevel('2026-12-04 10:00:00,123 DEBUG x: y', 'error'), 'debug');
+    assert.equal(stderrLevel('2026/12/04 15:39:51 WARNING mlflow.store: slow', 'info'), 'warn'); // MLflow's own format
   });
 
   it('pre-fills the expected answer except for a rejected label, and ends in a one-line summary', () => {
