@@ -338,6 +338,14 @@ local ok, err = pcall(function()
     levels = vim.tbl_map(function(n) return n.level end, reported()) })
   step('partial_lines', tree.render_lines('nvim1'))
   local pbuf = tree.buffer('nvim1', false)
+  -- :FleetRun showed the session buffer in a split whose cursor followed the Turn as it grew
+  local fwin = pbuf and vim.fn.bufwinid(pbuf) or -1
+  local head3 = nil
+  for lnum, l in ipairs(pbuf and vim.api.nvim_buf_get_lines(pbuf, 0, -1, false) or {}) do
+    if l:match('^Turn #3 ') then head3 = lnum end
+  end
+  step('follow', { window = fwin ~= -1, head = head3,
+    cursor = fwin ~= -1 and vim.api.nvim_win_get_cursor(fwin)[1] or nil })
   tree.render('nvim1')
   step('partial_syntax', pbuf and vim.api.nvim_buf_call(pbuf, function()
     for lnum, l in ipairs(vim.api.nvim_buf_get_lines(pbuf, 0, -1, false)) do

@@ -274,10 +274,14 @@ def test_neovim_fleet_sessions_deletes_and_loads(nvim_report: dict) -> None:
     # the picker shows each Session's newest task and when it was used, not raw timestamps
     items = deleted["prompts"][0]["items"]
     assert any(
-        re.fullmatch(r"Calculate revenue by region .*  nvim1 · 1 Turn · hybrid · just now", i)
+        re.fullmatch(
+            r"Calculate revenue by region .*  nvim1 · 1 Turn · hybrid · just now · \S+@\S+", i
+        )
         for i in items
     ), items
-    assert "nvim-spare · 0 Turns · hybrid · just now" in items
+    assert any(
+        re.fullmatch(r"nvim-spare · 0 Turns · hybrid · just now · \S+@\S+", i) for i in items
+    )
 
 
 def test_neovim_load_fills_the_session_buffer_from_the_stored_history(nvim_report: dict) -> None:
@@ -469,6 +473,10 @@ def test_neovim_reports_a_turn_whose_first_cell_failed_as_completed_with_errors(
     assert re.match(r"#\d+  completed with errors rlm ", history[row]), history[row]
     assert history[row + 1] == "      ! 1 sandbox cell failed"
     assert nvim_report["steps"]["partial_syntax"] == "DiagnosticWarn fleetsessionPartial"
+    # the split :FleetRun opened followed the running Turn: its cursor went down into Turn #3
+    follow = nvim_report["steps"]["follow"]
+    assert follow["window"] is True and follow["head"]
+    assert follow["cursor"] > follow["head"], follow
 
 
 def test_neovim_checkhealth_fleet_reports_server_database_sandbox_and_models(

@@ -188,6 +188,19 @@ function M.running()
   return client ~= nil and not client:is_stopped()
 end
 
+--- Whether the running server lists `name` in capabilities.experimental.fleet.features (e.g.
+--- `sessions.filter`); nil while that is not known (no server, or not initialized yet).
+function M.has_feature(name)
+  local client = state.client_id and vim.lsp.get_client_by_id(state.client_id)
+  local caps = client and client.server_capabilities
+  if not caps then
+    return nil
+  end
+  local fleet = type(caps.experimental) == 'table' and caps.experimental.fleet or nil
+  local features = type(fleet) == 'table' and fleet.features or nil
+  return type(features) == 'table' and vim.tbl_contains(features, name)
+end
+
 --- Stop the server (if it runs) and start it again: after |:trust|, to read the workspace's
 --- configuration files. `callback(client)` runs once the new one is started.
 function M.restart(callback)

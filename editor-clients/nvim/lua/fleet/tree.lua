@@ -657,7 +657,8 @@ function M.render(session_id)
 end
 
 --- Show a Session's buffer: in a window of this tab that already shows it, else in a new split
---- below (`opts.split`), else in the current window. The cursor goes to the running Turn.
+--- below (`opts.split`), else in the current window. The cursor goes to the running Turn (or,
+--- with `opts.follow`, to the end, where the Turn about to run appears: the window follows it).
 function M.show(session_id, opts)
   local buf = M.buffer(session_id, true)
   M.render(session_id)
@@ -672,7 +673,7 @@ function M.show(session_id, opts)
     set_window(vim.api.nvim_get_current_win())
     close_failed_runs(buf)
   end
-  if running_turn(session_id) then
+  if running_turn(session_id) or (opts and opts.follow) then
     vim.api.nvim_win_set_cursor(0, { vim.api.nvim_buf_line_count(buf), 0 })
   end
   return buf

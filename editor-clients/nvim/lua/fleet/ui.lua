@@ -164,9 +164,13 @@ end
 --- A Session as a picker item: its newest task, id, Turns, mode and when it was last used.
 function M.session_item(s, task)
   local turns = tonumber(s.turnCount) or 0
+  local owner = ''
+  if type(s.ownerUser) == 'string' or type(s.ownerHost) == 'string' then
+    owner = ('%s@%s'):format(short(s.ownerUser or '?', 32), short(s.ownerHost or '?', 64))
+  end
   local parts = { session_name(s.sessionId),
     turns == 1 and '1 Turn' or (('%d Turns'):format(turns)), short(s.mode, 8),
-    tree.when(s.updatedAt, 'relative') }
+    tree.when(s.updatedAt, 'relative'), owner }
   local head = task and (short(task, 60) .. '  ') or ''
   return head .. table.concat(vim.tbl_filter(function(p) return p ~= '' end, parts), ' · ')
 end
@@ -186,6 +190,10 @@ end
 
 function M.sessions(params)
   M.run(function()
+    if params and fleet.has_feature('sessions.filter') == false then
+      return notify('this server does not filter Sessions (no sessions.filter): :Fleet sessions '
+        .. 'lists them all', vim.log.levels.WARN)
+    end
     local sessions = M.call_pages('fleet/session/list', params or vim.empty_dict(), 'sessions')
     if not sessions then
       return
@@ -587,7 +595,7 @@ function M.run_prompt(task)
     return
   end
   if task and vim.trim(task) ~= '' then
-    tree.show(sid, { split = true })
+    tree.show(sid, { split = true, follow = true })
     return fleet.run_turn(task)
   end
   local name = 'fleet://prompt/' .. sid
@@ -602,7 +610,10 @@ function M.run_prompt(task)
       if vim.trim(text) == '' then
         return
       end
-      tree.render(sid)
+      local win = vim.fn.bufwinid(tree.buffer(sid, true))
+      if win ~= -1 then -- the session buffer's window follows the Turn about to run
+        vim.api.nvim_win_set_cursor(win, { vim.api.nvim_buf_line_count(tree.buffer(sid, true)), 0 })
+      end
       fleet.run_turn(text)
     end)
   end
