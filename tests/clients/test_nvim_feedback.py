@@ -93,3 +93,59 @@ def test_document_lines_detect_crlf_and_the_final_newline(tmp_path: Path) -> Non
         {"lines": ["a\r", "b", "c"], "format": "unix", "eol": True},  # mixed: shown as it is
         {"lines": [""], "format": "unix", "eol": False},
     ]
+
+
+LOAD = r"""
+vim.opt.runtimepath:prepend('{plugin}')
+vim.g.fleet_no_auto_setup = true
+vim.cmd('runtime plugin/fleet.lua')
+local fleet = require('fleet')
+local tree = require('fleet.tree')
+fleet.setup({{}})
+local asked = {{}}
+fleet.request = function(method, params, callback)  -- the server's answers, fabricated
+  table.insert(asked, method .. ' ' .. (params.sessionId or ''))
+  local answers = {{
+    ['fleet/session/load'] = {{ sessionId = params.sessionId, mode = 'rlm', turnCount = 1,
+      createdAt = '2026-12-01T10:00:00Z', updatedAt = '2026-12-01T10:00:00Z' }},
+    ['fleet/session/history'] = {{ turns = {{ {{ turnId = 't9', seq = 7, status = 'completed',
+      task = 'stored task of ' .. params.sessionId, answer = 'yes', traceId = 'tr9',
+      createdAt = '2026-12-01T10:00:00Z' }} }} }},
+  }}
+  vim.schedule(function() callback(nil, answers[method]) end)
+end
+vim.notify = function() end
+-- Session a's buffer is shown in a split; :FleetLoadSession b switches that window to b's
+tree.show('a', {{ split = true }})
+local win = vim.api.nvim_get_current_win()
+vim.cmd('wincmd p')
+vim.cmd('FleetLoadSession b')
+assert(vim.wait(5000, function()
+  return vim.api.nvim_buf_get_name(vim.api.nvim_win_get_buf(win)) == 'fleet://session/b'
+    and #tree.render_lines('b') > 2
+end, 10), 'not switched')
+io.stdout:write(table.concat(asked, '\n'), '\n')
+for _, l in ipairs(vim.api.nvim_buf_get_lines(vim.api.nvim_win_get_buf(win), 0, -1, false)) do
+  io.stdout:write(l, '\n')
+end
+for _, lhs in ipairs({{ '<Plug>(fleet-run)', '<Plug>(fleet-session)', '<Plug>(fleet-label)' }}) do
+  io.stdout:write(lhs, ' ', vim.fn.maparg(lhs, 'n') ~= '' and 'mapped' or 'missing', '\n')
+end
+"""
+
+
+def test_load_session_switches_the_shown_session_buffer_and_fills_it(tmp_path: Path) -> None:
+    out = run_lua(tmp_path, LOAD)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[:2] == ["fleet/session/load b", "fleet/session/history b"]
+    shown = lines[2 : lines.index("<Plug>(fleet-run) mapped")]
+    assert shown[0] == "Fleet session b  (g? for help)"
+    assert shown[2].startswith("Turn #7  [completed]")
+    assert "Task: stored task of b" in shown
+    assert "Trace: fleet:/sessions/b/traces/tr9.md" in shown
+    assert lines[-3:] == [
+        "<Plug>(fleet-run) mapped",
+        "<Plug>(fleet-session) mapped",
+        "<Plug>(fleet-label) mapped",
+    ]
