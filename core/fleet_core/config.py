@@ -211,7 +211,7 @@ class MlflowSettings(_Section):
     # our own bounds on every MLflow HTTP request (MLflow's own retries are turned off):
     # one request waits at most request_timeout_seconds; a trace that failed to export is
     # retried with per-row backoff (jittered, doubling) up to export_max_backoff_seconds apart
-    request_timeout_seconds: float = Field(5.0, gt=0, le=300)
+    request_timeout_seconds: float = Field(15.0, gt=0, le=300)
     export_max_backoff_seconds: float = Field(300.0, ge=1, le=86_400)
     databricks: DatabricksSettings = DatabricksSettings()
 

@@ -145,7 +145,23 @@ def check_sandbox(config: EffectiveConfig) -> Check:
                 "set FLEET_DAYTONA_API_KEY, or FLEET_SANDBOX_BACKEND=local",
             )
         where = f" ({binding.provenance()})" if binding is not None else ""
-        return Check("sandbox", "ok", f"backend daytona (API key set{where})")
+        api = settings.daytona_api_url or "https://app.daytona.io/api"
+        problem = diagnostics.check_daytona(config)
+        if problem:
+            return Check(
+                "sandbox",
+                "fail",
+                f"backend daytona at {api}{where}: {problem}",
+                "check FLEET_DAYTONA_API_KEY, sandbox.daytona_api_url and "
+                "sandbox.daytona_snapshot (docs/sandbox.md, 'Daytona'), or "
+                "FLEET_SANDBOX_BACKEND=local",
+            )
+        return Check(
+            "sandbox",
+            "ok",
+            f"backend daytona at {api}{where}: key accepted, snapshot "
+            f"{settings.daytona_snapshot!r} active",
+        )
 
     try:
         found = diagnostics.describe_sandbox(config)
@@ -211,6 +227,18 @@ def check_mlflow(config: EffectiveConfig) -> Check:
         return Check(
             "mlflow", "fail", "mlflow is not installed", "uv sync (fleet-core depends on mlflow)"
         )
+    if ml.destination == "local" and diagnostics.shared_tracking_database(config):
+        problem = diagnostics.check_tracing_store(config)
+        where = "MLflow store in the shared PostgreSQL database (schema fleet_mlflow)"
+        if problem:
+            return Check(
+                "mlflow",
+                "fail",
+                f"{where} cannot be opened: {problem}",
+                "check FLEET_DATABASE_URL and that the role may create tables in fleet_mlflow; "
+                "or point every host at a tracking server (FLEET_MLFLOW_DESTINATION=server)",
+            )
+        return Check("mlflow", "ok", f"{where}: every host's traces in one place")
     if ml.destination == "local":
         store = config.state_dir / "mlflow"
         try:
@@ -245,17 +273,18 @@ def check_mlflow(config: EffectiveConfig) -> Check:
                 "destination server without a tracking URI",
                 "set FLEET_MLFLOW_TRACKING_URI=http://host:5000",
             )
-        from fleet_core.net import http_probe
-
-        problem = http_probe(uri.rstrip("/") + "/health")
+        if not uri.startswith(("http://", "https://")):
+            return _check_database_tracking(config, uri)
+        problem = diagnostics.check_tracking_server(uri)
         if problem:
             return Check(
                 "mlflow",
                 "fail",
                 f"tracking server {uri}: {problem}",
-                "start the MLflow server or fix FLEET_MLFLOW_TRACKING_URI",
+                "start the MLflow server, fix FLEET_MLFLOW_TRACKING_URI, or set its credentials "
+                "(MLFLOW_TRACKING_TOKEN or MLFLOW_TRACKING_USERNAME/PASSWORD)",
             )
-        return Check("mlflow", "ok", f"tracking server {uri}")
+        return Check("mlflow", "ok", f"tracking server {uri} (healthy, API call accepted)")
     if config.secrets.databricks_token is None or not os.environ.get("DATABRICKS_HOST"):
         return Check(
             "mlflow",
@@ -264,6 +293,23 @@ def check_mlflow(config: EffectiveConfig) -> Check:
             "set DATABRICKS_HOST and DATABRICKS_TOKEN",
         )
     return Check("mlflow", "ok", "databricks (credentials set)")
+
+
+def _check_database_tracking(config: EffectiveConfig, uri: str) -> Check:
+    """A database tracking URI (``postgresql://``, ``sqlite://``): open MLflow's store there, as
+    a Turn's export does."""
+    from fleet_core.api import diagnostics
+
+    shown = diagnostics.redacted_uri(uri)
+    problem = diagnostics.check_tracing_store(config)
+    if problem:
+        return Check(
+            "mlflow",
+            "fail",
+            f"tracking database {shown}: {problem}",
+            "check FLEET_MLFLOW_TRACKING_URI and that the database is up",
+        )
+    return Check("mlflow", "ok", f"tracking database {shown} (store opened)")
 
 
 def check_models(config: EffectiveConfig) -> list[Check]:

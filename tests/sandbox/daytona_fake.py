@@ -566,6 +566,8 @@ async def _kill(ctx: Context) -> None:
 
 _ERRORS: dict[int, type[web.HTTPException]] = {
     400: web.HTTPBadRequest,
+    401: web.HTTPUnauthorized,
+    403: web.HTTPForbidden,
     404: web.HTTPNotFound,
     408: web.HTTPRequestTimeout,
     409: web.HTTPConflict,

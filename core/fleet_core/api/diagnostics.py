@@ -4,9 +4,13 @@ creation), so call them from a thread. None needs a runtime or the store."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import base64
+import json
+import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from fleet_core.config import EffectiveConfig
 from fleet_core.errors import FleetError, InvalidInput, ModelUnavailable
@@ -14,13 +18,18 @@ from fleet_core.localmodel.selection import ModelInUse, models_in_use
 from fleet_core.net import http_probe
 
 __all__ = [
+    "check_blob_store",
+    "check_daytona",
     "check_jev",
     "check_models",
     "check_tracing_store",
+    "check_tracking_server",
     "describe_sandbox",
     "local_tracing_store",
     "models_in_use",
     "probe_sandbox",
+    "redacted_uri",
+    "shared_tracking_database",
 ]
 
 if TYPE_CHECKING:
@@ -144,3 +153,164 @@ async def probe_sandbox(config: EffectiveConfig) -> str:
     except Exception as exc:
         return f"{type(exc).__name__}: {exc}"
     return "" if "42" in result.stdout else f"unexpected output {result.stdout[:200]!r}"
+
+
+# -- services a deployment shares (docs/deployment.md) -----------------------------------------
+
+_BODY_LIMIT = 1_000_000
+
+
+class _Answer:
+    """One HTTP answer: status (0: none), the JSON body if it was JSON, and a short reason."""
+
+    def __init__(self, status: int, body: Any = None, reason: str = "") -> None:
+        self.status, self.body, self.reason = status, body, reason
+
+
+def _http(
+    url: str,
+    headers: Mapping[str, str] | None = None,
+    *,
+    method: str = "GET",
+    payload: Any = None,
+    timeout: float = 5.0,
+) -> _Answer:
+    """One bounded request, never following redirects (credentials go to the configured address
+    only); the reason never holds a header value."""
+    import urllib.error
+    import urllib.request
+
+    class NoRedirects(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+            return None
+
+    data = json.dumps(payload).encode() if payload is not None else None
+    request = urllib.request.Request(url, data=data, method=method)  # noqa: S310
+    for name, value in (headers or {}).items():
+        request.add_header(name, value)
+    if data is not None:
+        request.add_header("Content-Type", "application/json")
+    opener = urllib.request.build_opener(NoRedirects())
+    try:
+        with opener.open(request, timeout=timeout) as response:
+            raw = response.read(_BODY_LIMIT)
+            status = int(response.status)
+    except urllib.error.HTTPError as exc:
+        return _Answer(exc.code, None, f"HTTP {exc.code}")
+    except (urllib.error.URLError, TimeoutError, OSError) as exc:
+        return _Answer(0, None, f"unreachable ({getattr(exc, 'reason', exc)})")
+    try:
+        body = json.loads(raw) if raw.strip() else None
+    except ValueError:
+        body = raw.decode("utf-8", "replace").strip()[:200]
+    return _Answer(status, body, "" if 200 <= status < 300 else f"HTTP {status}")
+
+
+def mlflow_auth_headers(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The credentials MLflow's client sends to a tracking server, from the same variables:
+    ``MLFLOW_TRACKING_TOKEN`` (bearer) or ``MLFLOW_TRACKING_USERNAME`` and ``..._PASSWORD``."""
+    environ = os.environ if environ is None else environ
+    token = environ.get("MLFLOW_TRACKING_TOKEN")
+    if token:
+        return {"Authorization": f"Bearer {token}"}
+    user, password = (
+        environ.get("MLFLOW_TRACKING_USERNAME"),
+        environ.get("MLFLOW_TRACKING_PASSWORD"),
+    )
+    if user and password:
+        pair = base64.b64encode(f"{user}:{password}".encode()).decode()
+        return {"Authorization": f"Basic {pair}"}
+    return {}
+
+
+def redacted_uri(uri: str) -> str:
+    """A URI safe to show (a password in it is replaced)."""
+    from fleet_core.observability.redaction import NO_SECRETS
+
+    return NO_SECRETS.text(uri)
+
+
+def shared_tracking_database(config: EffectiveConfig) -> bool:
+    """Whether the default (local) trace destination is MLflow's store in the shared
+    PostgreSQL database (the database is PostgreSQL)."""
+    from fleet_core.observability.destination import shared_database_uri
+
+    return shared_database_uri(config) is not None
+
+
+def check_tracking_server(
+    uri: str, *, environ: Mapping[str, str] | None = None, timeout: float = 5.0
+) -> str:
+    """'' when the MLflow tracking server at ``uri`` is healthy (``GET /health``: any 2xx, its
+    plain ``OK`` included) and answers an authenticated API call (an experiment search with the
+    client's credentials) with JSON; else why, naming the step."""
+    base = uri.rstrip("/")
+    health = _http(f"{base}/health", timeout=timeout)
+    if health.reason:
+        return f"/health: {health.reason}"
+    search = _http(
+        f"{base}/api/2.0/mlflow/experiments/search",
+        mlflow_auth_headers(environ),
+        method="POST",
+        payload={"max_results": 1},
+        timeout=timeout,
+    )
+    if search.status in (401, 403):
+        return (
+            f"the API refused the credentials (HTTP {search.status}); set "
+            "MLFLOW_TRACKING_TOKEN, or MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD"
+        )
+    if search.reason:
+        return f"API call (experiments search): {search.reason}"
+    if not isinstance(search.body, dict):
+        return "API call (experiments search) answered, but not with MLflow's JSON"
+    return ""
+
+
+def check_daytona(config: EffectiveConfig, *, timeout: float = 5.0) -> str:
+    """'' when the Daytona API at ``sandbox.daytona_api_url`` accepts the API key (an
+    authenticated sandbox list) and the snapshot ``sandbox.daytona_snapshot`` exists and is
+    active; else why. The key is sent to the configured address only and never shown."""
+    settings = config.settings.sandbox
+    secret = config.secrets.daytona_api_key
+    if secret is None:
+        return "FLEET_DAYTONA_API_KEY is not set"
+    api = (settings.daytona_api_url or "https://app.daytona.io/api").rstrip("/")
+    headers = {"Authorization": f"Bearer {secret.get_secret_value()}"}
+    if settings.daytona_org_id:
+        headers["X-Daytona-Organization-ID"] = settings.daytona_org_id
+    listed = _http(f"{api}/sandbox?labels={quote('{}')}", headers, timeout=timeout)
+    if listed.status in (401, 403):
+        return f"the API refused the key (HTTP {listed.status}): check FLEET_DAYTONA_API_KEY"
+    if listed.reason:
+        return f"{api}: {listed.reason}"
+    snapshot = settings.daytona_snapshot
+    found = _http(f"{api}/snapshots/{quote(snapshot, safe='')}", headers, timeout=timeout)
+    if found.status == 404:
+        return (
+            f"snapshot {snapshot!r} does not exist; build it (docs/sandbox.md, 'Daytona') or "
+            "set sandbox.daytona_snapshot"
+        )
+    if found.reason:
+        return f"snapshot {snapshot!r}: {found.reason}"
+    state = found.body.get("state") if isinstance(found.body, dict) else None
+    if state != "active":
+        return f"snapshot {snapshot!r} is {state!r}, not active"
+    return ""
+
+
+def check_blob_store(config: EffectiveConfig) -> str | None:
+    """'' when the shared blob store answers, else why; None when this build has no shared
+    blob store interface to check."""
+    try:
+        from fleet_core.store import content
+    except ImportError:
+        return None
+    check = getattr(content, "check_backend", None)
+    if check is None:
+        return None
+    try:
+        problem = check(config.settings.storage, config.state_dir)
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return str(problem or "")

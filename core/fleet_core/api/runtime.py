@@ -135,9 +135,16 @@ class FleetRuntime:
             config.secrets.database_url.get_secret_value() if config.secrets.database_url else None,
             config.state_dir,
         )
-        check = config.settings.storage.lease_check_seconds
+        storage = config.settings.storage
         store = await anyio.to_thread.run_sync(
-            partial(Store.open, url, config.state_dir, lease_check_seconds=check)
+            partial(
+                Store.open,
+                url,
+                config.state_dir,
+                lease_check_seconds=storage.lease_check_seconds,
+                pool_size=storage.pool_size,
+                max_overflow=storage.max_overflow,
+            )
         )
         given = Collaborators(
             lm_provider=lm_provider,

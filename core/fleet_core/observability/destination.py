@@ -48,7 +48,7 @@ class MlflowDestination:
     experiments: Mapping[Scope, str]
     artifact_location: str | None = None
     databricks_host: str | None = None
-    request_timeout: float = 5.0  # seconds per MLflow HTTP request (our bound, no retries)
+    request_timeout: float = 15.0  # seconds per MLflow HTTP request (our bound, no retries)
     shared: bool = False  # the store is shared by every host on the database
 
     def experiment(self, scope: Scope) -> str:
@@ -110,7 +110,7 @@ def resolve_destination(
             )
         _check_server_uri(server_uri)
         return MlflowDestination(
-            "server", server_uri, experiments, request_timeout=timeout, shared=True
+            "server", _driver(server_uri), experiments, request_timeout=timeout, shared=True
         )
     databricks = settings.databricks
     uri = databricks.tracking_uri
@@ -166,6 +166,15 @@ def shared_database_uri(config: EffectiveConfig) -> str | None:
         scheme="postgresql+psycopg", query=f"{query}options=-csearch_path%3D{MLFLOW_SCHEMA}"
     )
     return rebuilt.geturl()
+
+
+def _driver(uri: str) -> str:
+    """A PostgreSQL tracking URI with the installed driver (psycopg 3): MLflow's default for
+    ``postgresql://`` is psycopg2, which fleet-lsp does not install."""
+    for prefix in ("postgresql://", "postgres://"):
+        if uri.startswith(prefix):
+            return "postgresql+psycopg://" + uri.removeprefix(prefix)
+    return uri
 
 
 def _check_server_uri(uri: str) -> None:

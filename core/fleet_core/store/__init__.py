@@ -183,11 +183,17 @@ class Store:
 
     @classmethod
     def open(
-        cls, url: str, state_dir: Path, *, lease_check_seconds: float = DEFAULT_CHECK_SECONDS
+        cls,
+        url: str,
+        state_dir: Path,
+        *,
+        lease_check_seconds: float = DEFAULT_CHECK_SECONDS,
+        pool_size: int = 5,
+        max_overflow: int = 10,
     ) -> Store:
         """Connect, migrate under a lock, and choose the ownership mechanism for the backend
         (PostgreSQL: leases probed every ``lease_check_seconds``)."""
-        engine = create_db_engine(url)
+        engine = create_db_engine(url, pool_size=pool_size, max_overflow=max_overflow)
         lock_dir = state_dir / "locks"
         try:
             migrate(engine, lock_dir)

@@ -39,7 +39,10 @@ def database_url(secret_url: str | None, state_dir: Path) -> str:
     return url.render_as_string(hide_password=False)
 
 
-def create_db_engine(url: str) -> Engine:
+def create_db_engine(url: str, *, pool_size: int = 5, max_overflow: int = 10) -> Engine:
+    """The engine for ``url``. PostgreSQL: a pool of ``pool_size`` connections kept open plus
+    up to ``max_overflow`` more under load (``storage.pool_size`` / ``storage.max_overflow``;
+    the Session lease holds one more, docs/deployment.md). SQLite: a small fixed pool."""
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
         if parsed.database:
@@ -57,8 +60,8 @@ def create_db_engine(url: str) -> Engine:
         return engine
     return create_engine(
         url,
-        pool_size=5,
-        max_overflow=10,
+        pool_size=pool_size,
+        max_overflow=max_overflow,
         pool_pre_ping=True,
         pool_recycle=1800,
         # Keepalives and a TCP user timeout: a connection to a vanished server fails within
