@@ -438,3 +438,17 @@ def test_the_first_prompt_ends_with_the_answer_format() -> None:
     prompt = first_prompt(inputs)
     assert prompt.endswith("rounded as the task says.")
     assert json.dumps(prompt)  # plain text
+
+
+def test_the_profile_knows_the_embedded_models_context_window() -> None:
+    from fleet_core.config import EngineSettings
+    from fleet_core.engine.profile import CONTEXT_TOKENS, PROGRAM_TOKENS, resolve_profile
+
+    auto = EngineSettings()
+    assert resolve_profile(auto, embedded_root=True, context_tokens=4_096).context_tokens == 4_096
+    hosted = resolve_profile(EngineSettings(profile="small"), embedded_root=False)
+    assert hosted.context_tokens == CONTEXT_TOKENS and hosted.program_tokens == PROGRAM_TOKENS
+    wide = resolve_profile(
+        EngineSettings(profile="small", small_max_tokens=2_000), embedded_root=True
+    )
+    assert wide.program_tokens == 2_000  # a re-ask never has less room than the first ask
