@@ -152,6 +152,7 @@ function M.run(name, args, line, bang)
   end
   args = vim.deepcopy(args or {})
   args.line = vim.trim(line or table.concat(args, ' '))
+  fleet().begin_command()
   sub.run(args, bang)
 end
 

@@ -28,7 +28,7 @@ local state = {
   progress = {}, -- token -> last progress value
   ignoring_workspace_config = false, -- the running server ignores the root's config files
   trust_notified = false, -- the one notification about ignored workspace files was given
-  missing_notified = false, -- the one notification about a server that cannot start was given
+  missing_notified = false, -- this command's one notification about a server that cannot start
   echoed = nil, -- the last progress text echoed (progress_echo)
 }
 
@@ -76,6 +76,11 @@ function M.missing_server()
       :format(tostring(program), command_line(cmd))
   end
   return nil
+end
+
+--- A user command begins: a server that cannot start is reported again (once per command).
+function M.begin_command()
+  state.missing_notified = false
 end
 
 local function report_missing(message)
