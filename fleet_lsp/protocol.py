@@ -537,6 +537,11 @@ class UsageWire(TypedDict):
     outputTokens: NotRequired[int]
     callsByCategory: NotRequired[dict[str, int]]
     jevDecisionsByCategory: NotRequired[dict[str, int]]
+    # where the Turn's time went (docs/local-model.md#where-a-turns-time-goes)
+    modelSeconds: NotRequired[float]
+    promptSeconds: NotRequired[float]
+    generationSeconds: NotRequired[float]
+    sandboxSeconds: NotRequired[float]
 
 
 class OutcomeReasonWire(TypedDict):

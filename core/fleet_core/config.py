@@ -245,8 +245,12 @@ class LocalModelSettings(_Section):
     n_threads: int = Field(2, ge=1, le=256)
     max_tokens: int = Field(1024, ge=16, le=32_768)  # per completion; prompt + this <= n_ctx
     start_timeout_seconds: float = Field(180.0, ge=5, le=3600)
-    # Run as ``<this Python> -P -m <module>`` with llama_cpp.server's flags (tests: a stand-in).
-    server_module: str = Field("llama_cpp.server", pattern=_MODULE_NAME)
+    # which llama.cpp server (fleet_core.localmodel.runtime): auto = the first installed one this
+    # CPU can run, in the order llama-server (AVX-512), xllamacpp (AVX2), llama-cpp-python
+    runtime: Literal["auto", "llama-server", "xllamacpp", "llama-cpp-python"] = "auto"
+    cache_ram_mib: int = Field(256, ge=0, le=65_536)  # the server's host prompt cache, bounded
+    # Instead of a runtime: ``<this Python> -P -m <module>`` with llama-server's flags (tests).
+    server_module: str | None = Field(None, pattern=_MODULE_NAME)
     directory: str | None = None  # weights, state and log; default <state dir>/localmodel
 
 

@@ -188,6 +188,13 @@ class Usage(Record):
     calls_by_category: dict[str, int] = Field(default_factory=dict)
     # decisions answered by Jev, per budget category (their units are in calls_by_category too)
     jev_decisions_by_category: dict[str, int] = Field(default_factory=dict)
+    # where the Turn's time went (docs/protocol.md): inside model calls, and of that the
+    # server's prompt processing and generation (the embedded llama.cpp server's timings; None
+    # for an endpoint that reports none), and running cells in the sandbox
+    model_seconds: float | None = None
+    prompt_seconds: float | None = None
+    generation_seconds: float | None = None
+    sandbox_seconds: float | None = None
 
 
 class ArtifactRef(Record):

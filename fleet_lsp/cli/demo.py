@@ -262,6 +262,11 @@ async def _demo(console: Any) -> int:
                 )
         if saved is None and result["status"] == "completed":
             out.print(f"\n(the Turn did not produce {ARTIFACT})")
+        from fleet_lsp.cli.support import time_line
+
+        timing = time_line(result)
+        if timing:
+            out.print(f"\n{timing}", markup=False, highlight=False)
         trace_id = result.get("traceId") or result.get("turnId")
         trace = await call("fleet/trace/get", {"turnId": result["turnId"]})
         out.print(

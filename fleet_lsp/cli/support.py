@@ -156,6 +156,33 @@ def outcome_line(result: dict[str, Any]) -> str:
     )
 
 
+def time_line(result: dict[str, Any]) -> str:
+    """Where the Turn's time went (``TurnResult.usage``; docs/local-model.md): e.g. ``time:
+    41.2 s = model 38.9 s (prompt 30.1 s, generation 8.2 s) + sandbox 1.1 s + host 1.2 s``;
+    '' when the Turn reported no duration."""
+    usage = result.get("usage") or {}
+    total = result.get("durationSeconds")
+    if not isinstance(total, int | float):
+        return ""
+
+    def seconds(key: str) -> float | None:
+        value = usage.get(key)
+        return float(value) if isinstance(value, int | float) else None
+
+    model, sandbox = seconds("modelSeconds") or 0.0, seconds("sandboxSeconds") or 0.0
+    prompt, generation = seconds("promptSeconds"), seconds("generationSeconds")
+    server = (
+        f" (prompt {prompt:.1f} s, generation {generation:.1f} s)"
+        if prompt is not None and generation is not None
+        else ""
+    )
+    host = max(0.0, total - model - sandbox)
+    return (
+        f"time: {total:.1f} s = model {model:.1f} s{server} + sandbox {sandbox:.1f} s "
+        f"+ host {host:.1f} s"
+    )
+
+
 def turn_failure_line(result: dict[str, Any]) -> str:
     """One line: what failed and what to do (the traceback stays in the log and the trace)."""
     error = result.get("error") or {}
@@ -197,5 +224,8 @@ def print_result(result: dict[str, Any]) -> None:
     rejections = (result.get("usage") or {}).get("submitRejections")
     if rejections:
         console.print(f"ungrounded SUBMITs rejected: {int(rejections)}", markup=False)
+    timing = time_line(result)
+    if timing:
+        console.print(timing, markup=False, highlight=False)
     tid = result.get("traceId") or result.get("turnId")
     console.print(f"trace: fleet-lsp trace show {tid}", markup=False)

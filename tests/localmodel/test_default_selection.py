@@ -33,7 +33,11 @@ def _requests(record: Path) -> list[dict]:
     if not record.exists():
         return []
     lines = [json.loads(line) for line in record.read_text().splitlines()]
-    return [line for line in lines if line["event"] == "request" and line["method"] == "POST"]
+    return [
+        line
+        for line in lines
+        if line["event"] == "request" and line["path"] == "/v1/chat/completions"
+    ]
 
 
 def test_a_configured_endpoint_wins_and_the_embedded_model_never_starts(

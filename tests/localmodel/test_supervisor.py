@@ -33,10 +33,20 @@ def test_start_health_check_and_flags(local_model: LocalModel, record: Path) -> 
     assert _models(endpoint)["data"][0]["id"] == "fake-coder"
     start = json.loads(record.read_text().splitlines()[0])
     argv = start["argv"]
-    flags = dict(zip(argv[::2], argv[1::2], strict=False))
+    flags = {
+        flag: (value if not value.startswith("--") else True)
+        for flag, value in zip(argv, [*argv[1:], "--"], strict=True)
+        if flag.startswith("--")
+    }
     assert flags["--host"] == "127.0.0.1" and flags["--port"] == str(endpoint.port)
-    assert flags["--logits_all"] == "false" and flags["--n_threads"] == "2"
-    assert flags["--n_ctx"] == "8192" and flags["--model_alias"] == "fake-coder"
+    assert flags["--threads"] == "2" and flags["--threads-batch"] == "2"
+    assert flags["--ctx-size"] == "8192" and flags["--alias"] == "fake-coder"
+    # one slot, a bounded host prompt cache, llama_cpp.server's repeat penalty as the default,
+    # slot save/restore beside the weights
+    assert flags["--parallel"] == "1" and flags["--cache-ram"] == "256"
+    assert flags["--repeat-penalty"] == "1.1"
+    assert flags["--slot-save-path"] == str(local_model.home / "slots")
+    assert flags["--metrics"] is True and flags["--slots"] is True
     assert start["pid"] == endpoint.server_pid
     status = local_model.status()
     assert status.running and status.api_base == endpoint.api_base

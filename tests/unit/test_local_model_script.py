@@ -1,5 +1,6 @@
-"""scripts/local-model: the llama-cpp-python build it pays once per machine stays consistent with
-the project (the sdist uv.lock pins, the portable flags uv uses too) and reports honestly."""
+"""scripts/local-model: the prebuilt runtime by default, the llama-cpp-python build (the fallback
+it pays once per machine) only where the CPU needs it, consistent with the project (the sdist
+uv.lock pins, the portable flags uv uses too), and it reports honestly."""
 
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ def script() -> ModuleType:
 def test_it_builds_the_sdist_uv_lock_pins_for_the_extra(script: ModuleType) -> None:
     version, url, sha256 = script.locked_sdist()
     extra = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
-    assert f"llama-cpp-python[server]=={version}" in extra["local-model"]
+    assert f"llama-cpp-python[server]=={version}" in extra[script.SOURCE_EXTRA]
+    assert not [dep for dep in extra["local-model"] if dep.startswith("llama-cpp-python")]
     assert url.endswith(f"llama_cpp_python-{version}.tar.gz")
     assert re.fullmatch(r"[0-9a-f]{64}", sha256)
 
@@ -61,3 +63,19 @@ def test_progress_names_the_step_and_never_promises_less_than_measured(
     assert "step 96/193" in early and "2:00 elapsed" in early and "about 13 min left" in early
     late = script._progress(log, 20 * 60.0)  # past the measured total: the steps' own pace
     assert "about 20 min left" in late
+
+
+def test_the_prebuilt_runtime_is_the_default_and_the_cpu_decides_the_fallback(
+    script: ModuleType, tmp_path: Path
+) -> None:
+    extra = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert [dep for dep in extra["local-model"] if dep.startswith("xllamacpp==")]
+    from fleet_core.localmodel.runtime import XLLAMACPP
+
+    assert set(script.PREBUILT_NEEDS) == XLLAMACPP.requires  # one truth for both
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor : 0\nflags : fpu sse2 avx f16c fma avx2 bmi2\n")
+    assert script.cpu_lacks(cpuinfo) == []
+    cpuinfo.write_text("processor : 0\nflags : fpu sse2 sse4_2 popcnt avx\n")
+    assert script.cpu_lacks(cpuinfo) == ["avx2", "fma", "f16c"]  # -> the source build
+    assert script.cpu_lacks(tmp_path / "missing") == []  # unknown: the supervisor's probe decides

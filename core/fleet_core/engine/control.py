@@ -131,6 +131,9 @@ class TurnControl:
         self.submit_rejections = 0
         self.input_tokens: int | None = None
         self.output_tokens: int | None = None
+        self.model_ms = 0.0  # wall time inside model calls
+        self.server_ms: tuple[float, float] | None = None  # the server's prompt, generation ms
+        self.sandbox_ms = 0.0  # wall time running cells
         # agent tree
         self.children_started = 0
         self.live_children = 0
@@ -241,6 +244,19 @@ class TurnControl:
             if output_tokens is not None:
                 self.output_tokens = (self.output_tokens or 0) + output_tokens
 
+    def add_model_time(self, call_ms: float, server: tuple[float, float] | None) -> None:
+        """One model call's wall time and, when the server reported them, its prompt-processing
+        and generation milliseconds."""
+        with self._lock:
+            self.model_ms += call_ms
+            if server is not None:
+                prompt, generation = self.server_ms or (0.0, 0.0)
+                self.server_ms = (prompt + server[0], generation + server[1])
+
+    def add_sandbox_time(self, ms: float) -> None:
+        with self._lock:
+            self.sandbox_ms += ms
+
     def refund(self, units: int, category: str) -> None:
         """Give back units charged for a call that produced nothing (a failed Jev call, whose
         decisions the sub LM then makes and charges)."""
@@ -272,6 +288,10 @@ class TurnControl:
                 output_tokens=self.output_tokens,
                 calls_by_category={k: v for k, v in self.by_category.items() if v},
                 jev_decisions_by_category=dict(self.jev_by_category),
+                model_seconds=round(self.model_ms / 1000, 3) if self.units else None,
+                prompt_seconds=round(self.server_ms[0] / 1000, 3) if self.server_ms else None,
+                generation_seconds=round(self.server_ms[1] / 1000, 3) if self.server_ms else None,
+                sandbox_seconds=round(self.sandbox_ms / 1000, 3) if self.sandbox_ms else None,
             )
 
     # --- agent tree --------------------------------------------------------------------------

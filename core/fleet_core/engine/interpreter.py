@@ -213,6 +213,7 @@ class TurnInterpreter:
             if "ok" not in payload:  # not an Exception: still a complete event
                 payload |= {"ok": False, "outcome": control.terminal or "sandbox_error"}
             payload["duration_ms"] = round((time.perf_counter() - started) * 1000, 2)
+            control.add_sandbox_time(payload["duration_ms"])
             control.emit("cell_output", CellOutputPayload(**payload), **self._lineage)
         control.check()
         if rejection is not None:

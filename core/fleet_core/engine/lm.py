@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from fleet_core.config import EffectiveConfig, LlmSettings, Secrets
@@ -125,8 +126,9 @@ def select_models(provider: LmProvider, models: Mapping[Role, str]) -> LmProvide
 
 
 #: The embedded server's OpenAI chat dialect in lm15. ``openai/`` sends ``max_completion_tokens``,
-#: which llama_cpp.server 0.3.36 ignores (it then generates until the context is full); the
-#: vLLM dialect is the same OpenAI chat-completions wire with ``max_tokens``.
+#: which llama_cpp.server 0.3.36 (the source-built fallback runtime) ignores (it then generates
+#: until the context is full); the vLLM dialect is the same OpenAI chat-completions wire with
+#: ``max_tokens``, which every runtime honours.
 EMBEDDED_DIALECT = "hosted_vllm"
 
 
@@ -207,6 +209,7 @@ class ConfiguredLmProvider:
             found = self._lms.get(role)
             if found is not None and getattr(found, "fleet_server", None) == server:
                 return found
+            keeper = self._slot_keeper(endpoint, embedded, server)
             override = getattr(self._settings, role)
             temperature = override.temperature
             found = self._lms[role] = EmbeddedLM(
@@ -219,8 +222,35 @@ class ConfiguredLmProvider:
                 max_tokens=embedded.settings.max_tokens,
                 temperature=self._settings.temperature if temperature is None else temperature,
                 num_retries=min(1, self._settings.num_retries),
+                slots=keeper,
             )
             return found
+
+    def _slot_keeper(
+        self, endpoint: Any, embedded: LocalModel, server: tuple[int, int | None, int | None]
+    ) -> Any:
+        """One :class:`~fleet_core.localmodel.slots.SlotKeeper` per server, shared by the roles'
+        LMs (so only the first call of a server this process started restores a state)."""
+        from fleet_core.localmodel.slots import SlotKeeper
+        from fleet_core.localmodel.supervisor import verify_server
+
+        if not endpoint.slot_dir:
+            return None
+        for lm in self._lms.values():
+            keeper = getattr(lm, "fleet_slots", None)
+            if keeper is not None and getattr(lm, "fleet_server", None) == server:
+                return keeper
+        return SlotKeeper(
+            base_url=endpoint.api_base.removesuffix("/v1"),
+            api_key=endpoint.api_key,
+            directory=Path(endpoint.slot_dir),
+            model=endpoint.model_id,
+            runtime=endpoint.runtime,
+            version=endpoint.runtime_version,
+            n_ctx=embedded.settings.n_ctx,
+            fresh=not endpoint.reused,
+            prove=lambda: verify_server(*server),
+        )
 
     def _build(self, role: Role) -> Any:
         import dspy

@@ -2,7 +2,9 @@
 
 ``MeteredLM`` wraps a role's ``dspy.LM``: before each call it charges one unit per requested
 completion to the Turn's ``TurnControl`` (which raises to end the Turn when the budget is gone),
-then emits ``lm_start``/``lm_end`` with duration and the provider-reported token usage.
+then emits ``lm_start``/``lm_end`` with duration and the provider-reported token usage, and adds
+the call's wall time (and the server's prompt-processing and generation time, when the model
+reported it: :func:`report_timings`, called by the embedded model's LM) to the Turn's usage.
 """
 
 from __future__ import annotations
@@ -20,8 +22,10 @@ from dspy.primitives.facade import SandboxLM
 
 from fleet_core.engine.control import Lineage, TurnControl
 from fleet_core.event_payloads import LmEndPayload, LmStartPayload, TokenUsage
+from fleet_core.localmodel.slots import CallTimings
 
 _category: ContextVar[str | None] = ContextVar("fleet_charge_category", default=None)
+_timings: ContextVar[list[CallTimings] | None] = ContextVar("fleet_server_timings", default=None)
 _ids = itertools.count(1)
 
 
@@ -33,6 +37,13 @@ def charged_as(category: str) -> Iterator[None]:
         yield
     finally:
         _category.reset(token)
+
+
+def report_timings(timings: CallTimings) -> None:
+    """The server's time for the model call running now (the metered call collects it)."""
+    sink = _timings.get()
+    if sink is not None:
+        sink.append(timings)
 
 
 def _tokens(usage: dict[str, dict[str, Any]]) -> tuple[int | None, int | None]:
@@ -79,6 +90,8 @@ class MeteredLM(SandboxLM):  # type: ignore[misc]
         started = time.perf_counter()
         ok, error_type = True, None
         prompt = completion = None
+        server: list[CallTimings] = []
+        sink = _timings.set(server)
         try:
             with dspy.track_usage() as tracker:
                 result = call()
@@ -89,6 +102,12 @@ class MeteredLM(SandboxLM):  # type: ignore[misc]
             ok, error_type = False, type(exc).__name__
             raise
         finally:
+            _timings.reset(sink)
+            elapsed_ms = (time.perf_counter() - started) * 1000
+            spent = sum(server, CallTimings()) if server else None
+            self._control.add_model_time(
+                elapsed_ms, (spent.prompt_ms, spent.generation_ms) if spent else None
+            )
             usage = None
             if prompt is not None or completion is not None:
                 usage = TokenUsage(input_tokens=prompt, output_tokens=completion)
@@ -98,7 +117,7 @@ class MeteredLM(SandboxLM):  # type: ignore[misc]
                     call_id=call_id,
                     model=model,
                     category=category,
-                    duration_ms=round((time.perf_counter() - started) * 1000, 2),
+                    duration_ms=round(elapsed_ms, 2),
                     ok=ok,
                     error_type=error_type,
                     usage=usage,

@@ -4,7 +4,9 @@
 output in ``DIR/server.log`` (kept under :data:`MAX_LOG_BYTES`) and ``PR_SET_PDEATHSIG`` set, so
 the server dies with the guard however the guard ends. Every ``--poll`` seconds it checks:
 
-- the server exited: the guard exits too (the supervisor sees a dead state and starts anew);
+- the server exited: the guard exits too, with the server's code (``128 + N`` for a death by
+  signal N: the supervisor tells a SIGILL at load from other failures), and the supervisor sees a
+  dead state and starts anew;
 - no registered user is alive (``DIR/users``; :mod:`fleet_core.localmodel.procs`) and the state
   file does not pin the server (``fleet-lsp model serve``): it stops the server and exits. So a
   fleet-lsp that exits, or is killed with ``kill -9``, leaves no model process behind;
@@ -105,7 +107,8 @@ def run(home: Path, argv: list[str], poll: float) -> int:
     try:
         while not stopping:
             if server.poll() is not None:
-                return server.returncode or 1
+                code = server.returncode
+                return 128 - code if code < 0 else code or 1  # a signal's death: 128 + signal
             if _pinned(home) or live_users(home):
                 idle = 0
             else:

