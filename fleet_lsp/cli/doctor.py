@@ -35,6 +35,7 @@ def run_checks() -> list[Check]:
         return [Check("configuration", "fail", exc.message, "fix the named key, then rerun doctor")]
     checks = [check_configuration(config)]
     checks.append(check_database(config))
+    checks.append(check_blob_store(config))
     checks.append(check_sandbox(config))
     checks.append(check_mlflow(config))
     checks += check_models(config)
@@ -120,6 +121,31 @@ def check_database(config: EffectiveConfig) -> Check:
         return Check("database", "fail", f"{exc.message} ({path}: {damage})", fix)
     except Exception as exc:
         return Check("database", "fail", f"{type(exc).__name__}: {exc}", "see the message above")
+
+
+def check_blob_store(config: EffectiveConfig) -> Check:
+    """The workspace content store (docs/storage.md): a probe blob stored and read back."""
+    from fleet_core.api import diagnostics
+    from fleet_core.errors import FleetError
+
+    try:
+        kind, problem = asyncio.run(diagnostics.check_blob_store(config))
+    except FleetError as exc:
+        return Check("blob store", "fail", exc.message, "see docs/storage.md (Settings)")
+    if kind == "local":
+        return Check(
+            "blob store",
+            "ok",
+            "local: workspaces stay on this host (nothing shared; docs/storage.md)",
+        )
+    if problem:
+        return Check(
+            "blob store",
+            "fail",
+            f"{kind}: {problem}",
+            "check storage.blob_backend and its settings and credentials (docs/storage.md)",
+        )
+    return Check("blob store", "ok", f"{kind}: a probe blob stored and read back")
 
 
 def check_sandbox(config: EffectiveConfig) -> Check:

@@ -27,6 +27,7 @@ __all__ = [
     "describe_sandbox",
     "local_tracing_store",
     "models_in_use",
+    "probe_blob_store",
     "probe_sandbox",
     "redacted_uri",
     "shared_tracking_database",
@@ -299,18 +300,56 @@ def check_daytona(config: EffectiveConfig, *, timeout: float = 5.0) -> str:
     return ""
 
 
-def check_blob_store(config: EffectiveConfig) -> str | None:
-    """'' when the shared blob store answers, else why; None when this build has no shared
-    blob store interface to check."""
+async def check_blob_store(config: EffectiveConfig) -> tuple[str, str]:
+    """The configured workspace content store (docs/storage.md): its kind, and '' when a probe
+    blob is stored and read back (``probe_blob_store``), else why. Opens the store."""
+    from fleet_core.api import FleetRuntime
+    from fleet_core.api.threads import in_thread
+
+    runtime = await FleetRuntime.open(config)
     try:
-        from fleet_core.store import content
-    except ImportError:
-        return None
-    check = getattr(content, "check_backend", None)
-    if check is None:
-        return None
+        return await in_thread(probe_blob_store, runtime.store)
+    finally:
+        await runtime.close()
+
+
+def probe_blob_store(store: Any) -> tuple[str, str]:
+    """The store's blob backend (``local``: none, nothing shared) and '' when it stores and
+    returns a probe blob, else why. The probe's bytes are unique (nothing else refers to them);
+    the transaction is rolled back and a backend outside the database deletes the probe, so
+    nothing is left behind. Blocking: call it from a thread."""
+    import hashlib
+    import tempfile
+    import uuid
+    from datetime import UTC, datetime
+
+    from fleet_core.blobs.base import ContentEntry, PendingFile
+    from fleet_core.store.content import ensure_blob
+
+    blobs = getattr(store, "blobs", None)
+    if blobs is None:
+        return "local", ""
+    data = f"fleet-lsp doctor probe {uuid.uuid4().hex}\n".encode()
+    digest = hashlib.sha256(data).hexdigest()
     try:
-        problem = check(config.settings.storage, config.state_dir)
-    except Exception as exc:
-        return f"{type(exc).__name__}: {exc}"
-    return str(problem or "")
+        with tempfile.TemporaryDirectory(prefix="fleet-doctor-") as tmp:
+            source = Path(tmp) / "probe"
+            source.write_bytes(data)
+            with store.engine.connect() as conn:
+                transaction = conn.begin()
+                try:
+                    entry = ContentEntry(".doctor-probe", digest, len(data))
+                    ensure_blob(conn, blobs, PendingFile(entry, source), datetime.now(UTC))
+                    back = b"".join(blobs.chunks(conn, digest))
+                    if blobs.kind != "postgresql":
+                        blobs.delete(conn, [digest])
+                finally:
+                    transaction.rollback()
+    except FleetError as exc:
+        return str(blobs.kind), exc.message
+    except Exception as exc:  # the first line only: a database error's SQL stays out
+        first = (str(exc).strip().splitlines() or [""])[0][:300]
+        return str(blobs.kind), f"{type(exc).__name__}: {first}"
+    if back != data:
+        return str(blobs.kind), "the probe blob came back different"
+    return str(blobs.kind), ""
