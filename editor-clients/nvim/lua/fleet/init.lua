@@ -591,8 +591,9 @@ end
 --- The echo area's progress line: the status (every open token) cut to fit one line without a
 --- hit-enter prompt; cleared when nothing runs. Not kept in :messages.
 function M.echo_progress()
-  if not echoing() then
-    return
+  local mode = vim.api.nvim_get_mode()
+  if not echoing() or mode.blocking or mode.mode:sub(1, 1) == 'c' then
+    return -- never over a command line or prompt being typed (vim.ui.input)
   end
   local text = M.status()
   if text ~= '' then
