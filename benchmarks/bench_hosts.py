@@ -205,7 +205,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size-mib", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--turns", type=int, default=7)
+    parser.add_argument("--turns", type=int, default=15)
     parser.add_argument(
         "--admin-url",
         default=os.environ.get(
