@@ -47,7 +47,19 @@ def test_server_needs_a_tracking_uri(tmp_path: Path) -> None:
 def test_server_accepts_https_loopback_http_and_database_uris(tmp_path: Path, uri: str) -> None:
     environ = {"FLEET_MLFLOW_DESTINATION": "server", "FLEET_MLFLOW_TRACKING_URI": uri}
     found = destination(tmp_path, environ)
-    assert (found.kind, found.tracking_uri) == ("server", uri)
+    # postgresql:// is used with the installed psycopg 3 driver (MLflow's default is psycopg2)
+    expected = uri.replace("postgresql://", "postgresql+psycopg://")
+    assert (found.kind, found.tracking_uri, found.shared) == ("server", expected, True)
+
+
+def test_with_a_postgresql_database_the_default_destination_is_shared(tmp_path: Path) -> None:
+    url = "postgresql+psycopg://fleet:s3cret@db.example:5432/fleet"
+    found = destination(tmp_path, {"FLEET_DATABASE_URL": url})
+    assert found.kind == "local" and found.shared
+    assert found.tracking_uri == url + "?options=-csearch_path%3Dfleet_mlflow"
+    assert "s3cret" not in str(found.describe())
+    alone = destination(tmp_path, {})  # SQLite: the per-host store under the state directory
+    assert not alone.shared and alone.tracking_uri.endswith("/state/mlflow/mlflow.db")
 
 
 def test_server_refuses_plain_http_off_loopback(tmp_path: Path) -> None:
