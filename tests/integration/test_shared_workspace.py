@@ -39,25 +39,31 @@ def _config(url: str, state: Path, **settings: str) -> EffectiveConfig:
     return load_config(environ=environ, cwd=state.parent)
 
 
-@pytest.fixture
+@pytest.fixture(params=["postgresql", "directory"])
 async def hosts(
-    postgres_database: str, tmp_path: Path
+    request: pytest.FixtureRequest, postgres_database: str, tmp_path: Path
 ) -> AsyncIterator[tuple[FleetRuntime, FleetRuntime, SwitchableLms]]:
-    _reset(postgres_database)
+    """Two hosts on one database: PostgreSQL with its own blob store, or one SQLite file with
+    blobs in a directory both hosts reach (as a shared mount would be)."""
+    settings: dict[str, str] = {}
+    if request.param == "postgresql":
+        _reset(postgres_database)
+        url = postgres_database
+    else:
+        url = f"sqlite:///{tmp_path / 'shared.db'}"
+        settings = {"blob_backend": "directory", "blob_dir": str(tmp_path / "blobs")}
     lms = SwitchableLms()
-    a = await FleetRuntime.open(
-        _config(postgres_database, tmp_path / "a" / "state"),
-        lm_provider=lms,
-        trace_export="deferred",
-    )
-    b = await FleetRuntime.open(
-        _config(postgres_database, tmp_path / "b" / "state"),
-        lm_provider=lms,
-        trace_export="deferred",
-    )
-    yield a, b, lms
-    await a.close()
-    await b.close()
+    opened = [
+        await FleetRuntime.open(
+            _config(url, tmp_path / name / "state", **settings),
+            lm_provider=lms,
+            trace_export="deferred",
+        )
+        for name in ("a", "b")
+    ]
+    yield opened[0], opened[1], lms
+    for runtime in opened:
+        await runtime.close()
 
 
 def _under(files: list[WorkspaceFile], prefix: str) -> list[WorkspaceFile]:
