@@ -116,7 +116,7 @@ async function quickInput(page) {
 }
 
 /** Whether the Command Palette lists a command: open it, type the query, read the list, close it. */
-async function paletteLists(page, query, label) {
+async function paletteLists(page, query, label, shot) {
   await page.keyboard.press('Escape');
   await page.keyboard.press('F1');
   const open = await waitFor(async () => (await quickInput(page))?.value?.startsWith('>'), 10000, 100);
@@ -124,6 +124,7 @@ async function paletteLists(page, query, label) {
   await page.keyboard.type(query);
   await sleep(800);
   const state = await quickInput(page);
+  if (shot) await page.screenshot({ path: shot });
   await page.keyboard.press('Escape');
   return Boolean(state && state.list.split('\n').some((line) => line.includes(label)));
 }
@@ -397,8 +398,7 @@ async function main() {
       for (const [name, wanted] of [['palette-running', true], ['palette-idle', false]]) {
         if (!phases[name] && fs.existsSync(path.join(out, `phase-${name}`))) {
           phases[name] = true;
-          const listed = await paletteLists(page, 'Fleet: Cancel Turn', 'Cancel Turn');
-          await page.screenshot({ path: path.join(shots, `${name}.png`) });
+          const listed = await paletteLists(page, 'Fleet: Cancel Turn', 'Cancel Turn', path.join(shots, `${name}.png`));
           const runListed = wanted ? undefined : await paletteLists(page, 'Fleet: Run Turn', 'Run Turn');
           record(
             wanted ? 'the palette offers "Fleet: Cancel Turn" while a Turn runs' : 'the palette hides "Fleet: Cancel Turn" when no Turn runs (and offers "Fleet: Run Turn…")',

@@ -40,6 +40,8 @@ const TERMINAL: Record<string, TurnStatus> = {
   turn_cancelled: 'cancelled',
 };
 
+const SPAWN_STEPS: Readonly<Record<string, string>> = { spawn_agent: 'starting a child agent', spawn_agents: 'starting child agents' };
+
 function str(value: unknown): string | undefined {
   return typeof value === 'string' && value !== '' ? value : undefined;
 }
@@ -126,7 +128,8 @@ export class LiveTurns {
       }
       case 'tool_call_start': {
         const tool = str(event.payload?.tool);
-        this.step(turn, event, tool ? `tool ${tool}` : undefined);
+        // the sandbox's child-agent tools in words, as the server's progress text says them
+        this.step(turn, event, tool ? (SPAWN_STEPS[tool] ?? `tool ${tool}`) : undefined);
         break;
       }
       case 'lm_start':

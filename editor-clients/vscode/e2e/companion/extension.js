@@ -72,6 +72,10 @@ async function run(check, phase, log) {
   log({ serverPid: pid });
   check('the extension starts the server (fleet-lsp serve as a child of the extension host)', typeof pid === 'number', pid);
 
+  // Room for the screenshots: no chat side bar, no welcome page.
+  await vscode.commands.executeCommand('workbench.action.closeAuxiliaryBar').then(undefined, () => undefined);
+  await vscode.commands.executeCommand('workbench.action.closeAllEditors').then(undefined, () => undefined);
+
   // 2. A Session and an attached file.
   const sessionId = `e2e-${Date.now().toString(36)}`;
   const info = await vscode.commands.executeCommand('fleet.ui.newSession', { sessionId, mode: 'rlm' });
@@ -175,7 +179,7 @@ async function run(check, phase, log) {
   // (status, answer, values, Back to the values, route, critical, expectations).
   const labelling = vscode.commands.executeCommand('fleet.ui.labelTrace', { traceId: result.traceId, turnId: result.turnId });
   await phase('label', 120000).catch((e) => check('the driver answered the label steps', false, e.message));
-  const label = await Promise.race([labelling, sleep(30000).then(() => 'timeout')]);
+  const label = await Promise.race([labelling, sleep(90000).then(() => 'timeout')]);
   const summary = api.messagesShown().filter((m) => m.startsWith('Fleet: labelled')).pop();
   check(
     'the label flow stores what the driver typed and ends in a one-line summary',

@@ -174,7 +174,7 @@ async function labelTrace(fleet: Fleet, arg?: TraceArg & Partial<TraceLabelParam
 }
 
 /** Label the trace; a trace still queued for export right after its Turn (the server answers
- * TracingUnavailable "queued for export") is retried for up to 20 s behind a progress message. */
+ * TracingUnavailable "queued for export") is retried for up to 60 s behind a progress message. */
 async function labelWhenExported(fleet: Fleet, params: TraceLabelParams): Promise<TraceLabelResult> {
   const queued = (error: unknown) => (error as { data?: { kind?: string } })?.data?.kind === 'TracingUnavailable' && /queued for export/.test(String((error as Error)?.message));
   try {
@@ -183,7 +183,7 @@ async function labelWhenExported(fleet: Fleet, params: TraceLabelParams): Promis
     if (!queued(error)) throw error;
   }
   return vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: 'Fleet: waiting for the trace to be exported before labelling it' }, async () => {
-    const end = Date.now() + 20000;
+    const end = Date.now() + 60000;
     for (;;) {
       await new Promise((r) => setTimeout(r, 1000));
       try {

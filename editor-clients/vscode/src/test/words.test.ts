@@ -65,6 +65,8 @@ describe('the tree and the notification count the same model calls', () => {
     const message = notificationMessage(turn);
     assert.equal(message, 'route rlm · running cell 1 · 17/150 model calls');
     assert.match(turnView(undefined, turn).description, /17\/150 model calls/);
+    live.applyEvent({ turnId: 't1', sessionId: 's1', seq: 3, agentId: 'root', kind: 'tool_call_start', payload: { call_id: 'c', tool: 'spawn_agents', source: 'dspy' }, version: 1 } as never);
+    assert.equal(live.get('t1')!.agents.get('root')!.step, 'starting child agents'); // not spawn_agents
   });
 });
 
