@@ -91,7 +91,9 @@ def print_status(record: dict[str, Any]) -> None:
         out.print(f"  server pid {record['serverPid']}, RSS {rss_text}, since {started}")
         out.print(f"  used by processes: {users}")
     installed = "installed" if record["runtimeInstalled"] else "NOT installed"
-    out.print(f"  runtime (llama-cpp-python): {installed}")
+    runtime = record.get("runtime") or "none"
+    version = f" {record['runtimeVersion']}" if record.get("runtimeVersion") else ""
+    out.print(f"  runtime: {escape(runtime)}{escape(version)} ({installed})")
     if record["weightsPath"]:
         out.print(f"  weights: {escape(record['weightsPath'])} (verified)")
     elif record["weightsInstalled"]:

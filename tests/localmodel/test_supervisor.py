@@ -60,6 +60,8 @@ def test_server_environment_has_no_secrets(
     endpoint = local_model.ensure()
     environ = Path(f"/proc/{endpoint.server_pid}/environ").read_bytes()
     assert b"sk-never-in-the-model-server" not in environ
+    # OpenMP's threads sleep between kernels rather than spin (a shared machine's cores)
+    assert b"OMP_WAIT_POLICY=PASSIVE" in environ.split(b"\0")
 
 
 def test_ensure_again_reuses_without_a_second_server(local_model: LocalModel, record: Path) -> None:

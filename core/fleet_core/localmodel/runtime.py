@@ -43,6 +43,11 @@ AVX512 = AVX2 | frozenset({"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx51
 #: llama_cpp.server's default repeat penalty; the llama.cpp server's is 1.0. Every runtime is
 #: started with it so that a call that sends none samples as before.
 REPEAT_PENALTY = 1.1
+#: OpenMP's threads wait passively (sleep) instead of spinning between the kernels. On a machine
+#: whose cores are shared with other work, a spinning thread holds a core while its partner waits
+#: to be scheduled: xllamacpp (an OpenMP build) generated 0.85-1.0 tok/s with 2 threads at load
+#: 6-9, and 7.4 tok/s with this (docs/benchmarks.md, "The embedded model's runtime").
+THREAD_ENV = {"OMP_WAIT_POLICY": "PASSIVE"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +101,7 @@ class Runtime:
 
     def command(self, python: str, options: ServerOptions) -> tuple[list[str], dict[str, str]]:
         """The server's argv and the environment it adds (without the key)."""
-        env: dict[str, str] = {}
+        env: dict[str, str] = dict(THREAD_ENV)
         if self.binary:
             path = self.binary_path()
             if path is None:
