@@ -499,7 +499,11 @@ class TurnService:
         )
         embedded_root = running.lms.uses_embedded("root")
         program = TurnProgram(
-            profile=resolve_profile(settings.engine, embedded_root=embedded_root),
+            profile=resolve_profile(
+                settings.engine,
+                embedded_root=embedded_root,
+                context_tokens=settings.local_model.n_ctx if embedded_root else None,
+            ),
             lms=running.lms,
             control=control,
             root_space=root,
