@@ -60,6 +60,15 @@ _MLFLOW_CREDENTIALS = (
 )
 #: Safety switches a workspace file may not turn on (they stay at their default unless trusted).
 _USER_ONLY_SWITCHES = ("sandbox.allow_unisolated", "server.allow_non_loopback_bind")
+#: Where workspace content goes (a bucket, an endpoint that would receive the environment's
+#: object-store credentials, a directory): never from a workspace file unless trusted.
+_USER_ONLY_KEYS = (
+    "storage.blob_backend",
+    "storage.blob_dir",
+    "storage.blob_s3_url",
+    "storage.blob_s3_endpoint",
+    "storage.blob_s3_region",
+)
 #: State directories refused whatever the source: system folders (exact paths, also resolved).
 _SYSTEM_DIRS = frozenset(
     ("/bin", "/boot", "/dev", "/etc", "/proc", "/run", "/sbin", "/sys", "/usr", "/var")
@@ -139,6 +148,16 @@ class StorageSettings(_Section):
     pool_size: int = Field(5, ge=1, le=100)
     max_overflow: int = Field(10, ge=0, le=100)
     lease_check_seconds: float = Field(2.0, ge=0.1, le=60)  # PostgreSQL Session lease probe
+    # Workspace content shared across hosts (docs/storage.md): auto = postgresql when the
+    # database is PostgreSQL, else local (each host's workspace directory, nothing shared)
+    blob_backend: Literal["auto", "local", "directory", "postgresql", "s3"] = "auto"
+    blob_dir: str | None = None  # directory backend; default <state_dir>/blobs
+    blob_s3_url: str | None = None  # s3 backend: s3://bucket/prefix
+    blob_s3_endpoint: str | None = None  # an S3-compatible server's URL (default: AWS)
+    blob_s3_region: str | None = None
+    blob_chunk_bytes: int = Field(1 << 20, ge=4096, le=64 << 20)  # postgresql: bytes per row
+    blob_max_bytes: int = Field(256_000_000, ge=1, le=1 << 40)  # larger files stay on the host
+    blob_gc_grace_seconds: float = Field(3600.0, ge=0, le=30 * 86_400)
 
 
 class SandboxSettings(_Section):
@@ -591,6 +610,15 @@ def load_config(
             warnings.append(
                 f"{key} = true from {draft.origin(key)} (a workspace file) is ignored: a safety "
                 f"switch is turned on only from your environment (or set {TRUST_ENV}=1)"
+            )
+            _pop_dotted(merged, key)
+            del sources[key]
+            settings = _validate(merged, origin="configuration")
+    for key in _USER_ONLY_KEYS:  # nor choose where workspace content is sent
+        if draft.scope(key) == "workspace" and not trusted:
+            warnings.append(
+                f"{key} from {draft.origin(key)} (a workspace file) is ignored: where workspace "
+                f"content is stored is set only from your environment (or set {TRUST_ENV}=1)"
             )
             _pop_dotted(merged, key)
             del sources[key]

@@ -84,6 +84,7 @@ from fleet_core.store import (
 from fleet_core.workspace import Baseline, artifact_uri
 
 if TYPE_CHECKING:
+    from fleet_core.blobs.sync import PublishPlan
     from fleet_core.config import EffectiveConfig
     from fleet_core.engine.program import EngineResult
     from fleet_core.workspace import Workspace
@@ -125,6 +126,10 @@ class SessionGate(Protocol):
     async def manifest(self, session_id: str) -> str: ...
 
     def workspace(self, session_id: str) -> Workspace: ...
+
+    def content_plan(self, session_id: str) -> PublishPlan | None: ...
+
+    def content_published(self, plan: PublishPlan, version: int | None) -> None: ...
 
 
 async def in_thread(func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -611,8 +616,17 @@ class TurnService:
         with trace.phase("commit"):  # preparing the outcome; its transaction follows the trace
             result, outcome, kind = await self._outcome(request, turn_id, running, box, before)
         export = await self._run(self._trace_export, trace, result)
+        # the workspace's changes (artifacts, memory, Skills) are published in the same commit
+        plan = await self._run(self.sessions.content_plan, request.session_id)
+        content = None if plan is None or plan.delta.empty else plan.delta
         try:
-            await self._run(self.store.finish_turn, turn_id, replace(outcome, trace_export=export))
+            version = await self._run(
+                self.store.finish_turn,
+                turn_id,
+                replace(outcome, trace_export=export, content=content),
+            )
+            if plan is not None:
+                self.sessions.content_published(plan, version)
         except SessionOwned as exc:  # ownership lost: nothing of this Turn was committed
             export, kind = None, "turn_failed"
             result = result.model_copy(

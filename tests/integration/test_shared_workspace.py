@@ -134,3 +134,40 @@ async def test_deleting_a_session_collects_its_blobs_and_shared_blobs_are_kept(
     assert await a.collect_blobs(grace_seconds=0) == 1  # only.txt: nothing refers to it
     assert a.store.blob_counts()[0] == 1
     assert await a.read_file("two", "files/same.txt") == b"identical bytes"
+
+
+async def test_an_approved_program_and_candidates_follow_the_session_to_another_host(
+    hosts: tuple[FleetRuntime, FleetRuntime, SwitchableLms],
+) -> None:
+    """``<state_dir>/optimization/<session>/`` (active.json, candidates) is published like the
+    workspace (``Optimization.approve`` publishes at once) and served by B's next Turn."""
+    from fleet_core.optimization.program import ProgramState
+
+    a, b, lms = hosts
+    await a.new_session("tuned", mode="rlm")
+    program = ProgramState(components={"triage": "Route every task to rlm."})
+    directory = a.config.state_dir / "optimization" / "tuned"
+    (directory / "candidates" / "v1").mkdir(parents=True)
+    (directory / "candidates" / "v1" / "report.md").write_text("# v1\n")
+    (directory / "candidates" / ".staging-x").mkdir()  # a run's staging: never published
+    (directory / "candidates" / ".staging-x" / "program.json").write_text("{}")
+    (directory / "active.json").write_bytes(program.canonical())
+    await a.sync_session("tuned", publish=True)  # what approve does after writing active.json
+    await a.close_session("tuned")
+
+    await b.write_file("tuned", "files/sales.csv", b"region,amount\nNorth,1\n")  # takes it
+    copied = b.config.state_dir / "optimization" / "tuned"
+    assert (copied / "active.json").read_bytes() == program.canonical()
+    assert (copied / "candidates" / "v1" / "report.md").read_text() == "# v1\n"
+    assert not (copied / "candidates" / ".staging-x").exists()
+    lms.root = scripted_lm([action(SUM), submit("open('artifacts/total.txt').read()")])
+    result = await b.run_turn(TurnRequest(session_id="tuned", task="total the sales"))
+    assert result.status == "completed", result.error
+    assert result.compiled_program_digest == program.digest()  # B serves A's approval
+
+    (copied / "active.json").unlink()  # B withdraws it; A follows when it reads the Session
+    await b.sync_session("tuned", publish=True)
+    await b.close_session("tuned")
+    await a.sync_session("tuned")
+    assert not (directory / "active.json").exists()
+    assert (directory / "candidates" / "v1" / "report.md").exists()

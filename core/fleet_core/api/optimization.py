@@ -124,6 +124,7 @@ class Optimization:
         from fleet_core.optimization import candidates as cands
 
         await self._runtime.describe_session(session_id)
+        await self._runtime.sync_session(session_id)  # candidates made on another host
         state_dir = self._runtime.config.state_dir
         manifests = await in_thread(cands.list_candidates, state_dir, session_id)
         active = await in_thread(cands.active_digest, state_dir, session_id)
@@ -150,6 +151,7 @@ class Optimization:
         state_dir = self._runtime.config.state_dir
         current = await in_thread(identity, state_dir, session_id, config)
         m = await in_thread(cands.approve, state_dir, session_id, version, current)
+        await self._runtime.sync_session(session_id, publish=True)  # served on every host
         return CandidateInfo.of(m, active=True)
 
     async def report(self, session_id: str, version: str) -> str:

@@ -4,6 +4,7 @@ Turns, with its traces, evaluation and optimization as capability objects (``.tr
 
 from __future__ import annotations
 
+import logging
 import shutil
 import threading
 import uuid
@@ -27,6 +28,7 @@ from fleet_core.errors import (
     ConfigError,
     DatasetChanged,
     FileTooLarge,
+    FleetError,
     InvalidInput,
     SessionLimit,
     SessionOwned,
@@ -54,6 +56,7 @@ from fleet_core.workspace import (
 )
 
 if TYPE_CHECKING:
+    from fleet_core.blobs.sync import PublishPlan, SessionContent
     from fleet_core.engine.discovery import ModelDiscovery
     from fleet_core.engine.lm import LmProvider
     from fleet_core.events import TurnEvent
@@ -65,6 +68,7 @@ if TYPE_CHECKING:
     from fleet_core.turns import TurnService
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 MAX_DESCRIPTION_CHARS = 2_000
 TraceExportMode = Literal["background", "deferred", "inline"]
 
@@ -105,6 +109,18 @@ class FleetRuntime:
         self.evaluation = Evaluation(self)
         self.optimization = Optimization(self, FleetRuntime.open)
         self._discovery: ModelDiscovery | None = None  # the endpoint's model list, cached
+        self._content: SessionContent | None = None  # shared workspace content (open sets it)
+        if store.blobs is not None:
+            from fleet_core.blobs.sync import SessionContent
+
+            state_dir = config.state_dir
+            self._content = SessionContent(
+                store,
+                state_dir / "workspaces",
+                max_bytes=config.settings.storage.blob_max_bytes,
+                # approved programs and candidates follow the Session too
+                extras=lambda session_id: state_dir / "optimization" / session_id,
+            )
         store.locks.on_lost(self._ownership_lost)  # the lease monitor stops the Session's Turn
 
     @classmethod
@@ -129,6 +145,7 @@ class FleetRuntime:
         next process or ``traces.flush``; ``inline`` (evaluation runs, which read each trace
         right after its Turn) exports a Turn's trace before ``run_turn`` returns."""
         from fleet_core.store import Store  # SQLAlchemy: loaded when a runtime opens
+        from fleet_core.store.content import backend_factory
         from fleet_core.store.database import database_url
 
         url = database_url(
@@ -136,12 +153,14 @@ class FleetRuntime:
             config.state_dir,
         )
         storage = config.settings.storage
+        blobs = backend_factory(storage, config.state_dir)
         store = await anyio.to_thread.run_sync(
             partial(
                 Store.open,
                 url,
                 config.state_dir,
                 lease_check_seconds=storage.lease_check_seconds,
+                blobs=blobs,
                 pool_size=storage.pool_size,
                 max_overflow=storage.max_overflow,
             )
@@ -157,6 +176,7 @@ class FleetRuntime:
         runtime = cls(config, store, given)
         await runtime._run(prepare_workspaces, config.state_dir / "workspaces")  # + stale temps
         await runtime._recover_interrupted()
+        await runtime.collect_blobs()
         pending = await runtime._run(store.count_pending_traces)
         if trace_export == "background" and pending:
             runtime._start_exporter()
@@ -284,6 +304,7 @@ class FleetRuntime:
         await self._run(self.store.record_owner, session_id, self.owner)
         info = info.model_copy(update={"owner_host": self.owner[0], "owner_user": self.owner[1]})
         await self._run(self.workspace(session_id).ensure_layout)
+        await self._sync(session_id, owned=True)
         return info
 
     async def describe_session(self, session_id: str) -> SessionInfo:
@@ -349,6 +370,9 @@ class FleetRuntime:
         await self._run(shutil.rmtree, self._workspace_dir(session_id), ignore_errors=True)
         await self._run(self.store.locks.release, session_id)
         self._forget_workspace(session_id)
+        if self._content is not None:
+            await self._run(self._content.forget, session_id)
+            await self.collect_blobs()
 
     async def set_mode(self, session_id: str, mode: str) -> SessionInfo:
         await self.own_session(session_id)
@@ -404,6 +428,63 @@ class FleetRuntime:
         """Take ownership of a stored Session for this process (no layout work)."""
         await self.describe_session(session_id)
         await self._run(self._take, session_id)
+        await self._sync(session_id, owned=True)
+
+    # Workspace content shared through the blob store (fleet_core.blobs; docs/storage.md) -----
+
+    async def _sync(self, session_id: str, *, owned: bool = False) -> None:
+        """Bring this host's copy of the Session's workspace to the store's version (one read
+        when it is current); an owner publishes what it has when the store has nothing yet."""
+        if self._content is None:
+            return
+        unpublished = await self._run(self._content.refresh, session_id, self.workspace(session_id))
+        if unpublished and owned:
+            await self._publish(session_id)
+
+    async def sync_session(self, session_id: str, *, publish: bool = False) -> None:
+        """Bring this host's copy of the Session's content (workspace, approved program,
+        candidates) to the store's version; ``publish``: then publish what this owner changed
+        (an approval, an optimization run). Nothing to do when content is not shared."""
+        await self._sync(session_id, owned=publish)
+        if publish:
+            await self._publish(session_id)
+
+    async def _publish(self, session_id: str) -> None:
+        """Publish this host's changes to the Session's workspace (an attach, write, delete)."""
+        plan = self.content_plan(session_id)
+        if plan is None:
+            return
+        if plan.delta.empty:
+            self.content_published(plan, None)
+            return
+        version = await self._run(self.store.publish_content, session_id, plan.delta)
+        self.content_published(plan, version)
+
+    def content_plan(self, session_id: str) -> PublishPlan | None:
+        """Blocking: what this host changed in the Session's workspace since it last published
+        (None: content is not shared). The Turn service commits it with the outcome."""
+        if self._content is None:
+            return None
+        return self._content.plan(session_id, self.workspace(session_id))
+
+    def content_published(self, plan: PublishPlan, version: int | None) -> None:
+        """``plan`` was committed as ``version`` (None: nothing was)."""
+        if self._content is not None:
+            self._content.published(plan, version)
+
+    async def collect_blobs(self, grace_seconds: float | None = None) -> int:
+        """Delete blobs no Session refers to (``storage.blob_gc_grace_seconds`` unless given);
+        returns how many. A failure is logged, never raised: it is retried at the next call."""
+        if self.store.blobs is None:
+            return 0
+        grace = self.config.settings.storage.blob_gc_grace_seconds
+        try:
+            return await self._run(
+                self.store.collect_blobs, grace if grace_seconds is None else grace_seconds
+            )
+        except FleetError as exc:
+            log.warning("Blob garbage collection failed: %s", exc.message)
+            return 0
 
     def _ownership_lost(self, session_id: str, message: str) -> None:
         """The lease monitor's thread: stop the Session's running Turn (``SessionOwned``)."""
@@ -451,6 +532,7 @@ class FleetRuntime:
             name = target or f"files/{names.escaped_name(source.name or '_')}"
             await self.check_room(session_id, [name], label=f"'{names.shown(str(source))}'")
         info = await self._run(self.workspace(session_id).attach, source, target)
+        await self._publish(session_id)
         return _wire_file(info)
 
     async def write_file(
@@ -460,7 +542,9 @@ class FleetRuntime:
         await self.own_session(session_id)
         if room:
             await self.check_room(session_id, [path], label=f"'{names.shown(path)}'")
-        return _wire_file(await self._run(self.workspace(session_id).write, path, data))
+        info = await self._run(self.workspace(session_id).write, path, data)
+        await self._publish(session_id)
+        return _wire_file(info)
 
     async def check_room(self, session_id: str, paths: Sequence[str], *, label: str) -> None:
         """Refuse (``FileTooLarge``) adding ``paths`` when the entries they would create (files
@@ -487,12 +571,14 @@ class FleetRuntime:
 
     async def stat_file(self, session_id: str, path: str) -> WorkspaceFile:
         await self.describe_session(session_id)
+        await self._sync(session_id)
         return _wire_file(await self._run(self.workspace(session_id).stat, path))
 
     async def read_file(
         self, session_id: str, path: str, *, max_bytes: int | None = None, offset: int = 0
     ) -> bytes:
         await self.describe_session(session_id)
+        await self._sync(session_id)
         return await self._run(
             self.workspace(session_id).read, path, max_bytes=max_bytes, offset=offset
         )
@@ -500,10 +586,12 @@ class FleetRuntime:
     async def delete_file(self, session_id: str, path: str) -> None:
         await self.own_session(session_id)
         await self._run(self.workspace(session_id).delete, path)
+        await self._publish(session_id)
 
     async def list_workspace(self, session_id: str) -> dict[str, list[WorkspaceFile]]:
         """Every regular file, split into ``files`` (everything else) and ``artifacts``."""
         await self.describe_session(session_id)
+        await self._sync(session_id)
         tree = await self._run(self.workspace(session_id).tree)
         files = [_wire_file(i) for i in tree if not i.path.startswith("artifacts/")]
         artifacts = [_wire_file(i) for i in tree if i.path.startswith("artifacts/")]
@@ -518,6 +606,7 @@ class FleetRuntime:
         size = paging.check_limit(limit, paging.FILES_DEFAULT_LIMIT, paging.FILES_MAX_LIMIT)
         after = paging.decode(cursor, "files", 1)[0] if cursor is not None else None
         await self.describe_session(session_id)
+        await self._sync(session_id)
         infos, last = await self._run(self.workspace(session_id).page, after=after, limit=size)
         files = [_wire_file(i) for i in infos if not i.path.startswith("artifacts/")]
         artifacts = [_wire_file(i) for i in infos if i.path.startswith("artifacts/")]
@@ -551,7 +640,14 @@ class FleetRuntime:
         dataset = DatasetContext(
             path=info.path, size_bytes=info.size_bytes, sha256=info.sha256, description=description
         )
-        await self._run(self.store.set_dataset, session_id, dataset)
+        plan = await self._run(self.content_plan, session_id)
+        if plan is None:
+            await self._run(self.store.set_dataset, session_id, dataset)
+            return dataset
+        # the dataset's bytes are published in the same transaction that selects it
+        delta = None if plan.delta.empty else plan.delta
+        _info, version = await self._run(self.store.select_dataset, session_id, dataset, delta)
+        self.content_published(plan, version)
         return dataset
 
     async def clear_dataset(self, session_id: str) -> None:
@@ -563,6 +659,7 @@ class FleetRuntime:
         info = await self.describe_session(session_id)
         if info.dataset is None:
             return None
+        await self._sync(session_id)
         try:
             current = await self._run(self.workspace(session_id).stat, info.dataset.path)
         except Exception:
@@ -577,6 +674,7 @@ class FleetRuntime:
 
     async def list_artifacts(self, session_id: str) -> list[ArtifactInfo]:
         await self.describe_session(session_id)
+        await self._sync(session_id)
         tree = await self._run(self.workspace(session_id).tree, "artifacts")
         provenance = await self._run(self.store.artifact_provenance, session_id)
         return [

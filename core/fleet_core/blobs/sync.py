@@ -11,11 +11,13 @@ this host since (only files whose stamp changed are hashed), for the next commit
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
 import os
+import stat
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -26,6 +28,10 @@ from fleet_core.workspace import FileStamp, Workspace
 
 log = logging.getLogger(__name__)
 RECORDS_DIR = ".content"
+EXTRA = ".optimization/"
+"""Manifest paths under this prefix are not workspace files: they are the Session's approved
+program and optimization candidates, kept in ``<state_dir>/optimization/<session>/`` (never
+mounted in a sandbox) and following the Session the same way."""
 
 Known = tuple[str, int, tuple[int, int, int]]  # sha256, size, stamp
 
@@ -60,9 +66,17 @@ class PublishPlan:
 class SessionContent:
     """See the module docstring. Thread-safe per Session."""
 
-    def __init__(self, store: ContentSource, workspaces_dir: Path, *, max_bytes: int) -> None:
+    def __init__(
+        self,
+        store: ContentSource,
+        workspaces_dir: Path,
+        *,
+        max_bytes: int,
+        extras: Callable[[str], Path] | None = None,
+    ) -> None:
         self.store = store
         self.records_dir = workspaces_dir / RECORDS_DIR
+        self.extras = extras  # a Session's optimization directory (EXTRA entries)
         self.max_bytes = max_bytes
         self._records: dict[str, _Record] = {}
         self._locks: dict[str, threading.Lock] = {}
@@ -100,14 +114,14 @@ class SessionContent:
     ) -> None:
         workspace.ensure_layout()
         on_disk = workspace.stamps()
-        wanted = {entry.path: entry for entry in manifest}
+        wanted = {entry.path: entry for entry in manifest if not entry.path.startswith(EXTRA)}
         fetched = removed = 0
         for path in sorted(set(on_disk) - set(wanted)):
             with contextlib.suppress(WorkspaceFileNotFound, WorkspacePathError):
                 workspace.delete(path)
                 removed += 1
-        files: dict[str, Known] = {}
-        for entry in manifest:
+        files: dict[str, Known] = self._materialize_extras(session_id, record, manifest)
+        for entry in wanted.values():
             stamp = on_disk.get(entry.path)
             if stamp is not None and self._holds(workspace, record, entry, stamp):
                 files[entry.path] = (entry.sha256, entry.size_bytes, stamp.key)
@@ -142,6 +156,27 @@ class SessionContent:
         except (WorkspaceFileNotFound, WorkspacePathError):
             return False
 
+    def _materialize_extras(
+        self, session_id: str, record: _Record, manifest: list[ContentEntry]
+    ) -> dict[str, Known]:
+        """The Session's optimization files: written atomically, removed when not listed."""
+        if self.extras is None:
+            return {}
+        root = self.extras(session_id)
+        wanted = {e.path: e for e in manifest if e.path.startswith(EXTRA) and _safe(e.path)}
+        on_disk = _extra_stamps(root)
+        for path in sorted(set(on_disk) - set(wanted)):
+            with contextlib.suppress(FileNotFoundError):
+                (root / path.removeprefix(EXTRA)).unlink()
+        files: dict[str, Known] = {}
+        for path, entry in wanted.items():
+            known = record.files.get(path)
+            key = on_disk.get(path)
+            if key is None or known is None or known[2] != key or known[0] != entry.sha256:
+                key = _write_file(root / path.removeprefix(EXTRA), self.store.read_blob(entry))
+            files[path] = (entry.sha256, entry.size_bytes, key)
+        return files
+
     # -- publish ---------------------------------------------------------------------------
 
     def plan(self, session_id: str, workspace: Workspace) -> PublishPlan:
@@ -169,7 +204,23 @@ class SessionContent:
                 if known is None or known[0] != info.sha256:
                     entry = ContentEntry(path, info.sha256, info.size_bytes)
                     upserts.append(PendingFile(entry, workspace.root / path))
-            removals = tuple(sorted(p for p in record.files if p not in stamps))
+            extras_root = self.extras(session_id) if self.extras is not None else None
+            extra = _extra_stamps(extras_root) if extras_root is not None else {}
+            for path, key in extra.items():
+                known = record.files.get(path)
+                if known is not None and known[2] == key:
+                    files[path] = known
+                    continue
+                assert extras_root is not None
+                source = extras_root / path.removeprefix(EXTRA)
+                try:
+                    sha, size = _hash_file(source)
+                except OSError:
+                    continue
+                files[path] = (sha, size, key)
+                if known is None or known[0] != sha:
+                    upserts.append(PendingFile(ContentEntry(path, sha, size), source))
+            removals = tuple(sorted(p for p in record.files if p not in stamps and p not in extra))
             if too_large:
                 log.warning(
                     "Session %s: %d file(s) larger than storage.blob_max_bytes (%d) stay on "
@@ -236,3 +287,54 @@ class SessionContent:
         }
         temp.write_text(json.dumps(payload, separators=(",", ":")), "utf-8")
         os.replace(temp, target)
+
+
+def _safe(path: str) -> bool:
+    parts = path.removeprefix(EXTRA).split("/")
+    return all(part not in ("", ".", "..") and not part.startswith(".") for part in parts)
+
+
+def _extra_stamps(root: Path) -> dict[str, tuple[int, int, int]]:
+    """Regular files below ``root`` (no link followed; names starting with '.', such as a run's
+    staging, skipped), as ``EXTRA``-prefixed manifest paths with their stamps."""
+    found: dict[str, tuple[int, int, int]] = {}
+    if not root.is_dir() or root.is_symlink():
+        return found
+    for directory, dirs, names in os.walk(root, followlinks=False):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        for name in names:
+            if name.startswith("."):
+                continue
+            path = Path(directory) / name
+            info = path.lstat()
+            if stat.S_ISREG(info.st_mode):
+                relative = path.relative_to(root).as_posix()
+                found[EXTRA + relative] = (info.st_ino, info.st_size, info.st_mtime_ns)
+    return found
+
+
+def _hash_file(path: Path) -> tuple[str, int]:
+    digest = hashlib.sha256()
+    size = 0
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    with os.fdopen(fd, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+            size += len(chunk)
+    return digest.hexdigest(), size
+
+
+def _write_file(target: Path, chunks: Iterator[bytes]) -> tuple[int, int, int]:
+    """Write ``target`` atomically (a temp file beside it, renamed); returns its stamp."""
+    target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    temp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        with temp.open("wb") as out:
+            for chunk in chunks:
+                out.write(chunk)
+        os.replace(temp, target)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            temp.unlink()
+    info = target.lstat()
+    return (info.st_ino, info.st_size, info.st_mtime_ns)

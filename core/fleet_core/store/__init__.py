@@ -8,7 +8,7 @@ import hashlib
 import re
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -33,6 +33,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import DBAPIError, IntegrityError, InterfaceError, OperationalError
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
+from fleet_core.blobs.base import BlobMissing, BlobStore, ContentDelta, ContentEntry, verified
 from fleet_core.errors import (
     IdempotencyConflict,
     InvalidInput,
@@ -53,7 +54,7 @@ from fleet_core.models import (
     TurnStatus,
     TurnSummary,
 )
-from fleet_core.store import schema
+from fleet_core.store import content, schema
 from fleet_core.store.database import create_db_engine, db_reason, migrate
 from fleet_core.store.ownership import (
     DEFAULT_CHECK_SECONDS,
@@ -154,6 +155,7 @@ class TurnOutcome:
     replay: tuple[str, bytes] | None = None
     trace_export: TraceExport | None = None
     memories: Sequence[Memory] = ()  # proposed by the Turn's code (workspace.remember)
+    content: ContentDelta | None = None  # the workspace files published with the outcome
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,9 +177,10 @@ class TraceExport:
 class Store:
     """Synchronous repository over SQLite or PostgreSQL; callers run it off the event loop."""
 
-    def __init__(self, engine: Engine, locks: SessionLocks) -> None:
+    def __init__(self, engine: Engine, locks: SessionLocks, blobs: BlobStore | None = None) -> None:
         self.engine = engine
         self.locks = locks
+        self.blobs = blobs  # None: workspaces stay on their host (docs/storage.md)
         self._turn_leases: dict[str, tuple[str, int]] = {}  # running Turn -> (Session, epoch)
         self._turn_mutex = threading.Lock()
 
@@ -188,11 +191,13 @@ class Store:
         state_dir: Path,
         *,
         lease_check_seconds: float = DEFAULT_CHECK_SECONDS,
+        blobs: Callable[[Engine], BlobStore | None] | None = None,
         pool_size: int = 5,
         max_overflow: int = 10,
     ) -> Store:
         """Connect, migrate under a lock, and choose the ownership mechanism for the backend
-        (PostgreSQL: leases probed every ``lease_check_seconds``)."""
+        (PostgreSQL: leases probed every ``lease_check_seconds``); ``blobs`` makes the blob
+        backend for the engine (None: workspace content is not shared)."""
         engine = create_db_engine(url, pool_size=pool_size, max_overflow=max_overflow)
         lock_dir = state_dir / "locks"
         try:
@@ -205,7 +210,7 @@ class Store:
             locks = FileSessionLocks(lock_dir)
         else:
             locks = AdvisorySessionLocks(engine, check_seconds=lease_check_seconds)
-        return cls(engine, locks)
+        return cls(engine, locks, blobs(engine) if blobs is not None else None)
 
     @property
     def backend(self) -> str:
@@ -367,7 +372,24 @@ class Store:
         }
         return self._update_session(session_id, values)
 
+    @_write
+    def select_dataset(
+        self, session_id: str, dataset: DatasetContext | None, delta: ContentDelta | None
+    ) -> tuple[SessionInfo, int | None]:
+        """``set_dataset`` and the publish of ``delta`` (the workspace's unpublished changes,
+        the dataset's file among them) in one transaction; returns the content version too."""
+        values = {
+            "updated_at": now(),
+            "dataset": dataset.model_dump(mode="json") if dataset else None,
+        }
+        return self._update_session_publishing(session_id, values, delta)
+
     def _update_session(self, session_id: str, values: dict[str, Any]) -> SessionInfo:
+        return self._update_session_publishing(session_id, values, None)[0]
+
+    def _update_session_publishing(
+        self, session_id: str, values: dict[str, Any], delta: ContentDelta | None
+    ) -> tuple[SessionInfo, int | None]:
         epoch = self.locks.lease(session_id)
         with self.engine.begin() as conn:
             self._fence(conn, session_id, epoch)
@@ -376,9 +398,70 @@ class Store:
                 .where(schema.sessions.c.session_id == session_id)
                 .values(**values)
             )
-        if changed.rowcount == 0:
-            raise SessionNotFound(f"No session '{session_id}'", session_id=session_id)
-        return self.get_session(session_id)
+            if changed.rowcount == 0:
+                raise SessionNotFound(f"No session '{session_id}'", session_id=session_id)
+            version = self._publish(conn, session_id, delta, values["updated_at"])
+        return self.get_session(session_id), version
+
+    # Workspace content (fleet_core.blobs; docs/storage.md) -----------------------------------
+
+    @_read
+    def content_head(self, session_id: str) -> int | None:
+        """The Session's published content version (None: never published)."""
+        with self.engine.connect() as conn:
+            return content.head(conn, session_id)
+
+    @_read
+    def content_manifest(self, session_id: str) -> tuple[int | None, list[ContentEntry]]:
+        """The Session's published version and files, read in one transaction."""
+        with self.engine.begin() as conn:
+            return content.head(conn, session_id), content.entries(conn, session_id)
+
+    @_write
+    def publish_content(self, session_id: str, delta: ContentDelta) -> int:
+        """Publish ``delta`` alone (an attach, a write, a delete), under the Session's lease."""
+        if self.blobs is None:
+            raise StoreError("Workspace content is not shared with this configuration")
+        epoch = self.locks.lease(session_id)
+        with self.engine.begin() as conn:
+            self._fence(conn, session_id, epoch)
+            return content.apply_delta(conn, self.blobs, session_id, delta, now())
+
+    def read_blob(self, entry: ContentEntry) -> Iterator[bytes]:
+        """The bytes of a manifest entry, verified against its digest and size as they are
+        read (``BlobMissing``, ``BlobCorrupt``: a clear ``StoreError``)."""
+        if self.blobs is None:
+            raise StoreError("Workspace content is not shared with this configuration")
+        where = f"the {self.blobs.kind} blob store"
+        try:
+            with self.engine.connect() as conn:
+                chunks = self.blobs.chunks(conn, entry.sha256)
+                yield from verified(chunks, entry.sha256, entry.size_bytes, where)
+        except BlobMissing as exc:
+            raise BlobMissing(
+                f"The content of '{entry.path}' (sha256 {entry.sha256[:12]}..., "
+                f"{entry.size_bytes:,} bytes) is missing from {where}: {exc.message}",
+                path=entry.path,
+                sha256=entry.sha256,
+            ) from None
+        except DBAPIError as exc:
+            raise _store_error(exc) from None
+
+    @_write
+    def collect_blobs(self, grace_seconds: float, *, limit: int = content.GC_BATCH) -> int:
+        """Delete blobs no Session refers to and no commit touched within ``grace_seconds``
+        (at most ``limit`` per call); returns how many were deleted."""
+        if self.blobs is None:
+            return 0
+        with self.engine.begin() as conn:
+            cutoff = content.grace_cutoff(now(), grace_seconds)
+            return len(content.collect_garbage(conn, self.blobs, older_than=cutoff, limit=limit))
+
+    @_read
+    def blob_counts(self) -> tuple[int, int]:
+        """(blobs stored, their bytes)."""
+        with self.engine.connect() as conn:
+            return content.counts(conn)
 
     @_read
     def memory_summary(self, session_id: str) -> str:
@@ -459,9 +542,11 @@ class Store:
             )
 
     @_write
-    def finish_turn(self, turn_id: str, outcome: TurnOutcome) -> None:
-        """Commit a Turn's outcome, provenance, learned note and replay in one transaction, only
-        under the lease the Turn was claimed with (``SessionOwned`` "ownership lost" else)."""
+    def finish_turn(self, turn_id: str, outcome: TurnOutcome) -> int | None:
+        """Commit a Turn's outcome, provenance, learned note, replay and workspace content in
+        one transaction, only under the lease the Turn was claimed with (``SessionOwned``
+        "ownership lost" else). Returns the Session's content version when ``outcome.content``
+        was published (None: nothing was, e.g. the outcome was committed already)."""
         stamp = now()
         with self._turn_mutex:
             leased = self._turn_leases.pop(turn_id, None)
@@ -479,7 +564,7 @@ class Store:
                 raise TurnNotFound(f"No turn '{turn_id}'")
             session_id, status = row
             if status == "completed":
-                return  # never overwrite a committed outcome
+                return None  # never overwrite a committed outcome
             conn.execute(
                 update(schema.turns)
                 .where(schema.turns.c.turn_id == turn_id)
@@ -512,6 +597,14 @@ class Store:
             if outcome.status == "completed" and outcome.learned_note:
                 self._propose_learned_note(conn, session_id, turn_id, outcome.learned_note, stamp)
             self._propose_memories(conn, session_id, outcome.memories, stamp)
+            return self._publish(conn, session_id, outcome.content, stamp)
+
+    def _publish(
+        self, conn: Connection, session_id: str, delta: ContentDelta | None, stamp: datetime
+    ) -> int | None:
+        if delta is None or self.blobs is None:
+            return None
+        return content.apply_delta(conn, self.blobs, session_id, delta, stamp)
 
     def _queue_trace(
         self, conn: Connection, session_id: str, turn_id: str, export: TraceExport, stamp: datetime
