@@ -159,3 +159,18 @@ def test_the_provider_shares_one_keeper_per_server(tmp_path: Path, local_model: 
     assert keeper is not None and getattr(sub, "fleet_slots", None) is keeper
     assert keeper.fresh  # this process started the server
     assert root.copy(temperature=0.5).fleet_slots is keeper  # copies share it
+
+
+def test_at_most_max_files_states_are_kept_the_oldest_removed(
+    local_model: LocalModel, record: Path
+) -> None:
+    from fleet_core.localmodel.slots import MAX_FILES
+
+    endpoint = local_model.ensure()
+    keeper = _keeper(endpoint, fresh=False)
+    prompts = [f"system prompt {n}" for n in range(MAX_FILES + 2)]
+    for prompt in prompts:
+        keeper.after(prompt)
+    kept = {path.name for path in Path(endpoint.slot_dir).glob("*.bin")}
+    assert len(kept) == MAX_FILES
+    assert keeper.file_name(prompts[-1]) in kept  # the newest stays

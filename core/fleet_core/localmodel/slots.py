@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 log = logging.getLogger(__name__)
-MAX_FILES = 8
+MAX_FILES = 4  # a state is 28 KB per token: 4 states of a full 8k context are under 1 GB
 SUFFIX = ".bin"
 
 
