@@ -80,7 +80,16 @@ class Traces:
 
         resolved = await self._labelled_trace_id(trace_id)
         backend = self._mlflow_tracer().backend
-        await self.export(resolved)  # labels are MLflow expectations on the trace
+        try:
+            await self.export(resolved)  # labels are MLflow expectations on the trace
+        except Exception as exc:  # MLflow down or slow: the trace stays queued
+            from fleet_core.observability.redaction import Redactor
+
+            reason = Redactor.from_config(self._runtime.config).error(exc, 300)
+            raise TracingUnavailable(
+                f"Labels were not saved: trace '{resolved}' could not be exported to MLflow "
+                f"({reason}); nothing was changed. Label it again when MLflow is back."
+            ) from None
         return await LabelService(self._runtime.store, backend).label(resolved, update)
 
     async def labels(self, trace_id: str) -> dict[str, Any] | None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import random
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -41,6 +42,8 @@ MAX_PENDING = 10_000
 BATCH = 20
 RETRY_SECONDS = 30.0  # the background exporter looks at the queue at least this often
 CLAIM_SECONDS = 120.0  # an attempt's claim on a row; longer than any bounded MLflow call
+ONE_WAIT_SECONDS = 30.0  # export_one waits this long for another exporter's write
+_FOREVER = datetime.max.replace(tzinfo=UTC)
 
 
 class QueuedTrace(Protocol):
@@ -133,21 +136,26 @@ class TraceExporter:
 
     # on demand ------------------------------------------------------------------------------
 
-    def export_one(self, trace_id: str) -> bool:
-        """Export one queued trace now; False when it is not queued (already exported).
-        ``TracingUnavailable`` when it is queued but not due (backing off after a failure, or
-        being exported by another exporter): read it from the queue meanwhile."""
-        queued = self._queue.pending_trace(trace_id)
-        if queued is None:
-            return False
-        if not self._queue.claim_trace(trace_id, _now() + self._claim):
-            if self._queue.pending_trace(trace_id) is None:
-                return False  # exported meanwhile
-            raise TracingUnavailable(
-                f"Trace '{trace_id}' is queued for export and waits for its next attempt"
-            )
-        self._export(queued)
-        return True
+    def export_one(self, trace_id: str, wait_seconds: float = ONE_WAIT_SECONDS) -> bool:
+        """Export one queued trace now; False when it is not queued (already exported, perhaps
+        by another exporter meanwhile). A row another exporter is writing is waited for (up to
+        ``wait_seconds``, then ``TracingUnavailable``); a row backing off after a failure is
+        tried at once (a person asked for it)."""
+        deadline = time.monotonic() + wait_seconds
+        while True:
+            queued = self._queue.pending_trace(trace_id)
+            if queued is None:
+                return False
+            force = _FOREVER if queued.attempts > 0 else None
+            if self._queue.claim_trace(trace_id, _now() + self._claim, force):
+                self._export(queued)
+                return True
+            if time.monotonic() > deadline:
+                raise TracingUnavailable(
+                    f"Trace '{trace_id}' is being exported by another process; read it from "
+                    "the queue meanwhile"
+                )
+            time.sleep(0.1)
 
     def export_pending(self, *, due_only: bool = False) -> ExportStats:
         """Export queued traces (bounded batches), oldest first; failures stay queued with
@@ -181,7 +189,7 @@ class TraceExporter:
     def _claim_for_pass(self, row: QueuedTrace, due_only: bool) -> bool:
         """Claim the row for this attempt; on demand, a row backing off (or claimed by another
         exporter: the write is idempotent) is taken anyway."""
-        force = None if due_only else datetime.max.replace(tzinfo=UTC)
+        force = None if due_only else _FOREVER
         return self._queue.claim_trace(row.trace_id, _now() + self._claim, force)
 
     def queued_record(self, trace_id: str) -> TraceRecord | None:

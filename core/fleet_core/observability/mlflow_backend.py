@@ -13,12 +13,14 @@ from __future__ import annotations
 import json
 import logging
 import os
+import socket
 import threading
 import time
 from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from fleet_core.observability import attributes as attr
 from fleet_core.observability.destination import MlflowDestination, Scope
@@ -48,6 +50,9 @@ def bound_http_requests(timeout: float, environ: MutableMapping[str, str] | None
     environ = os.environ if environ is None else environ
     environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
     environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", str(max(1, round(timeout))))
+    # a database tracking store's own pool, per process (docs/deployment.md, Connection sizing)
+    environ.setdefault("MLFLOW_SQLALCHEMYSTORE_POOL_SIZE", "2")
+    environ.setdefault("MLFLOW_SQLALCHEMYSTORE_MAX_OVERFLOW", "2")
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +95,7 @@ class MlflowBackend:
                 # download (fleet_core.offline; already applied when fleet_core was imported).
                 apply_offline_defaults()
                 bound_http_requests(self.destination.request_timeout)
+                self._reach_database()
                 with _IMPORT_LOCK:
                     from mlflow import MlflowClient
                     from mlflow.tracing.client import TracingClient
@@ -97,6 +103,26 @@ class MlflowBackend:
                 self._client = MlflowClient(tracking_uri=self.tracking_uri)
                 self._tracing = TracingClient(self.tracking_uri)
             return self._client, self._tracing
+
+    def _reach_database(self) -> None:
+        """A database tracking URI's server must accept a TCP connection within the request
+        timeout: MLflow retries creating its store for about 100 s before failing."""
+        parts = urlsplit(self.tracking_uri)
+        if parts.scheme.split("+")[0] not in ("postgresql", "postgres", "mysql", "mssql"):
+            return
+        defaults = {"postgresql": 5432, "postgres": 5432, "mysql": 3306, "mssql": 1433}
+        try:
+            host = parts.hostname or "localhost"
+            port = parts.port or defaults[parts.scheme.split("+")[0]]
+        except ValueError:
+            return  # MLflow reports a malformed URI itself
+        try:
+            socket.create_connection((host, port), timeout=self.destination.request_timeout).close()
+        except OSError as exc:
+            raise TracingUnavailable(
+                f"MLflow's tracking database at {host}:{port} is unreachable "
+                f"({exc.strerror or exc})"
+            ) from None
 
     def experiment_id(self, scope: Scope) -> str:
         """The id of the scope's experiment, created on first use."""
