@@ -303,7 +303,7 @@ def check_daytona(config: EffectiveConfig, *, timeout: float = 5.0) -> str:
 async def check_blob_store(config: EffectiveConfig) -> tuple[str, str]:
     """The configured workspace content store (docs/storage.md): its kind, and '' when a probe
     blob is stored and read back (``probe_blob_store``), else why. Opens the store."""
-    from fleet_core.api import FleetRuntime
+    from fleet_core.api.runtime import FleetRuntime
     from fleet_core.api.threads import in_thread
 
     runtime = await FleetRuntime.open(config)
