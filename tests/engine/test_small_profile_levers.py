@@ -420,6 +420,9 @@ def test_what_breaks_the_format() -> None:
     assert "no computed value in @significant" in (
         format_problem(task, "@r[0.41] @p_value[0.01] @significant[yes or no]") or ""
     )
+    copied = format_problem("print @worst_path[/path]", "@worst_path[/path]/api/orders")
+    assert copied == "it prints no computed value in @worst_path[...]"  # the task's own text
+    assert format_problem("print @worst_path[/path]", "@worst_path[/api/orders]") is None
     assert printed_index("  region  revenue\n0   east     10.0\n1  north    150.5")
     assert not printed_index("region  revenue\n  east     10.0\n north    150.5")
 

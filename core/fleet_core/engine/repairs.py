@@ -342,7 +342,12 @@ def format_problem(task: str, output: str) -> str | None:
     missing = [t for t in answer_tags(task) if t not in found]
     if missing:
         return "it does not print " + " ".join(f"@{t}[value]" for t in missing)
-    empty = [t for t in answer_tags(task) if _PLACEHOLDER.match(found[t])]
+    asked = {m.group("name"): m.group("value").strip() for m in _TAG.finditer(task)}
+    empty = [  # a generic placeholder, or the task's own bracket text copied (@path[/path])
+        t
+        for t in answer_tags(task)
+        if _PLACEHOLDER.match(found[t]) or found[t].strip() == asked.get(t)
+    ]
     if empty:
         return "it prints no computed value in " + " ".join(f"@{t}[...]" for t in empty)
     if printed_index(output):
