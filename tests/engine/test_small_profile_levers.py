@@ -383,9 +383,11 @@ async def test_an_answer_in_another_format_than_the_tasks_is_asked_again(
     assert result.status == "completed", result.error
     assert result.answer.strip() == "@total[411.0]"
     first, second = lms.root.engine_script.requests
-    assert "The answer format: print @total[...] with the computed value" in first
+    assert 'The answer format: end the program with print(f"@total[{total}]")' in first
     follow_up = second[len(first) :]
-    assert "it does not print @total[value]" in follow_up
+    assert 'it does not print the task\'s format: end it with print(f"@total[{total}]")' in (
+        follow_up
+    )
     assert "printed:\ntotal: 411.0\n" in follow_up  # the next step sees the first one's output
 
 
@@ -415,13 +417,16 @@ def test_what_breaks_the_format() -> None:
     task = "print @r[value] @p_value[value] @significant[yes or no]"
     assert format_problem(task, "@r[0.41] @p_value[0.0123] @significant[yes]") is None
     assert format_problem(task, "r = 0.41") == (
-        "it does not print @r[value] @p_value[value] @significant[value]"
+        "it does not print the task's format: end it with "
+        'print(f"@r[{r}] @p_value[{p_value}] @significant[{significant}]")'
     )
     assert "no computed value in @significant" in (
         format_problem(task, "@r[0.41] @p_value[0.01] @significant[yes or no]") or ""
     )
     copied = format_problem("print @worst_path[/path]", "@worst_path[/path]/api/orders")
-    assert copied == "it prints no computed value in @worst_path[...]"  # the task's own text
+    assert copied is not None and copied.startswith(
+        "it prints no computed value in @worst_path[...]"  # the task's own text, copied
+    )
     assert format_problem("print @worst_path[/path]", "@worst_path[/api/orders]") is None
     assert printed_index("  region  revenue\n0   east     10.0\n1  north    150.5")
     assert not printed_index("region  revenue\n  east     10.0\n north    150.5")
@@ -439,7 +444,11 @@ def test_the_first_prompt_ends_with_the_answer_format() -> None:
         session_history="",
     )
     prompt = first_prompt(inputs)
-    assert prompt.endswith("rounded as the task says.")
+    assert prompt.endswith(
+        'with print(f"@total[{total}]"), each variable holding the computed '
+        "value (nothing else inside the brackets: no name, no unit, no dict), rounded as the "
+        "task says."
+    )
     assert json.dumps(prompt)  # plain text
 
 

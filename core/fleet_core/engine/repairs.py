@@ -310,15 +310,21 @@ def answer_tags(task: str) -> list[str]:
     return names
 
 
+def _fstring(tags: list[str]) -> str:
+    """``print(f"@r[{r}] @p_value[{p_value}]")``: the format as code a model completes (shown
+    as ``@r[...]`` it was copied literally)."""
+    return 'print(f"' + " ".join(f"@{t}[{{{t}}}]" for t in tags) + '")'
+
+
 def format_line(task: str) -> str:
     """The first prompt's reminder of the task's answer format ("" when it states none)."""
     tags = answer_tags(task)
     if not tags:
         return ""
-    shown = " ".join(f"@{t}[...]" for t in tags)
     return (
-        f"The answer format: print {shown} with the computed value inside each pair of "
-        "brackets (nothing else inside them: no name, no unit, no dict), rounded as the task says."
+        f"The answer format: end the program with {_fstring(tags)}, each variable holding "
+        "the computed value (nothing else inside the brackets: no name, no unit, no dict), "
+        "rounded as the task says."
     )
 
 
@@ -341,7 +347,7 @@ def format_problem(task: str, output: str) -> str | None:
     found = {m.group("name"): m.group("value") for m in _TAG.finditer(output)}
     missing = [t for t in answer_tags(task) if t not in found]
     if missing:
-        return "it does not print " + " ".join(f"@{t}[value]" for t in missing)
+        return f"it does not print the task's format: end it with {_fstring(missing)}"
     asked = {m.group("name"): m.group("value").strip() for m in _TAG.finditer(task)}
     empty = [  # a generic placeholder, or the task's own bracket text copied (@path[/path])
         t
@@ -349,7 +355,11 @@ def format_problem(task: str, output: str) -> str | None:
         if _PLACEHOLDER.match(found[t]) or found[t].strip() == asked.get(t)
     ]
     if empty:
-        return "it prints no computed value in " + " ".join(f"@{t}[...]" for t in empty)
+        return (
+            "it prints no computed value in "
+            + " ".join(f"@{t}[...]" for t in empty)
+            + f": print the variables, {_fstring(empty)}"
+        )
     if printed_index(output):
         return (
             "it prints a table with pandas' index column (0, 1, 2, ...); print it without: "
