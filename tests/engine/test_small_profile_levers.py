@@ -184,6 +184,10 @@ def test_the_column_a_failure_asks_for_and_the_nearest_real_ones() -> None:
     assert nearest_columns("weight", columns)[:2] == ["Weight (g)", "Shell weight"]
     tables = {"files/a.csv": [(c, "float") for c in columns]}
     assert column_hint("KeyError: 'Rings'", tables) == ""  # it exists: another problem
+    two = {**tables, "files/b.csv": [("Segment", "text"), ("customer_id", "int")]}
+    assert column_hint("KeyError: 'Segment'", two).startswith(
+        "The column 'Segment' is in files/b.csv, not in the table that line reads: merge"
+    )
     assert "'Diameter'" in column_hint("KeyError: 'diam'", tables)
 
 

@@ -168,8 +168,14 @@ def column_hint(text: str, tables: dict[str, list[tuple[str, str]]]) -> str:
     if asked is None or not tables:
         return ""
     names = [name for columns in tables.values() for name, _ in columns]
-    if asked in names:
-        return ""
+    if asked in names:  # a column of another input: the table at hand lacks it
+        holders = [p for p, columns in tables.items() if asked in [n for n, _ in columns]]
+        if len(tables) < 2:
+            return ""
+        return (
+            f"The column {asked!r} is in {', '.join(holders)}, not in the table that line "
+            "reads: merge the tables first (pd.merge with left_on/right_on for the key columns)."
+        )
     nearest = nearest_columns(asked, names)
     shown = nearest or names[:MAX_COLUMNS]
     label = "The real columns nearest to it" if nearest else "The real columns"
