@@ -653,6 +653,7 @@ class TraceSummaryWire(TypedDict):
     sessionId: str
     uri: str
     source: Literal["mlflow", "store"]
+    labelStatus: NotRequired[LabelStatus]  # the trace's review status, when it is labelled
 
 
 class TraceListResult(TypedDict):
@@ -901,6 +902,7 @@ class TraceEntry:
     session_id: str
     uri: str
     source: Literal["mlflow", "store"]
+    label_status: LabelStatus | None = None
 
 
 @attrs.frozen(kw_only=True)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from fleet_core.errors import FleetError, InvalidInput, TurnNotFound
-from fleet_core.modes import REVIEW_STATUSES, ROUTES
+from fleet_core.modes import REVIEW_STATUSES, ROUTES, ReviewStatus
 from fleet_lsp.documents import StoreTraceSource, TraceDocument, trace_uri
 from fleet_lsp.protocol import TraceLabelReply, to_wire
 
@@ -55,6 +55,7 @@ class TraceDoc(TraceDocument):
 
     source: Source = "mlflow"
     note: str | None = None
+    label_status: ReviewStatus | None = None  # a labelled trace's review status (listings)
 
 
 def labels_to_wire(labels: Mapping[str, Any]) -> dict[str, Any]:
@@ -165,6 +166,7 @@ class TraceService:
     async def list(self, runtime: FleetRuntime, session_id: str, limit: int) -> list[TraceDoc]:
         """The Session's Turns, oldest first, each with its trace id (or Turn id) and URI."""
         docs = []
+        statuses = await runtime.traces.review_statuses(session_id)
         for turn in await runtime.history(session_id, limit=limit):
             tid = turn.trace_id or turn.turn_id
             docs.append(
@@ -175,6 +177,7 @@ class TraceService:
                     uri=trace_uri(session_id, tid),
                     markdown="",
                     source="mlflow" if turn.trace_id else "store",
+                    label_status=statuses.get(tid),
                 )
             )
         return docs

@@ -97,6 +97,7 @@ def register(server: FleetServer) -> None:
                     session_id=d.session_id,
                     uri=d.uri,
                     source=d.source,
+                    label_status=d.label_status,
                 )
                 for d in docs
             ]

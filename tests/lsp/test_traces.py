@@ -171,6 +171,7 @@ async def test_label_lands_in_both_stores_and_trace_renders_after_restart(
                 "sessionId": session_id,
                 "uri": f"fleet:/sessions/{session_id}/traces/{trace_id}.md",
                 "source": "mlflow",
+                "labelStatus": "benchmark",  # the tree marks labelled traces with it
             }
         ]
         # the server keeps serving after the errors above

@@ -23,6 +23,7 @@ INLINE_EXPORT_SECONDS = 1.5
 if TYPE_CHECKING:
     from fleet_core.api.records import QueuedExport
     from fleet_core.evaluation.labels import LabelResult, LabelUpdate
+    from fleet_core.modes import ReviewStatus
     from fleet_core.observability.export import ExportStats
     from fleet_core.observability.records import TraceRecord
     from fleet_core.observability.traceview import TraceView
@@ -81,7 +82,9 @@ class Traces:
         resolved = await self._labelled_trace_id(trace_id)
         backend = self._mlflow_tracer().backend
         try:
-            await self.export(resolved)  # labels are MLflow expectations on the trace
+            # labels are MLflow expectations on the trace: a write in progress (the export a
+            # trace read started, or another server's) is waited for until its claim lapses
+            await self._export_for_label(resolved)
         except Exception as exc:  # MLflow down or slow: the trace stays queued
             from fleet_core.observability.redaction import Redactor
 
@@ -96,6 +99,18 @@ class Traces:
         """The store's label row of a trace (or of a Turn id's trace), ``None`` if unlabelled."""
         resolved = await self._labelled_trace_id(trace_id)
         return await in_thread(self._runtime.store.get_trace_labels, resolved)
+
+    async def review_statuses(self, session_id: str) -> dict[str, ReviewStatus]:
+        """Each labelled trace of a Session and its review status (``approved``, ...)."""
+        from fleet_core.modes import REVIEW_STATUSES
+
+        rows = await in_thread(lambda: self._runtime.store.list_trace_labels(session_id=session_id))
+        statuses: dict[str, ReviewStatus] = {}
+        for row in rows:
+            status = row["labels"].get("review_status")
+            if status in REVIEW_STATUSES:
+                statuses[row["trace_id"]] = status
+        return statuses
 
     async def flush(self) -> ExportStats:
         """Export every queued trace now (``fleet-lsp trace``, evaluation); failures stay
@@ -136,6 +151,13 @@ class Traces:
     async def pending(self, trace_id: str) -> TraceRecord | None:
         """A trace a Turn queued that is not exported yet (``None`` when not queued)."""
         return await in_thread(self._runtime.exporter.queued_record, trace_id)
+
+    async def _export_for_label(self, trace_id: str) -> bool:
+        from fleet_core.observability.export import CLAIM_SECONDS
+
+        if not self._runtime.tracer.enabled:
+            return False
+        return await in_thread(self._runtime.exporter.export_one, trace_id, CLAIM_SECONDS)
 
     async def export(self, trace_id: str) -> bool:
         """Export one queued trace now (False when it is not queued: already exported)."""

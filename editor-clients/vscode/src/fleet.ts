@@ -18,6 +18,8 @@ export class Fleet implements vscode.Disposable {
   readonly onSessionSelected = new vscode.EventEmitter<string | undefined>();
   /** Fires when live Turn state changed (events, progress, results): the Turn id. */
   readonly onLiveChange = new vscode.EventEmitter<string>();
+  /** Fires when a trace was labelled: its Session id (the tree marks labelled traces). */
+  readonly onLabelled = new vscode.EventEmitter<string>();
 
   /** The toasts shown (newest last, bounded; read by the end-to-end test). */
   readonly shownMessages: string[] = [];
@@ -31,6 +33,7 @@ export class Fleet implements vscode.Disposable {
   dispose(): void {
     this.onSessionSelected.dispose();
     this.onLiveChange.dispose();
+    this.onLabelled.dispose();
     this.panels.dispose();
   }
 

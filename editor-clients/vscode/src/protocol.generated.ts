@@ -623,6 +623,7 @@ export interface TraceSummaryWire {
   sessionId: string;
   uri: string;
   source: "mlflow" | "store";
+  labelStatus?: "approved" | "benchmark" | "synthetic" | "rejected";
 }
 
 /** The route the Turn takes. */

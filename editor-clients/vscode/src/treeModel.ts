@@ -64,3 +64,19 @@ export function agentView(agent: LiveAgent): { label: string; description: strin
     .join(' · ');
   return { label, description, icon: STATUS_ICON[agent.state] ?? 'circle-outline' };
 }
+
+/** A labelled trace's icon by review status. */
+export const LABEL_ICONS: Record<string, string> = { approved: 'pass', benchmark: 'beaker', synthetic: 'symbol-misc', rejected: 'circle-slash' };
+
+/** A trace row's description: its label first ("labelled approved"), then the id. */
+export function traceDescription(traceId: string | undefined, labelStatus: string | undefined): string | undefined {
+  if (!labelStatus) {
+    return traceId;
+  }
+  return traceId ? `labelled ${labelStatus} · ${traceId}` : `labelled ${labelStatus}`;
+}
+
+/** `fleet/trace/list` entries → trace id → review status, for the labelled ones. */
+export function labelStatuses(refs: readonly { traceId: string; labelStatus?: string }[]): Map<string, string> {
+  return new Map(refs.filter((r) => r.labelStatus).map((r) => [r.traceId, r.labelStatus as string]));
+}

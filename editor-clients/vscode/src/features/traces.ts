@@ -168,6 +168,9 @@ async function labelTrace(fleet: Fleet, arg?: TraceArg & Partial<TraceLabelParam
     return undefined;
   }
   const result = await labelWhenExported(fleet, params);
+  if (result.sessionId) {
+    fleet.onLabelled.fire(result.sessionId);
+  }
   fleet.output.info(`labelled ${result.traceId}: ${JSON.stringify(result.labels)}`);
   fleet.inform(labelSummary(named ? turnName(named.seq, named.turnId) : `trace ${result.traceId}`, params, result));
   return result;

@@ -8,7 +8,7 @@ import { LiveTurn, childAgents } from '../live';
 import { artifactsOfTurn } from '../answer';
 import { formatError } from '../errors';
 import { Artifact, SessionInfo, TurnSummary } from '../protocol';
-import { agentView, turnView } from '../treeModel';
+import { LABEL_ICONS, agentView, labelStatuses, traceDescription, turnView } from '../treeModel';
 import { visible } from '../progress';
 import { plural } from '../words';
 import { SessionFilter } from '../api';
@@ -21,7 +21,7 @@ export type FleetNode =
   | { kind: 'turn'; id: string; sessionId: string; turnId: string; parent: string }
   | { kind: 'agent'; id: string; sessionId: string; turnId: string; agentId: string; parent: string }
   | { kind: 'artifact'; id: string; sessionId: string; turnId: string; uri: string; path: string; sizeBytes?: number; parent: string }
-  | { kind: 'trace'; id: string; sessionId: string; turnId: string; traceId?: string; parent: string }
+  | { kind: 'trace'; id: string; sessionId: string; turnId: string; traceId?: string; labelStatus?: string; parent: string }
   | { kind: 'files'; id: string; sessionId: string; parent: string }
   | { kind: 'file'; id: string; sessionId: string; path: string; sizeBytes: number; dataset: boolean; parent: string }
   | { kind: 'placeholder'; id: string; sessionId: string; parent: string }
@@ -36,6 +36,8 @@ const MAX_FILES = 200;
 interface SessionData {
   turns: TurnSummary[];
   artifacts: Artifact[];
+  /** Each labelled trace's review status (`fleet/trace/list`'s `labelStatus`). */
+  labels: Map<string, string>;
 }
 
 /** Sessions shown, and Turns per Session (newest first): bounded. */
@@ -93,6 +95,10 @@ export class FleetTree implements vscode.TreeDataProvider<FleetNode>, vscode.Dis
         if (live && live.status === 'running') {
           void this.revealRunning(live.sessionId, turnId);
         }
+      }),
+      fleet.onLabelled.event((sessionId) => {
+        this.data.delete(sessionId); // its traces' labels changed
+        this.schedule();
       }),
       fleet.onSessionSelected.event((sessionId) => {
         this.schedule();
@@ -272,11 +278,13 @@ export class FleetTree implements vscode.TreeDataProvider<FleetNode>, vscode.Dis
     let pending = this.data.get(sessionId);
     if (!pending) {
       const api = this.fleet.api();
-      pending = Promise.all([api.history(sessionId, MAX_TURNS), api.listArtifacts(sessionId)]).then(([turns, artifacts]) => {
+      // labels are a mark, not the tree's substance: a server that cannot list traces shows none
+      const traces = api.listTraces(sessionId, MAX_TURNS).catch(() => []);
+      pending = Promise.all([api.history(sessionId, MAX_TURNS), api.listArtifacts(sessionId), traces]).then(([turns, artifacts, refs]) => {
         for (const t of turns) {
           this.summaries.set(t.turnId, t);
         }
-        return { turns, artifacts };
+        return { turns, artifacts, labels: labelStatuses(refs) };
       });
       pending.catch(() => this.data.delete(sessionId));
       this.data.set(sessionId, pending);
@@ -330,7 +338,7 @@ export class FleetTree implements vscode.TreeDataProvider<FleetNode>, vscode.Dis
         return shown;
       }
       case 'turn': {
-        const { turns, artifacts } = await this.sessionData(element.sessionId);
+        const { turns, artifacts, labels } = await this.sessionData(element.sessionId);
         const summary = turns.find((t) => t.turnId === element.turnId);
         const live = this.fleet.live.get(element.turnId);
         const nodes: FleetNode[] = [
@@ -354,7 +362,8 @@ export class FleetTree implements vscode.TreeDataProvider<FleetNode>, vscode.Dis
         const status = live?.status ?? summary?.status;
         if (status && status !== 'running') {
           const traceId = summary?.traceId ?? live?.result?.traceId ?? undefined;
-          nodes.push(this.node({ kind: 'trace', id: `tr:${element.turnId}`, sessionId: element.sessionId, turnId: element.turnId, traceId, parent: element.id }));
+          const labelStatus = labels.get(traceId ?? element.turnId);
+          nodes.push(this.node({ kind: 'trace', id: `tr:${element.turnId}`, sessionId: element.sessionId, turnId: element.turnId, traceId, labelStatus, parent: element.id }));
         }
         return nodes;
       }
@@ -440,8 +449,11 @@ export class FleetTree implements vscode.TreeDataProvider<FleetNode>, vscode.Dis
       case 'trace': {
         const item = new vscode.TreeItem('trace', vscode.TreeItemCollapsibleState.None);
         item.id = element.id;
-        item.description = element.traceId;
-        item.iconPath = new vscode.ThemeIcon('list-tree');
+        item.description = traceDescription(element.traceId, element.labelStatus);
+        item.iconPath = element.labelStatus ? new vscode.ThemeIcon(LABEL_ICONS[element.labelStatus] ?? 'tag') : new vscode.ThemeIcon('list-tree');
+        if (element.labelStatus) {
+          item.tooltip = `Labelled ${element.labelStatus}`;
+        }
         item.contextValue = 'fleet.trace';
         item.command = { command: UI_COMMANDS.showTrace.id, title: 'Show Trace', arguments: [element.traceId ? { traceId: element.traceId } : { turnId: element.turnId }] };
         return item;

@@ -8,7 +8,7 @@ import { LiveTurns, notificationMessage } from '../live';
 import { formatTurnResult } from '../progress';
 import { MODES } from '../protocol';
 import { commandLink, linkFleetDocuments, pageHtml } from '../rendered';
-import { turnView } from '../treeModel';
+import { LABEL_ICONS, labelStatuses, traceDescription, turnView } from '../treeModel';
 import { answerPrefill, answerTitle, labelSummary, modeItems, plural, stderrLevel, turnName } from '../words';
 
 const pkg = JSON.parse(readFileSync(join(__dirname, '..', '..', 'package.json'), 'utf8'));
@@ -67,6 +67,27 @@ describe('the tree and the notification count the same model calls', () => {
     assert.match(turnView(undefined, turn).description, /17\/150 model calls/);
     live.applyEvent({ turnId: 't1', sessionId: 's1', seq: 3, agentId: 'root', kind: 'tool_call_start', payload: { call_id: 'c', tool: 'spawn_agents', source: 'dspy' }, version: 1 } as never);
     assert.equal(live.get('t1')!.agents.get('root')!.step, 'starting child agents'); // not spawn_agents
+  });
+});
+
+describe('labelled traces are marked in the tree', () => {
+  it('keeps the review status of labelled traces only', () => {
+    const refs = [
+      { traceId: 'tr-a', labelStatus: 'approved' },
+      { traceId: 'tr-b' },
+      { traceId: 'tr-c', labelStatus: 'rejected' },
+    ];
+    assert.deepEqual([...labelStatuses(refs)], [['tr-a', 'approved'], ['tr-c', 'rejected']]);
+  });
+  it('puts the label before the id, and leaves an unlabelled trace as it was', () => {
+    assert.equal(traceDescription('tr-a', 'approved'), 'labelled approved · tr-a');
+    assert.equal(traceDescription(undefined, 'rejected'), 'labelled rejected');
+    assert.equal(traceDescription('tr-b', undefined), 'tr-b');
+  });
+  it('has an icon for every review status the protocol defines', () => {
+    for (const status of ['approved', 'benchmark', 'synthetic', 'rejected']) {
+      assert.ok(LABEL_ICONS[status], status);
+    }
   });
 });
 
