@@ -187,6 +187,13 @@ async function run(check, phase, log) {
     `result ${JSON.stringify(label)}; summary ${summary}`,
   );
   await phase('label-done', 60000).catch((e) => check('the driver saw the label summary', false, e.message));
+  // the tree marks the labelled trace (fleet/trace/list's labelStatus), refreshed by the label
+  await api.revealTurn(sessionId, result.turnId);
+  const marked = await waitFor('the tree to mark Turn #1\'s trace as labelled', async () => {
+    const lines = await api.treeSnapshot();
+    return lines.some((line) => /^\s*trace \[labelled approved · /.test(line)) ? lines : undefined;
+  }, 30000);
+  check("the tree marks Turn #1's labelled trace ('labelled approved')", marked, (marked || (await api.treeSnapshot())).join('\n'));
 
   // 6b. Models: the root model through the command's object argument, the sub model from the
   // quick pick of the models the endpoint lists (the driver sees the list and picks one).
