@@ -17,14 +17,21 @@ one process, on one database:
    PostgreSQL blob store against the same database with sharing off. Target: <= 1.2x.
    Also reported: the first Turn on another host (its copy materialized first) against a Turn on
    the host that has it.
+4. Servers on one database: 1 and then 3 ``fleet-lsp serve`` processes (each its own state
+   directory and host name, over stdio), each with 2 Sessions running ``--server-turns`` scripted
+   quickstart Turns one after another (the Sessions run at once), while server 1 answers
+   ``fleet/session/list`` in a loop: Turn throughput (Turns per second over all servers) and the
+   list's p50/p99, with the 3-server figures as ratios to the 1-server ones.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import statistics
+import sys
 import tempfile
 import time
 import uuid
@@ -34,6 +41,9 @@ from typing import Any
 import anyio
 import psycopg
 from psycopg import sql
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_lsp import QUICKSTART, SALES, RawClient, pct, quickstart_script
 
 from fleet_core.api import FleetRuntime
 from fleet_core.config import load_config
@@ -164,6 +174,88 @@ async def turn_overhead(url: str, root: Path, turns: int) -> dict[str, float]:
     }
 
 
+def repeated(script: Path, times: int) -> Path:
+    """The quickstart script with its root replies repeated: one process runs many Turns."""
+    found = json.loads(script.read_text())
+    found["root"]["rules"] = {key: value * times for key, value in found["root"]["rules"].items()}
+    script.write_text(json.dumps(found))
+    return script
+
+
+async def one_server_session_turns(client: RawClient, session: str, turns: int) -> int:
+    done = 0
+    for _ in range(turns):
+        result = await client.request("fleet/turn/run", {"sessionId": session, "task": QUICKSTART})
+        if result["status"] != "completed":
+            raise RuntimeError(f"a Turn on {session} {result['status']}: {result.get('error')}")
+        done += 1
+    return done
+
+
+async def servers_on_one_database(
+    url: str, root: Path, servers: int, turns: int, tag: str
+) -> dict[str, float]:
+    """Turn throughput over ``servers`` processes and server 1's ``fleet/session/list`` p99."""
+    script = repeated(quickstart_script(root / f"quickstart-{tag}.json"), 2 * (turns + 1))
+    clients = []
+    for index in range(servers):
+        env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith("FLEET_")},
+            "FLEET_STATE_DIR": str(root / f"srv-{tag}-{index}" / "state"),
+            "FLEET_DATABASE_URL": url,
+            "FLEET_TEST_SCRIPT": str(script),
+            "FLEET_MLFLOW_DESTINATION": "off",
+            "FLEET_HOST_NAME": f"bench-host-{index}",
+        }
+        client = await RawClient.spawn(sys.executable, "-m", "fleet_lsp", "serve", env=env)
+        await client.initialize()
+        clients.append(client)
+    try:
+        sessions = []
+        for index, client in enumerate(clients):
+            for n in range(2):
+                session = f"{tag}-{index}-{n}"
+                await client.request("fleet/session/new", {"sessionId": session, "mode": "rlm"})
+                await client.request(
+                    "fleet/context/attach", {"sessionId": session, "uri": SALES.as_uri()}
+                )
+                await one_server_session_turns(client, session, 1)  # warm: sandbox, imports
+                sessions.append((client, session))
+        latencies: list[float] = []
+        running = True
+
+        async def probe() -> None:
+            while running:
+                started = time.perf_counter()
+                await clients[0].request("fleet/session/list", {})
+                latencies.append(time.perf_counter() - started)
+                await anyio.sleep(0.02)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(probe)
+            started = time.perf_counter()
+            counts = []
+
+            async def run(client: RawClient, session: str) -> None:
+                counts.append(await one_server_session_turns(client, session, turns))
+
+            async with anyio.create_task_group() as turns_group:
+                for client, session in sessions:
+                    turns_group.start_soon(run, client, session)
+            elapsed = time.perf_counter() - started
+            running = False
+    finally:
+        for client in clients:
+            await client.close()
+    return {
+        "turns_per_second": sum(counts) / elapsed,
+        "turns": float(sum(counts)),
+        "list_p50_ms": pct(latencies, 0.5) * 1e3,
+        "list_p99_ms": pct(latencies, 0.99) * 1e3,
+        "list_samples": float(len(latencies)),
+    }
+
+
 async def main(args: argparse.Namespace) -> None:
     name = f"fleet_bench_{os.getpid()}_{uuid.uuid4().hex[:6]}"
     with psycopg.connect(args.admin_url, autocommit=True) as admin:
@@ -178,6 +270,10 @@ async def main(args: argparse.Namespace) -> None:
         with tempfile.TemporaryDirectory() as tmp:
             speeds = await throughput(url, Path(tmp), args.size_mib, args.rounds)
             turns = await turn_overhead(url, Path(tmp), args.turns)
+            fleets = {
+                n: await servers_on_one_database(url, Path(tmp), n, args.server_turns, f"s{n}")
+                for n in (1, 3)
+            }
     finally:
         with psycopg.connect(args.admin_url, autocommit=True) as admin:
             admin.execute(
@@ -199,6 +295,19 @@ async def main(args: argparse.Namespace) -> None:
     print(f"  PostgreSQL blobs  {turns['turn_shared'] * 1000:8.1f} ms")
     print(f"  overhead ratio    {ratio:.3f} (target <= 1.2)")
     print(f"  first Turn on another host {turns['turn_other_host_first'] * 1000:8.1f} ms")
+    print(f"servers on one database, 2 Sessions each, {args.server_turns} Turns per Session:")
+    for n, found in fleets.items():
+        print(
+            f"  {n} server(s): {found['turns_per_second']:.2f} Turns/s"
+            f" ({found['turns']:.0f} Turns);"
+            f" session/list p50 {found['list_p50_ms']:.1f} ms, p99 {found['list_p99_ms']:.1f} ms"
+            f" ({found['list_samples']:.0f} samples)"
+        )
+    one, three = fleets[1], fleets[3]
+    print(
+        f"  3/1 ratios: throughput {three['turns_per_second'] / one['turns_per_second']:.2f},"
+        f" list p99 {three['list_p99_ms'] / one['list_p99_ms']:.2f}"
+    )
 
 
 if __name__ == "__main__":
@@ -206,6 +315,7 @@ if __name__ == "__main__":
     parser.add_argument("--size-mib", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--turns", type=int, default=15)
+    parser.add_argument("--server-turns", type=int, default=4)
     parser.add_argument(
         "--admin-url",
         default=os.environ.get(
