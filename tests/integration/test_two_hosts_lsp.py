@@ -23,6 +23,7 @@ from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
 from fleet_core.engine.scripted_lm import action, submit
+from tests.lsp.conftest import call
 
 pytestmark = pytest.mark.postgres
 
@@ -46,20 +47,6 @@ def _code(host: str) -> str:
 def _script(host: str) -> dict[str, Any]:
     turn = [action(_code(host)), submit("open('artifacts/total.txt').read()")]
     return {"root": {"replies": turn * 4}}
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, tuple) and hasattr(value, "_asdict"):
-        return {k: _plain(v) for k, v in value._asdict().items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    return value
-
-
-async def _call(client: LanguageClient, method: str, params: dict[str, Any]) -> Any:
-    return _plain(await client.protocol.send_request_async(method, params))
 
 
 async def _server(tmp_path: Path, host: str, url: str) -> LanguageClient:
@@ -101,13 +88,13 @@ async def servers(
 
 
 async def _turn(client: LanguageClient) -> dict[str, Any]:
-    result = await _call(client, "fleet/turn/run", {"sessionId": SESSION, "task": "total sales"})
+    result = await call(client, "fleet/turn/run", {"sessionId": SESSION, "task": "total sales"})
     assert result["status"] == "completed", result.get("error")
     return dict(result)
 
 
 async def _listing(client: LanguageClient) -> dict[str, list[tuple[str, str]]]:
-    listed = await _call(client, "fleet/workspace/list", {"sessionId": SESSION})
+    listed = await call(client, "fleet/workspace/list", {"sessionId": SESSION})
     return {
         root: sorted((f["path"], f["sha256"]) for f in listed[root])
         for root in ("files", "artifacts")
@@ -116,7 +103,7 @@ async def _listing(client: LanguageClient) -> dict[str, list[tuple[str, str]]]:
 
 async def _read(client: LanguageClient, path: str) -> str:
     uri = f"fleet:/sessions/{SESSION}/{path}"
-    return str((await _call(client, "fleet/artifact/read", {"uri": uri}))["text"])
+    return str((await call(client, "fleet/artifact/read", {"uri": uri}))["text"])
 
 
 async def test_a_session_made_on_one_host_continues_on_another_and_back(
@@ -125,33 +112,33 @@ async def test_a_session_made_on_one_host_continues_on_another_and_back(
     a, b = servers
     sales = tmp_path / "sales.csv"
     sales.write_text("region,amount\nNorth,100.5\nSouth,50\nEast,20.25\n", encoding="utf-8")
-    await _call(a, "fleet/session/new", {"sessionId": SESSION, "mode": "rlm"})
-    await _call(a, "fleet/context/attach", {"sessionId": SESSION, "uri": sales.as_uri()})
-    dataset = await _call(
+    await call(a, "fleet/session/new", {"sessionId": SESSION, "mode": "rlm"})
+    await call(a, "fleet/context/attach", {"sessionId": SESSION, "uri": sales.as_uri()})
+    dataset = await call(
         a, "fleet/context/setDataset", {"sessionId": SESSION, "path": "files/sales.csv"}
     )
     first, second = await _turn(a), await _turn(a)
     assert first["answer"] == second["answer"] == "170.75"
     on_a = await _listing(a)
     assert ("artifacts/turn-a-1.txt" in dict(on_a["artifacts"])) and on_a["files"]
-    await _call(a, "fleet/session/close", {"sessionId": SESSION})
+    await call(a, "fleet/session/close", {"sessionId": SESSION})
     sales.unlink()  # the attached source is gone: B can only have A's copy
 
     # B continues it: the same files, artifacts and dataset digest, and the same answer
-    loaded = await _call(b, "fleet/session/load", {"sessionId": SESSION})
+    loaded = await call(b, "fleet/session/load", {"sessionId": SESSION})
     assert loaded["dataset"]["sha256"] == dataset["sha256"]
     assert await _listing(b) == on_a
     on_b = await _turn(b)
     assert on_b["answer"] == first["answer"]
     assert await _read(b, "artifacts/turn-b-2.txt") == "b read 3"
     assert await _read(a, "artifacts/turn-b-2.txt") == "b read 3"  # readable from A
-    await _call(b, "fleet/session/close", {"sessionId": SESSION})
+    await call(b, "fleet/session/close", {"sessionId": SESSION})
 
     # and back: A reloads, its Turn answers the same, B reads A's new artifact
-    await _call(a, "fleet/session/load", {"sessionId": SESSION})
+    await call(a, "fleet/session/load", {"sessionId": SESSION})
     assert await _listing(a) == await _listing(b)
     again = await _turn(a)
     assert again["answer"] == first["answer"]
     assert await _read(b, "artifacts/turn-a-3.txt") == "a read 3"
-    history = await _call(b, "fleet/session/history", {"sessionId": SESSION, "limit": 10})
+    history = await call(b, "fleet/session/history", {"sessionId": SESSION, "limit": 10})
     assert [t["answer"] for t in history["turns"]] == ["170.75"] * 4
