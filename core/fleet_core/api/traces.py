@@ -84,7 +84,9 @@ class Traces:
         try:
             # labels are MLflow expectations on the trace: a write in progress (the export a
             # trace read started, or another server's) is waited for until its claim lapses
-            await self._export_for_label(resolved)
+            from fleet_core.observability.export import CLAIM_SECONDS
+
+            await self.export(resolved, wait_seconds=CLAIM_SECONDS)
         except Exception as exc:  # MLflow down or slow: the trace stays queued
             from fleet_core.observability.redaction import Redactor
 
@@ -152,18 +154,16 @@ class Traces:
         """A trace a Turn queued that is not exported yet (``None`` when not queued)."""
         return await in_thread(self._runtime.exporter.queued_record, trace_id)
 
-    async def _export_for_label(self, trace_id: str) -> bool:
-        from fleet_core.observability.export import CLAIM_SECONDS
-
+    async def export(self, trace_id: str, wait_seconds: float | None = None) -> bool:
+        """Export one queued trace now (False when it is not queued: already exported); a write
+        another exporter has in progress is waited for up to ``wait_seconds`` (the exporter's
+        default when ``None``)."""
         if not self._runtime.tracer.enabled:
             return False
-        return await in_thread(self._runtime.exporter.export_one, trace_id, CLAIM_SECONDS)
-
-    async def export(self, trace_id: str) -> bool:
-        """Export one queued trace now (False when it is not queued: already exported)."""
-        if not self._runtime.tracer.enabled:
-            return False
-        return await in_thread(self._runtime.exporter.export_one, trace_id)
+        exporter = self._runtime.exporter
+        if wait_seconds is None:
+            return await in_thread(exporter.export_one, trace_id)
+        return await in_thread(exporter.export_one, trace_id, wait_seconds)
 
     async def find_turn(self, trace_id: str) -> TurnSummary | None:
         """The Turn behind a trace id: the Turn whose trace it is, else the Turn with that id
