@@ -16,7 +16,8 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Iterator, Mapping, MutableMapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,9 @@ from fleet_core.offline import apply_offline_defaults
 
 log = logging.getLogger(__name__)
 LABELS_ASSESSMENT = "fleet.labels"
+# the advisory lock key MLflow's store initialization takes in a PostgreSQL tracking database
+# (fleet's own migrations take store.database.MIGRATION_LOCK_KEY)
+MLFLOW_SCHEMA_LOCK = 0x666C_6D6C_666C_7731  # "flmlflw1"
 # mlflow's package imports are circular: two threads importing it at once (the trace exporter
 # and a reader) can see a partly initialized module. Every first import goes through this lock.
 _IMPORT_LOCK = threading.Lock()
@@ -100,8 +104,9 @@ class MlflowBackend:
                     from mlflow import MlflowClient
                     from mlflow.tracing.client import TracingClient
 
-                self._client = MlflowClient(tracking_uri=self.tracking_uri)
-                self._tracing = TracingClient(self.tracking_uri)
+                with _schema_lock(self.tracking_uri):  # the clients open (and migrate) the store
+                    self._client = MlflowClient(tracking_uri=self.tracking_uri)
+                    self._tracing = TracingClient(self.tracking_uri)
             return self._client, self._tracing
 
     def _reach_database(self) -> None:
@@ -351,6 +356,27 @@ class MlflowBackend:
     def get_run(self, run_id: str) -> Any:
         client, _ = self._clients()
         return client.get_run(run_id)
+
+
+@contextmanager
+def _schema_lock(tracking_uri: str) -> Iterator[None]:
+    """Hold a PostgreSQL advisory lock while MLflow opens a store in that database: MLflow
+    creates and migrates its tables on first use with no lock of its own (only a file lock on
+    one host), so two servers starting on a fresh shared database would both migrate and one
+    would fail. Other databases (SQLite: one host, MLflow's file lock) need nothing."""
+    if urlsplit(tracking_uri).scheme.split("+")[0] not in ("postgresql", "postgres"):
+        yield
+        return
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.pool import NullPool
+
+    engine = create_engine(tracking_uri, poolclass=NullPool)
+    try:
+        with engine.begin() as conn:  # the lock is released when this transaction ends
+            conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MLFLOW_SCHEMA_LOCK})
+            yield
+    finally:
+        engine.dispose()
 
 
 def rows_to_columns(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
