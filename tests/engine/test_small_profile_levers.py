@@ -304,22 +304,35 @@ async def test_the_statistics_helpers_are_defined_for_the_program(
     expected = stats.pearsonr([1, 2, 3, 4, 5, 6, 7], [52, 55, 61, 60, 68, 71, 70])
     assert result.answer.strip() == f"@r[{expected.statistic:.3f}] @p_value[{expected.pvalue:.4f}]"
     prompt = lms.root.engine_script.requests[0]
-    assert "correlation(x, y, method='pearson'|'spearman') -> {'r', 'p_value', 'n'}" in prompt
+    assert "r, p_value = correlation(x, y, method='pearson'|'spearman')" in prompt
     lms.root = scripted_lm([fenced("print(6 * 7)")])
     await turn(runtime, "Print six times seven.")
     assert "Helpers already defined" not in lms.root.engine_script.requests[0]  # no statistics
 
 
-async def test_a_helpers_result_unpacked_as_a_tuple_fails_with_how_to_read_it(
+async def test_a_helpers_result_unpacks_in_its_documented_order(
     open_runtime, lms, tmp_path
 ) -> None:
+    """``r, p = correlation(x, y)`` (the unpacking the model wrote in the first tune run, where
+    the helper refused it with a TypeError and three repairs did not recover) runs and answers
+    at once; scipy's names (``.statistic``, ``.pvalue``) read the same figures."""
+    from scipy import stats
+
     runtime = await open_runtime(**SMALL)
     await dataset_session(runtime, tmp_path, "study.csv", STUDY)
-    unpacked = STATS_PROGRAM.replace("c = correlation", "p_value, r = correlation")
-    lms.root = scripted_lm([fenced(unpacked), fenced(STATS_PROGRAM)])
-    result, _ = await turn(runtime, STATS_TASK)
+    unpacked = (
+        "df = pd.read_csv('files/study.csv')\n"
+        "r, p_value = correlation(df['hours'], df['score'])\n"
+        "c = correlation(df['hours'], df['score'])\n"
+        "assert (c.statistic, c.pvalue, c.p_value, c['r']) == (r, p_value, p_value, r)\n"
+        'print(f"@r[{r:.3f}] @p_value[{p_value:.4f}]")'
+    )
+    lms.root = scripted_lm([fenced(unpacked)])
+    result, events = await turn(runtime, STATS_TASK)
     assert result.status == "completed", result.error
-    assert "read them as result['p_value']" in lms.root.engine_script.requests[1]
+    expected = stats.pearsonr([1, 2, 3, 4, 5, 6, 7], [52, 55, 61, 60, 68, 71, 70])
+    assert result.answer.strip() == f"@r[{expected.statistic:.3f}] @p_value[{expected.pvalue:.4f}]"
+    assert len(lms.root.engine_script.requests) == 1 and len(task_cells(events)) == 1
 
 
 def test_the_statistics_helpers_agree_with_scipy() -> None:
@@ -354,17 +367,23 @@ def test_the_statistics_helpers_agree_with_scipy() -> None:
     )
     assert math.isclose(ttest(a, mu=5.0)["p_value"], stats.ttest_1samp(a, 5.0).pvalue)
     shapiro = stats.shapiro(a)
-    assert normality(a) == {
+    assert dict(normality(a)) == {
         "statistic": float(shapiro.statistic),
         "p_value": float(shapiro.pvalue),
         "normal": shapiro.pvalue >= 0.05,
         "test": "shapiro",
     }
-    with pytest.raises(
-        TypeError, match=r"named results, not a tuple: read them as result\['p_value'\]"
-    ):
-        _r, _p = correlation(x, y)  # the wrong unpacking a small model writes
-    assert json.loads(json.dumps(got)) == dict(got)
+    # each result unpacks in its documented order, and its parts are named as well
+    r, p = got
+    assert (r, p) == (got.r, got.p_value) == (got.statistic, got.pvalue)
+    assert got.n == 8 and dict(got) == {"r": r, "p_value": p, "n": 8}
+    t_stat, t_p = t
+    assert (t_stat, t_p) == (student.statistic, student.pvalue) and t.significant is True
+    slope, intercept, r_squared, p_slope = line
+    assert (slope, intercept, r_squared, p_slope) == (*line[:3], fit.pvalue)
+    assert json.loads(json.dumps(got)) == [r, p]
+    with pytest.raises(KeyError, match="this result holds 'r', 'p_value', 'n'"):
+        got["rho"]
     metrics = regression_metrics([3.0, 5.0, 7.0], [2.5, 5.0, 7.5])
     assert math.isclose(metrics["mse"], 0.5 / 3) and math.isclose(metrics["mae"], 1 / 3)
     assert math.isclose(metrics["r_squared"], 1 - 0.5 / 8)

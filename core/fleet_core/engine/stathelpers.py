@@ -2,7 +2,9 @@
 
 A small model gets common tests subtly wrong (issue 22: a sample tested against itself, a
 t-test's result unpacked as ``(p_value, significant)``, a "p-value" that is the correlation
-again). These helpers return plain dicts of floats, so there is nothing to unpack wrongly.
+again). Each helper returns its main figures as a tuple in a documented order (``r, p_value =
+correlation(x, y)``), each also named (``.p_value``, ``['p_value']``, scipy's ``.pvalue``):
+the first measured run refused tuple unpacking, and the model did not recover from that.
 The code-first host runs this file's source as a host cell in the sandbox (after its prelude),
 so it imports nothing of fleet_core and only scipy, numpy and pandas, lazily. ``HELP`` is what
 the prompt says about them.
@@ -14,26 +16,72 @@ import math
 from typing import Any
 
 HELP = (
-    "Helpers already defined (each returns a dict of floats; use them for these statistics): "
-    "normality(x) -> {'statistic', 'p_value', 'normal', 'test'} (Shapiro-Wilk, normal when "
-    "p >= 0.05); ttest(a, b, equal_var=True) -> {'statistic', 'p_value', 'significant'} (two "
-    "independent samples; ttest(a, mu=m) tests one sample's mean); correlation(x, y, "
-    "method='pearson'|'spearman') -> {'r', 'p_value', 'n'}; linear_fit(x, y) -> {'slope', "
-    "'intercept', 'r_squared', 'p_value'}; regression_metrics(y_true, y_pred) -> "
-    "{'r_squared', 'rmse', 'mae', 'mse'}. Each drops missing values."
+    "Helpers already defined (use them for these statistics; each result unpacks in the order "
+    "shown and its parts are also named, c.p_value or c['p_value']): "
+    "stat, p_value = normality(x) (Shapiro-Wilk; also .normal: p >= 0.05, .test); "
+    "t, p_value = ttest(a, b, equal_var=True) (two independent samples; ttest(a, mu=m) tests "
+    "one sample's mean; also .significant: p < 0.05); "
+    "r, p_value = correlation(x, y, method='pearson'|'spearman') (also .n); "
+    "slope, intercept, r_squared, p_value = linear_fit(x, y); "
+    "r_squared, rmse, mae, mse = regression_metrics(y_true, y_pred). Each drops missing values."
 )
 
 
-class Result(dict):  # type: ignore[type-arg]
-    """A helper's named results: ``result['p_value']``. Unpacking it (``r, p = ...``) would
-    silently give its keys, so iterating over it raises and says how to read it."""
+class Result(tuple):  # type: ignore[type-arg]
+    """A helper's results: a tuple of its main figures in their documented order (``r, p =
+    correlation(x, y)``), each also named (``result.p_value``, ``result['p_value']``, and
+    scipy's ``.statistic`` / ``.pvalue``); ``extra`` holds named figures outside the tuple."""
 
-    def __iter__(self) -> Any:
-        keys = ", ".join(repr(k) for k in self.keys())
-        raise TypeError(
-            f"this helper returns named results, not a tuple: read them as result['p_value'] "
-            f"(its keys: {keys})"
-        )
+    _names: tuple[str, ...]
+    _extra: dict[str, Any]
+    _label: str
+
+    def __new__(  # the annotation is a string: the sandbox runs this source without __future__
+        cls, named: dict[str, Any], *, extra: dict[str, Any] | None = None, label: str = ""
+    ) -> "Result":  # noqa: UP037
+        self = super().__new__(cls, tuple(named.values()))
+        self._names = tuple(named)
+        self._extra = dict(extra or {})
+        self._label = label
+        return self
+
+    def _fields(self) -> dict[str, Any]:
+        fields = dict(zip(self._names, tuple.__iter__(self), strict=True))
+        return {**fields, **self._extra}
+
+    def keys(self) -> list[str]:
+        """Every name, so ``dict(result)`` holds all of them."""
+        return list(self._fields())
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._fields().get(_ALIASES.get(key, key), default)
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, str):
+            fields = self._fields()
+            name = _ALIASES.get(key, key)
+            if name not in fields and key == "statistic" and self._names:
+                name = self._names[0]
+            if name not in fields:
+                raise KeyError(f"{key!r}: this result holds {', '.join(map(repr, fields))}")
+            return fields[name]
+        return tuple.__getitem__(self, key)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{k}={v!r}" for k, v in self._fields().items())
+        return f"{self._label}({inner})"
+
+
+#: scipy's names for the same figures (``res.pvalue``) and other spellings a model writes.
+_ALIASES = {"pvalue": "p_value", "p": "p_value", "rvalue": "r", "r2": "r_squared"}
 
 
 def _scipy_stats() -> Any:
@@ -86,12 +134,9 @@ def normality(x: Any, alpha: float = 0.05) -> Result:
         result, test = stats.normaltest(values), "dagostino"
     p_value = float(result.pvalue)
     return Result(
-        {
-            "statistic": float(result.statistic),
-            "p_value": p_value,
-            "normal": p_value >= alpha,
-            "test": test,
-        }
+        {"statistic": float(result.statistic), "p_value": p_value},
+        extra={"normal": p_value >= alpha, "test": test},
+        label="normality",
     )
 
 
@@ -109,11 +154,9 @@ def ttest(
         result = stats.ttest_ind(first, _floats(b), equal_var=equal_var)
     p_value = float(result.pvalue)
     return Result(
-        {
-            "statistic": float(result.statistic),
-            "p_value": p_value,
-            "significant": p_value < alpha,
-        }
+        {"statistic": float(result.statistic), "p_value": p_value},
+        extra={"significant": p_value < alpha},
+        label="ttest",
     )
 
 
@@ -128,7 +171,11 @@ def correlation(x: Any, y: Any, method: str = "pearson") -> Result:
         result = stats.pearsonr(xs, ys)
     else:
         raise ValueError("method is 'pearson' or 'spearman'")
-    return Result(r=float(result.statistic), p_value=float(result.pvalue), n=len(xs))
+    return Result(
+        {"r": float(result.statistic), "p_value": float(result.pvalue)},
+        extra={"n": len(xs)},
+        label="correlation",
+    )
 
 
 def linear_fit(x: Any, y: Any) -> Result:
@@ -143,8 +190,9 @@ def linear_fit(x: Any, y: Any) -> Result:
             "intercept": float(result.intercept),
             "r_squared": float(result.rvalue) ** 2,
             "p_value": float(result.pvalue),
-            "n": len(xs),
-        }
+        },
+        extra={"r": float(result.rvalue), "n": len(xs)},
+        label="linear_fit",
     )
 
 
@@ -163,5 +211,6 @@ def regression_metrics(y_true: Any, y_pred: Any) -> Result:
             "rmse": math.sqrt(mse),
             "mae": sum(abs(y - p) for y, p in zip(ys, ps, strict=True)) / len(ys),
             "mse": mse,
-        }
+        },
+        label="regression_metrics",
     )
