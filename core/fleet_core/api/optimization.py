@@ -19,7 +19,7 @@ from fleet_core.api.records import (
 )
 from fleet_core.api.threads import in_thread
 from fleet_core.config import EffectiveConfig
-from fleet_core.errors import InvalidInput
+from fleet_core.errors import InvalidInput, SessionOwned
 
 if TYPE_CHECKING:
     from fleet_core.endpoints import Role
@@ -104,6 +104,7 @@ class Optimization:
                 worker.exception()  # retrieved: the run stopped with OptimizationCancelled
             raise
         m = result.manifest
+        published = await self._publish_run(session_id)
         return OptimizationRun(
             version=m.version,
             gate_passed=m.gate.passed,
@@ -115,8 +116,24 @@ class Optimization:
             rollouts=result.rollouts,
             host_seconds=result.host_seconds,
             dataset_sizes=dict(m.dataset.get("sizes", {})),
-            notes=list(result.notes),
+            notes=list(result.notes) + published,
         )
+
+    async def _publish_run(self, session_id: str) -> list[str]:
+        """Publish the run's candidate to the shared store at once, as the Session's owner, so
+        every host lists it (``status``) without waiting for the owner's next commit; a note
+        when another process owns the Session (it stays on this host until then)."""
+        if self._runtime.store.blobs is None:
+            return []  # content is not shared: the candidate is where every reader looks
+        try:
+            await self._runtime.own_session(session_id)
+            await self._runtime.sync_session(session_id, publish=True)
+        except SessionOwned as exc:
+            return [
+                f"The candidate was saved on this host but not published: {exc.message}. "
+                "It is published with this host's next commit into the Session."
+            ]
+        return []
 
     async def status(self, session_id: str) -> OptimizationStatus:
         """The Session's candidates (newest last) with their gate verdicts, and the active
