@@ -4,22 +4,40 @@ Root and every child agent share one ``TurnControl``. Everything that waits or s
 the metered LMs charge it before each call, the interpreter checks it before and after each cell,
 and the delegation tools reserve child capacity from it. ``cancel`` and ``expire`` may be called
 from any thread; they run the registered interrupt hooks (sandbox cells, children) at once.
+
+A model call is not a cell: it blocks its thread in an HTTP read (or in a retry's backoff), where
+no check runs. ``interruptible`` runs such a call in a helper thread and returns as soon as the
+Turn stops or its deadline passes, whichever comes first (the deadline expires the Turn there, so
+the stop hooks run on time even if nothing else notices); waits inside the call (the embedded
+LM's backoff) use ``running_control()`` to end at the stop too.
 """
 
 from __future__ import annotations
 
+import contextvars
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, TypedDict
+from typing import Any, Literal, Protocol, TypedDict, TypeVar
 
 from fleet_core.errors import FleetError
 from fleet_core.event_payloads import BudgetUpdatePayload, Payload, StatusPayload
 from fleet_core.models import TURN_CANCELLED, Usage
 
 Terminal = Literal["cancelled", "deadline", "budget"]
+T = TypeVar("T")
+
+_running: contextvars.ContextVar[TurnControl | None] = contextvars.ContextVar(
+    "fleet_running_control", default=None
+)
+
+
+def running_control() -> TurnControl | None:
+    """The Turn whose ``interruptible`` call runs in this context (None outside one): what a
+    wait inside a model call (a retry's backoff) ends at."""
+    return _running.get()
 
 
 class Emit(Protocol):
@@ -210,6 +228,42 @@ class TurnControl:
         finally:
             with self._lock:
                 self._hooks.pop(key)
+
+    def interruptible(self, call: Callable[[], T]) -> T:
+        """``call()``, run in a helper thread, or the Turn-ending error as soon as the Turn stops
+        or its deadline passes (the deadline expires the Turn here). A call cut short is left
+        to finish in its thread; its own waits end at the stop (``running_control``)."""
+        self.check()
+        wake = threading.Event()
+        box: dict[str, Any] = {}
+        context = contextvars.copy_context()
+
+        def run() -> None:
+            _running.set(self)
+            try:
+                box["value"] = call()
+            except BaseException as exc:  # re-raised in the caller's thread
+                box["error"] = exc
+            finally:
+                wake.set()
+
+        helper = threading.Thread(target=context.run, args=(run,), daemon=True)
+        with self.on_stop(wake.set):
+            helper.start()
+            while not wake.wait(self.remaining_seconds()):
+                self.check()  # the deadline passed: expire (stop hooks run) and raise
+        if "error" in box:
+            raise box["error"]
+        if "value" not in box:
+            raise self.error()
+        return box["value"]  # type: ignore[no-any-return]
+
+    def pause(self, seconds: float) -> None:
+        """Sleep ``seconds``, or raise the Turn-ending error as soon as the Turn stops or its
+        deadline passes."""
+        remaining = self.remaining_seconds()
+        self._stopped.wait(seconds if remaining is None else min(seconds, remaining))
+        self.check()
 
     # --- budget ------------------------------------------------------------------------------
 

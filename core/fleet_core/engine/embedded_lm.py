@@ -8,7 +8,9 @@ Only ``__call__`` and ``acall`` are wrapped (every DSPy adapter and the engine c
 override of ``forward`` would turn DSPy's native lm15 path into its legacy one. DSPy's own
 retries are off (they would send the request again, a second later, without a new proof: just
 when a dead server's port may have been taken); this class retries transient failures itself,
-proving the server before each attempt.
+proving the server before each attempt. Inside a Turn, the wait before a retry ends at the Turn's
+cancel or deadline (``fleet_core.engine.control.running_control``), so a stopped Turn sends no
+more requests.
 
 Around each call it also keeps the server's KV state across restarts and reports the call's time
 on the server (:mod:`fleet_core.localmodel.slots`): the slot keeper restores the state saved for
@@ -26,6 +28,7 @@ from typing import Any
 import dspy
 from dspy.utils.exceptions import is_retryable_lm_error
 
+from fleet_core.engine.control import running_control
 from fleet_core.engine.metering import report_timings
 from fleet_core.localmodel.slots import (
     CallTimings,
@@ -101,7 +104,7 @@ class EmbeddedLM(dspy.LM):  # type: ignore[misc]
                 self._after(result, system, counters)
                 return result
             attempt += 1
-            time.sleep(wait)
+            _backoff(wait)
 
     async def acall(self, *args: Any, **kwargs: Any) -> Any:
         attempt = 0
@@ -115,6 +118,16 @@ class EmbeddedLM(dspy.LM):  # type: ignore[misc]
                     raise
             attempt += 1
             await asyncio.sleep(wait)
+
+
+def _backoff(seconds: float) -> None:
+    """Wait before a retry; inside a Turn's model call, end at once (raising the Turn's error)
+    when the Turn is cancelled or past its deadline, so no request is sent after it stopped."""
+    control = running_control()
+    if control is None:
+        time.sleep(seconds)
+        return
+    control.pause(seconds)
 
 
 def _is_request(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:

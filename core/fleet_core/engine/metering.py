@@ -4,7 +4,9 @@
 completion to the Turn's ``TurnControl`` (which raises to end the Turn when the budget is gone),
 then emits ``lm_start``/``lm_end`` with duration and the provider-reported token usage, and adds
 the call's wall time (and the server's prompt-processing and generation time, when the model
-reported it: :func:`report_timings`, called by the embedded model's LM) to the Turn's usage.
+reported it: :func:`report_timings`, called by the embedded model's LM) to the Turn's usage. The
+call runs through ``TurnControl.interruptible``: a cancel or the deadline ends it at once, even
+while the HTTP request or a retry's backoff is still waiting.
 """
 
 from __future__ import annotations
@@ -94,7 +96,7 @@ class MeteredLM(SandboxLM):  # type: ignore[misc]
         sink = _timings.set(server)
         try:
             with dspy.track_usage() as tracker:
-                result = call()
+                result = self._control.interruptible(call)  # ends at a stop or the deadline
             prompt, completion = _tokens(tracker.get_total_tokens())
             self._control.add_tokens(prompt, completion)
             return result

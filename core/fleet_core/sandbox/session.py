@@ -69,6 +69,7 @@ class CellSession:
         self._lock: asyncio.Lock | None = None
         self._limiter: anyio.CapacityLimiter | None = None
         self._host_code = False  # the running (or last) cell is the host's own code
+        self._interrupt_pending = False  # an interrupt that found no cell: the next one's
         self.rejected_frames = 0
 
     # -- backend hooks --------------------------------------------------------------------------
@@ -183,6 +184,7 @@ class CellSession:
             raise SandboxUnavailableError(f"Sandbox {self._id} is not started")
         async with self._lock:
             self._require_ready()
+            self._refuse_if_interrupted()
             limit = timeout or self._spec.limits.cell_timeout_seconds
             cell = CellGate(tools, policy, self._spec.limits)
             frame = exec_frame(
@@ -203,6 +205,17 @@ class CellSession:
         if self._state is SandboxState.FAILED:
             raise SandboxCrashedError(f"Sandbox {self._id}'s {self._GONE_TEXT}")
         raise SandboxUnavailableError(f"Sandbox {self._id} is {self._state.value}, not ready")
+
+    def _refuse_if_interrupted(self) -> None:
+        """An interrupt that came before this cell was registered (its caller's stop raced the
+        cell's start) cancels it unstarted. No await between this check and ``self._cell = cell``:
+        on the loop, an interrupt either lands here or finds the cell open."""
+        if self._interrupt_pending:
+            self._interrupt_pending = False
+            raise ExecutionCancelledError(
+                "The cell was cancelled before it started; REPL state kept",
+                state_preserved=True,
+            )
 
     async def _await_cell(self, cell: CellGate, timeout: float) -> ExecutionResult:
         try:
@@ -228,9 +241,11 @@ class CellSession:
 
     async def interrupt(self) -> None:
         """Cancel the running cell: SIGINT (state kept), the backend's hard stop after the
-        grace period (state lost)."""
+        grace period (state lost). An interrupt is never lost: with no cell running, the next
+        cell is cancelled before it starts (a stop that raced the cell's submission)."""
         cell = self._cell
         if cell is None or not cell.open:
+            self._interrupt_pending = True
             return
         cell_stop(cell, "cancelled")
         await self._soft_then_hard(cell)
