@@ -288,6 +288,10 @@ class EngineSettings(_Section):
     # code-first: after a program succeeds, show the model its result and the task once; it
     # answers OK or sends a corrected program (docs/engine.md#code-first-flex)
     small_self_check: bool = False
+    # code-first: a program that succeeded is checked by a second, independently sampled one;
+    # when their figures differ a third decides (docs/engine.md#the-small-model-profile). Off by
+    # default: it costs one or two more model calls a Turn, and its gain is not measured yet
+    small_vote: bool = False
 
 
 class MemorySettings(_Section):

@@ -37,6 +37,7 @@ from tests.engine.support import (
     dataset_session,
     fenced,
     quick_session,
+    recording_lm,
     task_cells,
 )
 
@@ -487,3 +488,150 @@ def test_the_profile_knows_the_embedded_models_context_window() -> None:
         EngineSettings(profile="small", small_max_tokens=2_000), embedded_root=True
     )
     assert wide.program_tokens == 2_000  # a re-ask never has less room than the first ask
+
+
+# --- 7a. where two cheap attempts disagree, the host decides ([engine] small_vote) ---------------
+
+VOTE = {**SMALL, "FLEET_ENGINE__SMALL_VOTE": "true"}
+MEANS = PROGRAM.replace("['revenue'].sum()", "['revenue'].mean()")  # plausible, wrong figures
+MAXES = PROGRAM.replace("['revenue'].sum()", "['revenue'].max()")
+
+
+async def test_two_disagreeing_programs_are_decided_by_a_third(open_runtime, lms, tmp_path):
+    """The first (greedy) program's figures are wrong; an independently sampled second one
+    disagrees, a third agrees with the second, and its answer and artifact stand."""
+    runtime = await open_runtime(**VOTE)
+    await quick_session(runtime, tmp_path)
+    lms.root = recording_lm([fenced(MEANS), fenced(PROGRAM), fenced(PROGRAM)])
+    result, events = await turn(runtime, TASK)
+    assert result.status == "completed", result.error
+    assert await artifact_rows(runtime) == EXPECTED
+    assert "150.5" in result.answer and "75.25" not in result.answer
+    assert task_cells(events) == [MEANS, PROGRAM, PROGRAM]
+    first, second, third = lms.root.engine_script.requests
+    assert second == first and third == first  # sampled from the first prompt alone
+    assert [c.temperature for c in lms.root.engine_script.configs][1:] == [0.7, 0.7]
+    assert result.usage.model_calls == 3  # every vote call is accounted
+
+
+async def test_two_agreeing_programs_need_no_third(open_runtime, lms, tmp_path) -> None:
+    runtime = await open_runtime(**VOTE)
+    await quick_session(runtime, tmp_path)
+    reworded = PROGRAM.replace("totals", "by_region")  # another program, the same figures
+    lms.root = scripted_lm([fenced(PROGRAM), fenced(reworded)])
+    result, events = await turn(runtime, TASK)
+    assert result.status == "completed", result.error
+    assert len(lms.root.engine_script.requests) == 2 and len(task_cells(events)) == 2
+    assert await artifact_rows(runtime) == EXPECTED
+
+
+async def test_without_a_majority_the_first_program_stands_with_its_artifact(
+    open_runtime, lms, tmp_path
+) -> None:
+    runtime = await open_runtime(**VOTE)
+    await quick_session(runtime, tmp_path)
+    lms.root = scripted_lm([fenced(PROGRAM), fenced(MEANS), fenced(MAXES)])
+    result, events = await turn(runtime, TASK)
+    assert result.status == "completed", result.error
+    assert "150.5" in result.answer and await artifact_rows(runtime) == EXPECTED  # restored
+    assert task_cells(events) == [PROGRAM, MEANS, MAXES, PROGRAM]
+
+
+async def test_the_vote_is_off_by_default(open_runtime, lms, tmp_path) -> None:
+    runtime = await open_runtime(**SMALL)
+    await quick_session(runtime, tmp_path)
+    lms.root = scripted_lm([fenced(MEANS)])
+    result, _ = await turn(runtime, TASK)
+    assert result.status == "completed" and len(lms.root.engine_script.requests) == 1
+
+
+def test_when_two_answers_agree() -> None:
+    from fleet_core.engine.repairs import figures, same_answer, same_number
+
+    assert figures("north 150.5, total 1,348.5 on 2024-01") == ["150.5", "1348.5", "2024", "01"]
+    assert same_number("0.41", "0.4123") and not same_number("0.41", "0.42")
+    tagged = "Print @r[value] @p_value[value] @significant[yes or no]."
+    assert same_answer(
+        tagged,
+        "@r[0.41] @p_value[0.01] @significant[Yes]",
+        "@r[0.4123] @p_value[0.012] @significant[yes] and more 7",
+    )
+    assert not same_answer(
+        tagged,
+        "@r[0.41] @p_value[0.01] @significant[yes]",
+        "@r[0.41] @p_value[0.01] @significant[no]",
+    )
+    assert same_answer("totals", "east 10.0\nnorth 150.5", "north 150.50\neast 10")
+    assert not same_answer("totals", "east 10.0\nnorth 150.5", "east 10.0\nnorth 75.25")
+    assert not same_answer("totals", "east 10.0", "east 10.0\nnorth 150.5")
+
+
+def test_a_vote_step_is_begun_only_within_the_budget() -> None:
+    from fleet_core.engine.control import TurnControl
+
+    control = TurnControl(max_units=2, timeout_seconds=None)
+    step = CodeFirst(lm=None, control=control, interpreter=None, profile=EngineProfile())  # type: ignore[arg-type]
+    assert step._affordable(2)
+    control.charge(1, "generation")
+    assert step._affordable(1) and not step._affordable(2)
+
+
+# --- 7b. a program that ran but left work undone is continued -----------------------------------
+
+UNWRITTEN = PROGRAM.replace("totals.to_csv('artifacts/revenue_by_region.csv', index=False)\n", "")
+FINISH = (
+    "os.makedirs('artifacts', exist_ok=True)\n"
+    "totals.to_csv('artifacts/revenue_by_region.csv', index=False)"
+)
+
+
+async def test_a_program_that_did_not_write_the_artifact_is_continued(
+    open_runtime, lms, tmp_path
+) -> None:
+    """The next step sees the first one's output and continues in the same session (it uses
+    the first program's ``totals``); run alone, as a repair would run it, it fails."""
+    runtime = await open_runtime(**SMALL)
+    await quick_session(runtime, tmp_path)
+    lms.root = scripted_lm([fenced(UNWRITTEN), fenced(FINISH)])
+    result, events = await turn(runtime, TASK)
+    assert result.status == "completed", result.error
+    assert result.outcome is not None and result.outcome.kind == "submitted"
+    assert await artifact_rows(runtime) == EXPECTED
+    assert task_cells(events) == [UNWRITTEN, FINISH]
+    first, second = lms.root.engine_script.requests
+    step = second[len(first) :]
+    assert "It is not finished: it did not write artifacts/revenue_by_region.csv" in step
+    assert "printed:\nregion  revenue" in step and "Its variables are still defined" in step
+    assert "north    150.5" in result.answer
+
+
+TWO_TAGS = (
+    "What are the total revenue and the row count of files/sales.csv? "
+    "Print @total[value] @rows[value]."
+)
+ONE_TAG = (
+    "df = pd.read_csv('files/sales.csv')\ntotal = df['revenue'].sum()\nprint(f'@total[{total}]')"
+)
+
+
+async def test_a_program_that_printed_some_of_the_tags_is_continued(open_runtime, lms, tmp_path):
+    runtime = await open_runtime(**SMALL)
+    await quick_session(runtime, tmp_path)
+    lms.root = scripted_lm([fenced(ONE_TAG), fenced("print(f'@rows[{len(df)}]')")])
+    result, _ = await turn(runtime, TWO_TAGS)
+    assert result.status == "completed", result.error
+    assert result.answer.strip() == "@total[411.0]\n@rows[5]"
+    assert (
+        'it does not print @rows[...]: print(f"@rows[{rows}]")'
+        in (lms.root.engine_script.requests[1])
+    )
+
+
+async def test_a_complete_program_is_not_continued(open_runtime, lms, tmp_path) -> None:
+    runtime = await open_runtime(**SMALL)
+    await quick_session(runtime, tmp_path)
+    both = ONE_TAG + "\nprint(f'@rows[{len(df)}]')"
+    lms.root = scripted_lm([fenced(both)])
+    result, events = await turn(runtime, TWO_TAGS)
+    assert result.status == "completed", result.error
+    assert len(lms.root.engine_script.requests) == 1 and task_cells(events) == [both]

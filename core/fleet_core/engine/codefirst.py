@@ -21,12 +21,16 @@ cut by the output cap is asked again with more room and never run; the tables' c
 exactly and a missing column's repair names the nearest real ones; a printed error is not a
 success; a failure seen again gets the failing line, then the inputs' shape, then a simpler
 plan; a task's ``@name[value]`` format is checked. The prelude defines the statistics helpers
-(engine/stathelpers.py).
+(engine/stathelpers.py). A program that ran cleanly but left a named artifact unwritten or some
+tags unprinted is continued in the same session (``_continue``), and with ``[engine]
+small_vote`` a second, independently sampled program checks the first one's figures, a third
+deciding when they differ (``_decide``).
 """
 
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,7 +62,9 @@ from fleet_core.engine.repairs import (
     format_problem,
     hidden_error,
     looks_cut,
+    same_answer,
     table_columns,
+    unfinished,
 )
 from fleet_core.engine.stathelpers import HELP as STATS_HELP
 
@@ -161,6 +167,16 @@ REPEAT_PENALTY = 1.1  # llama_cpp.server's own default, sent explicitly
 #: The first program is asked at ``[llm] temperature`` (greedy by default); every repair is
 #: sampled, so that it can leave the failed program's structure (docs/benchmarks.md).
 REPAIR_TEMPERATURE = 0.7
+#: ``[engine] small_vote``: the second and third programs are sampled from the first prompt alone
+#: (a fresh chat on the cached prefix), at this temperature, so they are independent draws.
+VOTE_TEMPERATURE = 0.7
+VOTE_MARGIN = 1.5  # a vote's next program is asked only if the deadline leaves this many calls
+CONTINUATIONS = 2  # steps that continue a program that ran cleanly but left work undone
+CONTINUE = (
+    "The program ran and printed:\n{output}\nIt is not finished: {what}.\n"
+    "Its variables are still defined (the same Python session). Reply with only the code that "
+    "finishes the task from there, in one ```python block; do not repeat what it already did."
+)
 
 _FENCE = re.compile(r"```[ \t]*(?:python|py|python3)?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL)
 _FIELD = re.compile(r"\[\[ ## \w+ ## \]\]")
@@ -336,6 +352,7 @@ class Attempt:
     reports: list[ArtifactReport] = field(default_factory=list)
     exception: str = ""  # a program that raised: its exception line
     cut: bool = False  # the reply was cut by the output cap: never run
+    unfinished: str = ""  # it ran cleanly but left this undone (a continuation may finish it)
 
 
 @dataclass(slots=True)
@@ -343,6 +360,7 @@ class CodeFirstResult:
     answer: str
     attempts: list[Attempt] = field(default_factory=list)
     fallback: str = ""  # why the answer comes from what a failing program left ('' : it ran)
+    vote: str = ""  # how ``small_vote`` decided ('' : no vote)
 
 
 class CodeFirst:
@@ -370,6 +388,10 @@ class CodeFirst:
         self._sources: list[str] = []  # the inputs a repair's help may show the shape of
         self._seen: set[str] = set()  # the failures already told (exception lines)
         self._help_level = 0  # how far the help for a failure seen again has gone
+        self._calls = 0  # model calls made by this run (a vote's cost estimate)
+        self._started = time.monotonic()
+        self._continued = 0  # continuation steps taken
+        self._vote = ""
 
     def _ask(
         self, messages: list[Any], temperature: float | None, budget: int | None = None
@@ -391,6 +413,7 @@ class CodeFirst:
         config = Config(max_tokens=budget, temperature=temperature, extensions=extensions)
         model = str(getattr(self.lm, "model", "") or "")
         request = Request(model=model, system=self.system, messages=tuple(messages), config=config)
+        self._calls += 1
         response = self.lm(request)
         text = getattr(response, "text", None)
         if text is None and isinstance(response, list) and response:
@@ -458,7 +481,9 @@ class CodeFirst:
         self._tables = task_tables(inputs)
         self._sources = [p for p in sources if p in inputs.task or p == dataset][:4]
         self._seen, self._help_level = set(), 0
-        messages: list[Any] = [Message.user(first_prompt(inputs))]
+        self._started, self._calls, self._continued, self._vote = time.monotonic(), 0, 0, ""
+        prompt = Message.user(first_prompt(inputs))
+        messages: list[Any] = [prompt]
         attempts: list[Attempt] = []
         failed: set[str] = set()
         last: Attempt | None = None  # the last program that failed
@@ -499,6 +524,7 @@ class CodeFirst:
                 runs += 1
                 attempt = self._run(interpreter, code)
                 attempts.append(attempt)
+                attempt = self._continue(interpreter, messages, attempt, attempts)
                 if attempt.error is None and self.profile.self_check and checked is None:
                     checked, checked_at, temperature = attempt, runs, None
                     result = self._answer(attempt)
@@ -507,7 +533,8 @@ class CodeFirst:
                     )
                     continue
                 if attempt.error is None:
-                    return CodeFirstResult(self._answer(attempt), attempts)
+                    chosen = self._decide(interpreter, prompt, attempt, attempts)
+                    return CodeFirstResult(self._answer(chosen), attempts, vote=self._vote)
                 if not attempt.advisory:
                     failed.add(normalized(code))
                     last = attempt
@@ -600,8 +627,103 @@ class CodeFirst:
         output = f"(The program's last step failed: {ran.exception or ran.error})"
         return self._answer(Attempt(ran.code, None, output, reports=after))
 
-    def _run(self, interpreter: TurnInterpreter, code: str) -> Attempt:
-        """Run one program and judge what it left: the first failure found is its error."""
+    def _affordable(self, calls: int) -> bool:
+        """Whether ``calls`` more model calls (and their programs) fit the Turn's budget and, at
+        this run's pace so far, its deadline: optional steps are not begun otherwise."""
+        control = self.control
+        if control.max_units - control.units < calls:
+            return False
+        remaining = control.remaining_seconds()
+        if remaining is None:
+            return True
+        pace = (time.monotonic() - self._started) / max(1, self._calls)
+        return remaining > VOTE_MARGIN * pace * calls
+
+    def _continue(
+        self,
+        interpreter: TurnInterpreter,
+        messages: list[Any],
+        attempt: Attempt,
+        attempts: list[Attempt],
+    ) -> Attempt:
+        """A program that ran cleanly but left work undone (a named artifact not written, some
+        of the task's tags not printed) gets a next step that sees its output and continues in
+        the same session (its variables kept), at most ``CONTINUATIONS`` times, within the
+        Turn's budget and deadline. Not a repair: no error is fed back. The result is the
+        steps judged together (their code and output joined)."""
+        while attempt.unfinished and self._continued < CONTINUATIONS and self._affordable(1):
+            self._continued += 1
+            shown = _tail(attempt.output.strip(), 600) or "(nothing)"
+            messages.append(Message.user(CONTINUE.format(output=shown, what=attempt.unfinished)))
+            reply = self._reply(messages, None)
+            code = reply.code
+            messages.append(Message.assistant([TextPart(f"```python\n{code}\n```")]))
+            if reply.cut or not code:
+                attempts.append(Attempt(code=code, error="cut by the output cap", cut=True))
+                return attempt
+            step = self._run(interpreter, code, before=attempt)
+            attempts.append(step)
+            if step.exception:  # the continuation raised: repaired as a whole program
+                return step
+            attempt = step
+        return attempt
+
+    def _decide(
+        self, interpreter: TurnInterpreter, prompt: Any, first: Attempt, attempts: list[Attempt]
+    ) -> Attempt:
+        """``[engine] small_vote``: a second program, sampled independently from the first
+        prompt, is run; if its figures agree with the first one's (``repairs.same_answer``) it
+        stands; if not, a third decides (the one it agrees with wins); with no majority, or
+        when a vote program fails, the first stands (run again, so that its artifacts are the
+        ones left). Each step is begun only within the Turn's budget and deadline."""
+        if not self.profile.vote or self._vote or not self._affordable(1):
+            return first
+        second = self._sample(interpreter, prompt, attempts)
+        if second is None:
+            self._vote = "the second program failed: the first stands"
+            return self._restore(interpreter, first)
+        if same_answer(self._task, self._answer(first), self._answer(second)):
+            self._vote = "two programs agreed"
+            return second
+        if not self._affordable(1):
+            self._vote = "two programs disagreed, no time for a third: the first stands"
+            return self._restore(interpreter, first)
+        third = self._sample(interpreter, prompt, attempts)
+        if third is not None:
+            for name, other in (("first", first), ("second", second)):
+                if same_answer(self._task, self._answer(other), self._answer(third)):
+                    self._vote = f"two programs disagreed; a third agreed with the {name}"
+                    return third
+        self._vote = "three programs disagreed: the first stands"
+        return self._restore(interpreter, first)
+
+    def _sample(
+        self, interpreter: TurnInterpreter, prompt: Any, attempts: list[Attempt]
+    ) -> Attempt | None:
+        """One independently sampled program (a fresh chat: the first prompt alone), run; None
+        when it was cut or did not fully succeed."""
+        self.control.check()
+        reply = self._reply([prompt], VOTE_TEMPERATURE)
+        if reply.cut or not reply.code:
+            attempts.append(Attempt(code=reply.code, error="cut by the output cap", cut=True))
+            return None
+        attempt = self._run(interpreter, reply.code)
+        attempts.append(attempt)
+        return attempt if attempt.error is None else None
+
+    def _restore(self, interpreter: TurnInterpreter, first: Attempt) -> Attempt:
+        """The first program run again when the task names artifacts (a vote program may have
+        overwritten them); its answer is the first run's when the rerun does not succeed."""
+        if not self._targets:
+            return first
+        again = self._run(interpreter, first.code)
+        return again if again.error is None else first
+
+    def _run(
+        self, interpreter: TurnInterpreter, code: str, before: Attempt | None = None
+    ) -> Attempt:
+        """Run one program (or a continuation of ``before``: then judged with it, their code
+        and output joined) and judge what it left: the first failure found is its error."""
         if not code:
             return Attempt(code=code, error=REPAIR.format(error="(the reply held no code)"))
         try:
@@ -618,6 +740,13 @@ class CodeFirst:
                 exception=exception_line(digest),
             )
         output = "" if result is None else str(result)
+        if before is not None:
+            code = f"{before.code}\n{code}"
+            output = "\n".join(p for p in (before.output.rstrip("\n"), output) if p)
+        return self._judge(interpreter, code, output)
+
+    def _judge(self, interpreter: TurnInterpreter, code: str, output: str) -> Attempt:
+        """What a program that ran left, judged (see ``_run``)."""
         reports = self._inspect(interpreter)
         attempt = Attempt(code=code, output=output, reports=reports)
         missing = [r.path for r in reports if not r.written]
@@ -626,6 +755,8 @@ class CodeFirst:
         doubts = [r for r in reports if r.doubt and program not in self._doubted.get(r.path, ())]
         hidden = hidden_error(code, output)
         shape = format_problem(self._task, output) if output.strip() else None
+        if hidden is None and not problems:
+            attempt.unfinished = unfinished(self._task, output, missing)
         if hidden is not None:  # a repair may not hide the error: not a success
             hint = column_hint(hidden, self._tables)
             attempt.error = HIDDEN.format(said=hidden, hint=f"\n{hint}" if hint else "")

@@ -12,7 +12,10 @@ functions the code-first loop (engine/codefirst.py) calls:
 - a failure seen again gets a different kind of help: the failing line, then the input's real
   shape, then a simpler plan (:func:`failing_line`, :data:`SHAPE_CELL`, :data:`SIMPLER`);
 - a task's stated answer format (``@name[value]``) is followed, and tables print without
-  pandas' index column (:func:`format_problem`).
+  pandas' index column (:func:`format_problem`);
+- a program that ran but left work undone is known (:func:`unfinished`), for a continuation;
+- two programs' answers agree or not (:func:`same_answer`: the tags' values, else every printed
+  figure, within rounding), for ``[engine] small_vote``.
 """
 
 from __future__ import annotations
@@ -372,3 +375,81 @@ def format_problem(task: str, output: str) -> str | None:
             "print(table.to_string(index=False))"
         )
     return None
+
+
+def missing_tags(task: str, output: str) -> list[str]:
+    """The task's ``@name[...]`` tags the output does not print, when it prints at least one of
+    them (a partial answer: the program did some of the work; none printed is a format miss)."""
+    tags = answer_tags(task)
+    printed = {m.group("name") for m in _TAG.finditer(output)}
+    missing = [t for t in tags if t not in printed]
+    return missing if len(missing) < len(tags) else []
+
+
+def unfinished(task: str, output: str, unwritten: list[str]) -> str:
+    """What a program that ran cleanly left undone ("" when nothing): the named artifacts it
+    did not write and the tags it did not print (:func:`missing_tags`)."""
+    parts: list[str] = []
+    if unwritten:
+        parts.append("it did not write " + ", ".join(unwritten))
+    tags = missing_tags(task, output)
+    if tags:
+        parts.append(f"it does not print {' '.join(f'@{t}[...]' for t in tags)}: {_fstring(tags)}")
+    return "; ".join(parts)
+
+
+# --- two programs' answers compared ---------------------------------------------------------
+
+_NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?(?![\w])")
+
+
+def figures(text: str) -> list[str]:
+    """The numbers an answer prints, as written (``1,348.5`` read as ``1348.5``)."""
+    return _NUMBER.findall(re.sub(r"(?<=\d),(?=\d{3}(?!\d))", "", text))
+
+
+def _decimals(number: str) -> int:
+    mantissa = number.lower().split("e", 1)[0]
+    return len(mantissa.split(".", 1)[1]) if "." in mantissa else 0
+
+
+def same_number(a: str, b: str) -> bool:
+    """Whether two printed numbers are the same figure within the coarser one's rounding
+    (``0.41`` and ``0.4123``; ``150`` and ``150.4``; not ``0.41`` and ``0.42``)."""
+    x, y = float(a), float(b)
+    tolerance = 0.5 * 10.0 ** -min(_decimals(a), _decimals(b))
+    return abs(x - y) <= tolerance + 1e-9 * max(abs(x), abs(y), 1.0)
+
+
+def _same_figures(a: list[str], b: list[str]) -> bool:
+    if len(a) != len(b):
+        return False
+    key = float
+    return all(
+        same_number(x, y) for x, y in zip(sorted(a, key=key), sorted(b, key=key), strict=True)
+    )
+
+
+def _tag_values(text: str) -> dict[str, str]:
+    return {m.group("name"): m.group("value").strip() for m in _TAG.finditer(text)}
+
+
+def same_answer(task: str, first: str, second: str) -> bool:
+    """Whether two programs' answers agree: the values of the task's ``@name[...]`` tags (numbers
+    within rounding, labels in any case), or, when it states no tags, every printed figure (the
+    output and the artifacts' heads) as a multiset, within rounding."""
+    tags = answer_tags(task)
+    if tags:
+        one, two = _tag_values(first), _tag_values(second)
+        for tag in tags:
+            x, y = one.get(tag), two.get(tag)
+            if x is None or y is None:
+                return False
+            numbers = figures(x), figures(y)
+            if numbers[0] or numbers[1]:
+                if not _same_figures(*numbers):
+                    return False
+            elif x.strip(" '\"").casefold() != y.strip(" '\"").casefold():
+                return False
+        return True
+    return _same_figures(figures(first), figures(second))
