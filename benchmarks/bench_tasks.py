@@ -295,7 +295,7 @@ def scripted_reference(instance: TaskInstance) -> Any:
 
 def environment(args: argparse.Namespace, root: Path, model_dir: Path) -> dict[str, str]:
     """The configured environment (a user's endpoint settings apply), with this run's own
-    state directory, no tracing, the profile and Turn deadline asked for."""
+    state directory, no tracing, the profile, Turn deadline and ``small_vote`` asked for."""
     dropped = ("FLEET_TEST_SCRIPT", "FLEET_DATABASE_URL")  # no stand-in model, no shared store
     environ = {k: v for k, v in os.environ.items() if k not in dropped}
     profile = "small" if args.dry_run and args.profile == "auto" else args.profile
@@ -306,6 +306,7 @@ def environment(args: argparse.Namespace, root: Path, model_dir: Path) -> dict[s
             "FLEET_ENGINE_PROFILE": profile,  # scripted programs are code-first replies
             "FLEET_TURN_TIMEOUT_SECONDS": str(args.timeout),
             "FLEET_LOCAL_MODEL__DIRECTORY": str(model_dir),
+            "FLEET_ENGINE__SMALL_VOTE": "true" if args.vote else "false",
         }
     )
     return environ
@@ -488,6 +489,9 @@ def parser() -> argparse.ArgumentParser:
     parsed.add_argument("--out", default="bench_tasks_report.json", help="the JSON report")
     parsed.add_argument("--no-baseline", action="store_true", help="the product arm only")
     parsed.add_argument("--dry-run", action="store_true", help="scripted reference programs")
+    parsed.add_argument(
+        "--vote", action="store_true", help="[engine] small_vote on (two programs compared)"
+    )
     parsed.add_argument(
         "--heldout-transcripts",
         action="store_true",
