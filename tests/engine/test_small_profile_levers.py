@@ -6,6 +6,7 @@ scripted model and the real local sandbox; each test fails without its lever."""
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import dspy
@@ -574,6 +575,14 @@ def test_a_vote_step_is_begun_only_within_the_budget() -> None:
     assert step._affordable(2)
     control.charge(1, "generation")
     assert step._affordable(1) and not step._affordable(2)
+    # and only when the deadline leaves 1.5 times this run's pace per call
+    now = [0.0]
+    timed = TurnControl(max_units=9, timeout_seconds=10, clock=lambda: now[0])
+    paced = CodeFirst(lm=None, control=timed, interpreter=None, profile=EngineProfile())  # type: ignore[arg-type]
+    paced._started, paced._calls = time.monotonic() - 4.0, 1  # 4 s a call so far
+    assert paced._affordable(1) and not paced._affordable(2)  # 10 s left: 6 s, not 12 s
+    now[0] = 5.0
+    assert not paced._affordable(1)
 
 
 # --- 7b. a program that ran but left work undone is continued -----------------------------------
