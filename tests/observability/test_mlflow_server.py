@@ -23,7 +23,7 @@ from fleet_core.engine.scripted_lm import action, route, submit
 from fleet_core.observability.destination import MlflowDestination
 from fleet_core.observability.mlflow_backend import MlflowBackend
 from tests.conftest import ADMIN_URL
-from tests.lsp.conftest import SALES, call, call_error, start_client, write_script
+from tests.lsp.conftest import SALES, call, start_client, write_script
 from tests.lsp.test_turns import QUICK_CODE
 from tests.lsp.test_turns import SCRIPT as TURNS_SCRIPT
 from tests.observability.mlflow_server import MlflowServer
@@ -122,6 +122,13 @@ def _wait_drained(database: str, seconds: float) -> None:
     assert _queued(database) == [], "traces stranded in the export queue"
 
 
+def _labels_on_server(server: MlflowServer, trace_id: str) -> dict[str, Any]:
+    destination = MlflowDestination(
+        "server", server.url, {"runtime": "fleet-lsp", "evaluation": "e", "optimization": "o"}
+    )
+    return MlflowBackend(destination).read_labels(trace_id) or {}
+
+
 def _found(server: MlflowServer, trace_ids: list[str]) -> dict[str, int]:
     destination = MlflowDestination(
         "server", server.url, {"runtime": "fleet-lsp", "evaluation": "e", "optimization": "o"}
@@ -195,11 +202,14 @@ async def test_two_servers_traces_arrive_once_and_an_outage_loses_and_strands_no
         assert elapsed < 2.0, f"fleet/trace/get waited {elapsed:.1f} s during the outage"
         assert doc["traceId"] == trace_id and "North" in doc["markdown"]  # from the queue
     started = time.monotonic()
-    refused = await call_error(a, "fleet/trace/label", {"traceId": during[0], "status": "approved"})
-    assert "Labels were not saved" in refused.message and time.monotonic() - started < 5
+    params = {"traceId": during[0], "status": "approved", "answer": "North"}
+    labelled = await call(a, "fleet/trace/label", params)
+    assert time.monotonic() - started < 5
+    assert any("queued" in m for m in labelled["messages"]), labelled  # saved, MLflow later
     await asyncio.sleep(3)  # the exporters keep failing with backoff; nothing is given up
     queued = dict(_queued(fleet_database))
-    assert set(queued) == set(during) and all(n >= 1 for n in queued.values())
+    assert set(queued) == {*during, f"labels:{during[0]}"}
+    assert all(queued[trace_id] >= 1 for trace_id in during)
 
     mlflow_server.start()  # same port, same backend store
     _wait_drained(fleet_database, 45)
@@ -207,6 +217,7 @@ async def test_two_servers_traces_arrive_once_and_an_outage_loses_and_strands_no
     writes = mlflow_server.trace_writes()
     if writes:  # the access log is on: one write per trace, none repeated
         assert writes == len(first + during), f"{writes} trace writes for 4 traces"
+    assert _labels_on_server(mlflow_server, during[0])["review_status"] == "approved"
     for client, trace_id in ((b, first[0]), (a, during[1])):  # any host reads any trace
         elapsed, doc = await _timed_get(client, trace_id)
         assert doc["traceId"] == trace_id and "North" in doc["markdown"]

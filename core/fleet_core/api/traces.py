@@ -11,7 +11,7 @@ import anyio.to_thread
 from fleet_core.api.host import RuntimeHost
 from fleet_core.api.records import TRACING_OFF, TracingStatus
 from fleet_core.api.threads import in_thread
-from fleet_core.errors import TurnNotFound
+from fleet_core.errors import FleetError, TurnNotFound
 from fleet_core.models import TurnSummary
 from fleet_core.observability.errors import TraceNotFound, TracingUnavailable
 from fleet_core.observability.traceview import stored_trace_view
@@ -64,8 +64,25 @@ class Traces:
             except Exception:  # TimeoutError, TracingUnavailable, the destination's own error
                 from fleet_core.observability.export import pending_view
 
-                return await in_thread(pending_view, pending)
-        return await in_thread(tracer.load_trace, trace_id)
+                view = await in_thread(pending_view, pending)
+                return await self._with_queued_labels(view)
+        return await self._with_queued_labels(await in_thread(tracer.load_trace, trace_id))
+
+    async def _with_queued_labels(self, view: TraceView) -> TraceView:
+        """A queued trace carries the store's labels; so does one whose label is still queued
+        for MLflow (saved during an outage)."""
+        from fleet_core.observability.export import labels_queue_id
+
+        store = self._runtime.store
+        if (
+            not view.pending
+            and await in_thread(store.pending_trace, labels_queue_id(view.trace_id)) is None
+        ):
+            return view
+        row = await in_thread(store.get_trace_labels, view.trace_id)
+        if row is not None:
+            view.labels = dict(row["labels"])
+        return view
 
     async def markdown(self, trace: str | TraceView) -> str:
         """A stored trace (by id, or as loaded) rendered as a markdown document."""
@@ -76,26 +93,29 @@ class Traces:
 
     async def label(self, trace_id: str, update: LabelUpdate) -> LabelResult:
         """Apply a partial label update to a trace (or the trace of a Turn id): MLflow
-        expectations on the trace and the store's row, with optimization eligibility."""
-        from fleet_core.evaluation.labels import LabelService
+        expectations on the trace and the store's row, with optimization eligibility. While
+        MLflow is unreachable the label is saved in the store and queued (the result's messages
+        say so); the exporter writes it to MLflow once the trace is there."""
+        from fleet_core.evaluation.labels import LabelService, LabelWriteFailed
+        from fleet_core.observability.redaction import Redactor
 
         resolved = await self._labelled_trace_id(trace_id)
-        backend = self._mlflow_tracer().backend
+        service = LabelService(self._runtime.store, self._mlflow_tracer().backend)
         try:
             # labels are MLflow expectations on the trace: a write in progress (the export a
             # trace read started, or another server's) is waited for until its claim lapses
             from fleet_core.observability.export import CLAIM_SECONDS
 
             await self.export(resolved, wait_seconds=CLAIM_SECONDS)
-        except Exception as exc:  # MLflow down or slow: the trace stays queued
-            from fleet_core.observability.redaction import Redactor
-
-            reason = Redactor.from_config(self._runtime.config).error(exc, 300)
-            raise TracingUnavailable(
-                f"Labels were not saved: trace '{resolved}' could not be exported to MLflow "
-                f"({reason}); nothing was changed. Label it again when MLflow is back."
-            ) from None
-        return await LabelService(self._runtime.store, backend).label(resolved, update)
+            return await service.label(resolved, update)
+        except (LabelWriteFailed, TracingUnavailable) as exc:  # MLflow down, slow or refusing
+            failure: Exception = exc
+        except FleetError:
+            raise  # not found, an invalid label, the store's own failure
+        except Exception as exc:  # MLflow's own error while exporting: the trace stays queued
+            failure = exc
+        reason = Redactor.from_config(self._runtime.config).error(failure, 300)
+        return await service.queue(resolved, update, await self.pending(resolved), reason)
 
     async def labels(self, trace_id: str) -> dict[str, Any] | None:
         """The store's label row of a trace (or of a Turn id's trace), ``None`` if unlabelled."""

@@ -24,8 +24,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from fleet_core.errors import FleetError, InvalidInput
 from fleet_core.modes import ReviewStatus, Route
+from fleet_core.observability.export import labels_queue_id
 
 if TYPE_CHECKING:
+    from fleet_core.observability.records import TraceRecord
     from fleet_core.store import Store
 
 MAX_EXPECTATIONS_BYTES = 256_000
@@ -40,6 +42,10 @@ class LabelSyncError(FleetError):
     """One of the two label stores was not written; re-running the same command repairs it."""
 
     kind = "LabelSyncError"
+
+
+class LabelWriteFailed(LabelSyncError):
+    """MLflow refused or could not take the labels; nothing was written (the caller queues)."""
 
 
 class _Strict(BaseModel):
@@ -313,9 +319,11 @@ class LabelService:
         turn = self.store.find_turn_by_trace(trace_id)
         turn_id = turn.turn_id if turn else None
         session_id = info.session_id
-        existing = self.backend.read_labels(trace_id)
+        queued = self.store.pending_trace(labels_queue_id(trace_id)) is not None
+        row = self.store.get_trace_labels(trace_id)
+        # a label queued during an outage is newer than MLflow's copy
+        existing = None if queued else self.backend.read_labels(trace_id)
         if existing is None:
-            row = self.store.get_trace_labels(trace_id)
             existing = dict(row["labels"]) if row else None
         base: dict[str, Any] = {"review_status": "approved", "source_group": session_id or trace_id}
         base |= existing or {}
@@ -330,7 +338,7 @@ class LabelService:
         except FleetError:
             raise
         except Exception as exc:
-            raise LabelSyncError(
+            raise LabelWriteFailed(
                 f"Labels were not saved: writing them to MLflow failed ({type(exc).__name__}: "
                 f"{str(exc)[:300]}); nothing was changed. Re-run the same command."
             ) from None
@@ -349,7 +357,65 @@ class LabelService:
                 f"({type(exc).__name__}: {str(exc)[:300]}); re-run the same command to "
                 "synchronize them."
             ) from None
+        if queued:  # superseded by what MLflow now has
+            self.store.drop_trace(labels_queue_id(trace_id))
         return LabelResult(trace_id, labels, eligible, reason, turn_id, session_id, messages)
+
+    async def queue(
+        self, trace_id: str, update: LabelUpdate, record: TraceRecord | None, reason: str
+    ) -> LabelResult:
+        """Save a label while MLflow is unreachable (runs in a worker thread): see
+        ``queue_sync``."""
+        return await anyio.to_thread.run_sync(self.queue_sync, trace_id, update, record, reason)
+
+    def queue_sync(
+        self, trace_id: str, update: LabelUpdate, record: TraceRecord | None, reason: str
+    ) -> LabelResult:
+        """The label row and its export to MLflow, queued in one transaction: the label counts
+        at once (listing, evaluation, optimization data, ``fleet/trace/get``) and the exporter
+        writes the expectations once the trace is in MLflow. ``record``: the trace's queued
+        record (None: the trace is in MLflow already). A trace neither queued nor of a Turn
+        here is refused with ``TracingUnavailable``."""
+        from fleet_core.observability.errors import TracingUnavailable
+        from fleet_core.observability.export import encode_labels
+
+        turn = self.store.find_turn_by_trace(trace_id)
+        if record is None and turn is None:
+            raise TracingUnavailable(
+                f"Labels were not saved: MLflow is unreachable ({reason}) and no Turn here has "
+                f"trace '{trace_id}'; nothing was changed."
+            )
+        info = _queued_info(trace_id, record, self.store.session_of_trace(trace_id))
+        turn_id = turn.turn_id if turn else info.turn_id
+        row = self.store.get_trace_labels(trace_id)
+        base: dict[str, Any] = {
+            "review_status": "approved",
+            "source_group": info.session_id or trace_id,
+        }
+        base |= dict(row["labels"]) if row else {}
+        labels = merge_labels(base, update)
+        eligible, ineligible = self._eligibility(labels, turn_id, info)
+        source_type = "CODE" if labels.review_status == "synthetic" else "HUMAN"
+        self.store.queue_trace_labels(
+            trace_id,
+            queue_id=labels_queue_id(trace_id),
+            session_id=info.session_id,
+            turn_id=turn_id,
+            labels=labels.wire(),
+            eligible=eligible,
+            ineligible_reason=ineligible,
+            payload=encode_labels(
+                labels.wire(), source_type=source_type, source_id=labels.reviewer
+            ),
+        )
+        messages = [
+            f"MLflow is unreachable ({reason}): the labels are saved and queued; they are "
+            "written to MLflow when the trace is exported (fleet-lsp trace export --status)."
+        ]
+        messages += [] if eligible else [ineligible or ""]
+        return LabelResult(
+            trace_id, labels, eligible, ineligible, turn_id, info.session_id, messages
+        )
 
     def _eligibility(
         self, labels: TraceLabels, turn_id: str | None, info: Any
@@ -378,3 +444,26 @@ class LabelService:
         if traced and traced != digest:
             return False, "The trace references a different replay snapshot than the store holds."
         return True, None
+
+
+def _queued_info(trace_id: str, record: TraceRecord | None, session_id: str | None) -> Any:
+    """What labelling needs of a trace MLflow cannot show now: from its queued record, else
+    from the store's Turn (the replay digest is then checked against the store alone)."""
+    from fleet_core.observability import attributes as attr
+    from fleet_core.observability.mlflow_backend import TraceInfoView
+
+    if record is None:
+        return TraceInfoView(trace_id, session_id, None, None, False, "OK", None)
+    root = next((s for s in record.spans if s.parent_id is None), None)
+    replay = record.tags.get(attr.REPLAY_SHA256) or (
+        root.attributes.get(attr.REPLAY_SHA256) if root is not None else None
+    )
+    return TraceInfoView(
+        trace_id=trace_id,
+        session_id=record.metadata.get(attr.TRACE_SESSION) or session_id,
+        turn_id=record.metadata.get(attr.TURN_ID) or record.client_request_id,
+        replay_sha256=str(replay) if replay else None,
+        replay_selected=False,
+        state=record.state,
+        experiment_id=None,
+    )

@@ -15,10 +15,16 @@ across all servers, not one per commit per server. Nothing is ever given up: the
 exporter keeps retrying until the row is exported or an operator drops it (``fleet-lsp trace
 export --drop``). The queue is bounded (``max_pending``: the oldest are dropped, with a warning).
 Until exported, a trace is "pending" and reads answer from the queued record.
+
+Labels written while MLflow is unreachable queue the same way: the store's label row and a queue
+row ``labels:<trace id>`` (scope ``labels``, the expectations to log) commit together, so the
+label is saved at once; the exporter logs them once the trace itself is in MLflow (right after
+the trace's own export, else with the same per-row backoff).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 import threading
@@ -26,7 +32,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from fleet_core.observability.errors import TracingUnavailable
 from fleet_core.observability.records import TraceRecord, decode_record
@@ -44,6 +50,27 @@ RETRY_SECONDS = 30.0  # the background exporter looks at the queue at least this
 CLAIM_SECONDS = 120.0  # an attempt's claim on a row; longer than any bounded MLflow call
 ONE_WAIT_SECONDS = 30.0  # export_one waits this long for another exporter's write
 _FOREVER = datetime.max.replace(tzinfo=UTC)
+LABELS_SCOPE = "labels"  # a queued label's row (its trace's own row has its Turn's scope)
+_LABELS_PREFIX = "labels:"
+
+
+def labels_queue_id(trace_id: str) -> str:
+    """The queue row of a label saved while MLflow was unreachable."""
+    return f"{_LABELS_PREFIX}{trace_id}"
+
+
+def encode_labels(labels: dict[str, Any], *, source_type: str, source_id: str) -> bytes:
+    """A queued label's record: what ``MlflowBackend.log_labels`` is called with."""
+    payload = {"labels": labels, "source_type": source_type, "source_id": source_id}
+    return json.dumps(payload, sort_keys=True).encode()
+
+
+class LabelWriter(Protocol):
+    """Where queued labels go (``MlflowBackend``)."""
+
+    def log_labels(
+        self, trace_id: str, labels: dict[str, Any], *, source_type: str, source_id: str
+    ) -> None: ...
 
 
 class QueuedTrace(Protocol):
@@ -199,8 +226,11 @@ class TraceExporter:
 
     def _export(self, row: QueuedTrace) -> None:
         try:
-            record = decode_record(row.record)
-            self._tracer.export(record, _scope(row.scope))
+            if row.scope == LABELS_SCOPE:
+                self._write_labels(row)
+            else:
+                record = decode_record(row.record)
+                self._tracer.export(record, _scope(row.scope))
         except Exception as exc:
             message = self._redactor.error(exc, 500)
             delay = self._backoff.delay(row.attempts + 1)
@@ -215,6 +245,38 @@ class TraceExporter:
             )
             raise
         self._queue.trace_exported(row.trace_id)
+        if row.scope != LABELS_SCOPE:
+            self._follow_labels(row.trace_id)
+
+    def _write_labels(self, row: QueuedTrace) -> None:
+        """Log a queued label's expectations; its trace must be in MLflow first."""
+        trace_id = row.trace_id.removeprefix(_LABELS_PREFIX)
+        if self._queue.pending_trace(trace_id) is not None:
+            raise TracingUnavailable(
+                f"trace '{trace_id}' is not exported yet; its label is written right after it"
+            )
+        writer: LabelWriter | None = getattr(self._tracer, "backend", None)
+        if writer is None:
+            raise TracingUnavailable("tracing is off: queued labels wait for a destination")
+        payload = json.loads(row.record)
+        writer.log_labels(
+            trace_id,
+            payload["labels"],
+            source_type=str(payload["source_type"]),
+            source_id=str(payload["source_id"]),
+        )
+
+    def _follow_labels(self, trace_id: str) -> None:
+        """A trace just exported: write its queued label now, even if it is backing off (a
+        failure keeps it queued with its backoff)."""
+        queue_id = labels_queue_id(trace_id)
+        queued = self._queue.pending_trace(queue_id)
+        if queued is None or not self._queue.claim_trace(queue_id, _now() + self._claim, _FOREVER):
+            return
+        try:
+            self._export(queued)
+        except Exception:  # logged and queued with its backoff by _export
+            return
 
     def _prune(self) -> int:
         dropped = self._queue.prune_pending_traces(self._max_pending)

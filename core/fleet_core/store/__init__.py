@@ -952,14 +952,74 @@ class Store:
             "ineligible_reason": ineligible_reason,
             "updated_at": now(),
         }
+        with self.engine.begin() as conn:
+            self._upsert_labels(conn, trace_id, values)
+
+    def _upsert_labels(self, conn: Connection, trace_id: str, values: dict[str, Any]) -> None:
         table = schema.trace_labels
         dialect_insert = pg_insert if self.backend == "postgresql" else sqlite_insert
         upsert = dialect_insert(table).values(trace_id=trace_id, **values)
         # One statement: two reviewers labelling at once both land (the later wins); an
         # insert that lost the race used to abort PostgreSQL's transaction before its update.
         upsert = upsert.on_conflict_do_update(index_elements=[table.c.trace_id], set_=values)
+        conn.execute(upsert)
+
+    @_write
+    def queue_trace_labels(
+        self,
+        trace_id: str,
+        *,
+        queue_id: str,
+        session_id: str | None,
+        turn_id: str | None,
+        labels: dict[str, Any],
+        eligible: bool,
+        ineligible_reason: str | None,
+        payload: bytes,
+    ) -> None:
+        """Labels saved while MLflow is unreachable: the label row and its export (queue row
+        ``queue_id``, scope ``labels``, due now) in one transaction; a label queued earlier for
+        the trace is replaced (fleet_core.observability.export writes it to MLflow)."""
+        stamp = now()
+        values = {
+            "session_id": session_id,
+            "turn_id": turn_id,
+            "labels": labels,
+            "eligible": eligible,
+            "ineligible_reason": ineligible_reason,
+            "updated_at": stamp,
+        }
+        queued = {
+            "record": payload,
+            "attempts": 0,
+            "last_error": None,
+            "next_attempt_at": None,
+            "updated_at": stamp,
+        }
+        table = schema.trace_exports
+        dialect_insert = pg_insert if self.backend == "postgresql" else sqlite_insert
+        upsert = dialect_insert(table).values(
+            trace_id=queue_id,
+            session_id=session_id or "",
+            turn_id=turn_id or "",
+            scope="labels",
+            created_at=stamp,
+            **queued,
+        )
         with self.engine.begin() as conn:
-            conn.execute(upsert)
+            self._upsert_labels(conn, trace_id, values)
+            conn.execute(
+                upsert.on_conflict_do_update(index_elements=[table.c.trace_id], set_=queued)
+            )
+
+    @_read
+    def session_of_trace(self, trace_id: str) -> str | None:
+        """The Session of the Turn whose trace this is (None: no Turn here has it)."""
+        with self.engine.connect() as conn:
+            found = conn.execute(
+                select(schema.turns.c.session_id).where(schema.turns.c.trace_id == trace_id)
+            ).scalar_one_or_none()
+        return None if found is None else str(found)
 
     @_read
     def get_trace_labels(self, trace_id: str) -> dict[str, Any] | None:
