@@ -7,12 +7,16 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 import secrets
 from collections.abc import Iterable, Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from fleet_core.blobs.base import READ_CHUNK, BlobCorrupt, BlobMissing, check_digest
+
+_DIGEST = re.compile(r"[0-9a-f]{64}")
 
 
 class DirectoryBlobStore:
@@ -30,6 +34,8 @@ class DirectoryBlobStore:
     def put(self, conn: Any, digest: str, source: Path, size: int) -> None:
         final = self.path_of(digest)
         if final.is_file() and final.stat().st_size == size:
+            with contextlib.suppress(FileNotFoundError):
+                os.utime(final)  # fresh again: a sweep of strays spares it (content.sweep_strays)
             return
         staging = self.root / ".staging"
         staging.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -69,6 +75,16 @@ class DirectoryBlobStore:
         for digest in digests:
             with contextlib.suppress(FileNotFoundError):
                 self.path_of(digest).unlink()
+
+    def stray_candidates(self, older_than: datetime) -> list[str]:
+        """Digests of blobs last written before ``older_than`` (the sweep checks the index)."""
+        cutoff = older_than.timestamp()
+        found: list[str] = []
+        for path in self.root.glob("??/??/*"):
+            with contextlib.suppress(FileNotFoundError):
+                if _DIGEST.fullmatch(path.name) and path.stat().st_mtime < cutoff:
+                    found.append(path.name)
+        return found
 
     def exists(self, digest: str) -> bool:
         return self.path_of(digest).is_file()

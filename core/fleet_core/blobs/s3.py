@@ -7,7 +7,9 @@ Every request is bounded by a timeout and obstore's retry policy (docs/storage.m
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +24,7 @@ from fleet_core.errors import ConfigError, StoreError
 if TYPE_CHECKING:  # typed dicts of obstore's stubs only
     from obstore.store import ClientConfig, S3Config
 
+_DIGEST = re.compile(r"[0-9a-f]{64}")
 REQUEST_TIMEOUT = "30s"
 CONNECT_TIMEOUT = "5s"
 
@@ -85,6 +88,19 @@ class ObjectBlobStore:
             return
         except BaseError as exc:
             raise StoreError(f"Cannot delete blobs from {self.where}: {_reason(exc)}") from None
+
+    def stray_candidates(self, older_than: datetime) -> list[str]:
+        """Digests of objects last written before ``older_than`` (the sweep checks the index)."""
+        found: list[str] = []
+        try:
+            for batch in obstore.list(self.store):
+                for meta in batch:
+                    name = str(meta["path"]).rsplit("/", 1)[-1]
+                    if _DIGEST.fullmatch(name) and meta["last_modified"] < older_than:
+                        found.append(name)
+        except BaseError as exc:
+            raise StoreError(f"Cannot list blobs in {self.where}: {_reason(exc)}") from None
+        return found
 
     def exists(self, digest: str) -> bool:
         try:

@@ -449,13 +449,17 @@ class Store:
 
     @_write
     def collect_blobs(self, grace_seconds: float, *, limit: int = content.GC_BATCH) -> int:
-        """Delete blobs no Session refers to and no commit touched within ``grace_seconds``
-        (at most ``limit`` per call); returns how many were deleted."""
+        """Delete blobs no Session refers to and no commit touched within ``grace_seconds``,
+        and objects of an ``s3`` or ``directory`` backend older than that which no index row
+        names (left by rolled-back commits), at most ``limit`` of each per call; returns how
+        many were deleted."""
         if self.blobs is None:
             return 0
         with self.engine.begin() as conn:
             cutoff = content.grace_cutoff(now(), grace_seconds)
-            return len(content.collect_garbage(conn, self.blobs, older_than=cutoff, limit=limit))
+            gone = content.collect_garbage(conn, self.blobs, older_than=cutoff, limit=limit)
+            strays = content.sweep_strays(conn, self.blobs, older_than=cutoff, limit=limit)
+        return len(gone) + len(strays)
 
     @_read
     def blob_counts(self) -> tuple[int, int]:

@@ -219,6 +219,34 @@ def collect_garbage(
     return digests
 
 
+def sweep_strays(
+    conn: Connection, backend: BlobStore, *, older_than: datetime, limit: int = GC_BATCH
+) -> list[str]:
+    """Delete up to ``limit`` objects of an ``s3`` or ``directory`` backend that no index row
+    names (a put whose transaction rolled back) and that were written before ``older_than``:
+    a commit in flight inserts its index row before its put, and a put that finds its object
+    already there refreshes it, so the grace period spares every object a commit is using."""
+    listing = getattr(backend, "stray_candidates", None)
+    if listing is None:
+        return []  # the database backend's bytes roll back with their transaction
+    candidates: list[str] = listing(older_than)
+    strays: list[str] = []
+    for start in range(0, len(candidates), GC_BATCH):
+        batch = candidates[start : start + GC_BATCH]
+        indexed = set(
+            conn.execute(
+                select(schema.blobs.c.digest).where(schema.blobs.c.digest.in_(batch))
+            ).scalars()
+        )
+        strays += [digest for digest in batch if digest not in indexed]
+        if len(strays) >= limit:
+            break
+    strays = strays[:limit]
+    if strays:
+        backend.delete(conn, strays)
+    return strays
+
+
 def counts(conn: Connection) -> tuple[int, int]:
     """(blobs indexed, their bytes)."""
     row = conn.execute(
