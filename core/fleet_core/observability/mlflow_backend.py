@@ -16,8 +16,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Iterator, Mapping, MutableMapping
-from contextlib import contextmanager
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,7 @@ from fleet_core.observability.records import SpanRecord, TraceRecord
 from fleet_core.observability.redaction import NO_SECRETS, Redactor
 from fleet_core.observability.traceview import TraceView, build_view
 from fleet_core.offline import apply_offline_defaults
+from fleet_core.store.database import advisory_lock
 
 log = logging.getLogger(__name__)
 LABELS_ASSESSMENT = "fleet.labels"
@@ -104,7 +104,8 @@ class MlflowBackend:
                     from mlflow import MlflowClient
                     from mlflow.tracing.client import TracingClient
 
-                with _schema_lock(self.tracking_uri):  # the clients open (and migrate) the store
+                # the clients open (and migrate) the store: one process at a time
+                with advisory_lock(self.tracking_uri, MLFLOW_SCHEMA_LOCK):
                     self._client = MlflowClient(tracking_uri=self.tracking_uri)
                     self._tracing = TracingClient(self.tracking_uri)
             return self._client, self._tracing
@@ -356,27 +357,6 @@ class MlflowBackend:
     def get_run(self, run_id: str) -> Any:
         client, _ = self._clients()
         return client.get_run(run_id)
-
-
-@contextmanager
-def _schema_lock(tracking_uri: str) -> Iterator[None]:
-    """Hold a PostgreSQL advisory lock while MLflow opens a store in that database: MLflow
-    creates and migrates its tables on first use with no lock of its own (only a file lock on
-    one host), so two servers starting on a fresh shared database would both migrate and one
-    would fail. Other databases (SQLite: one host, MLflow's file lock) need nothing."""
-    if urlsplit(tracking_uri).scheme.split("+")[0] not in ("postgresql", "postgres"):
-        yield
-        return
-    from sqlalchemy import create_engine, text
-    from sqlalchemy.pool import NullPool
-
-    engine = create_engine(tracking_uri, poolclass=NullPool)
-    try:
-        with engine.begin() as conn:  # the lock is released when this transaction ends
-            conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MLFLOW_SCHEMA_LOCK})
-            yield
-    finally:
-        engine.dispose()
 
 
 def rows_to_columns(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:

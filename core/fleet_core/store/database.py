@@ -13,7 +13,7 @@ from filelock import FileLock
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError
-from sqlalchemy.pool import QueuePool
+from sqlalchemy.pool import NullPool, QueuePool
 
 from fleet_core.errors import ConfigError, StoreError
 
@@ -96,6 +96,22 @@ def migrate(engine: Engine, lock_dir: Path) -> None:
     with engine.begin() as connection:
         connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
         _upgrade(connection)
+
+
+@contextmanager
+def advisory_lock(url: str, key: int) -> Iterator[None]:
+    """Hold PostgreSQL's transaction-scoped advisory lock ``key`` on a connection of its own
+    for the block (other processes taking it wait); other databases need none and pass."""
+    if make_url(url).drivername.split("+")[0] not in ("postgresql", "postgres"):
+        yield
+        return
+    engine = create_engine(url, poolclass=NullPool)
+    try:
+        with engine.begin() as conn:  # the lock is released when this transaction ends
+            conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": key})
+            yield
+    finally:
+        engine.dispose()
 
 
 def _upgrade(connection: Any) -> None:
