@@ -40,6 +40,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from functools import partial
@@ -80,6 +81,8 @@ class Outcome:
     prompt_tokens: int | None
     completion_tokens: int | None
     route: str | None = None
+    answer_kind: str | None = None  # the TurnResult's outcome: submitted, extracted, partial, ...
+    split: dict[str, float | None] = field(default_factory=dict)  # where the Turn's time went
     transcript: dict[str, Any] | None = None  # tune half (or --heldout-transcripts) only
     load: float = field(default_factory=lambda: round(os.getloadavg()[0], 2))
 
@@ -141,6 +144,24 @@ class ArmResult:
     completion_tokens: int | None
     route: str | None
     transcript: dict[str, Any]
+    answer_kind: str | None = None
+    split: dict[str, float | None] = field(default_factory=dict)
+
+
+def time_split(seconds: float, usage: Any) -> dict[str, float | None]:
+    """A Turn's seconds by where they went: the server's prompt processing and generation,
+    other time inside model calls, cells in the sandbox, and the host (the rest)."""
+    model = usage.model_seconds or 0.0
+    sandbox = usage.sandbox_seconds or 0.0
+    prompt, generation = usage.prompt_seconds, usage.generation_seconds
+    known = (prompt or 0.0) + (generation or 0.0)
+    return {
+        "prompt": None if prompt is None else round(prompt, 2),
+        "generation": None if generation is None else round(generation, 2),
+        "model_other": round(max(0.0, model - known), 2),
+        "sandbox": round(sandbox, 2),
+        "host": round(max(0.0, seconds - model - sandbox), 2),
+    }
 
 
 async def run_product(
@@ -168,6 +189,8 @@ async def run_product(
         completion_tokens=usage.output_tokens,
         route=result.route,
         transcript={"answer": (result.answer or "")[:800], "cells": cell_trail(events)},
+        answer_kind=result.outcome.kind if result.outcome is not None else None,
+        split=time_split(seconds, usage),
     )
 
 
@@ -360,6 +383,8 @@ async def run_instance(
                         prompt_tokens=got.prompt_tokens,
                         completion_tokens=got.completion_tokens,
                         route=got.route,
+                        answer_kind=got.answer_kind,
+                        split=got.split,
                         transcript=got.transcript if keep else None,
                         load=load,
                     )
@@ -390,8 +415,26 @@ def summarize(outcomes: list[Outcome]) -> dict[str, dict[str, dict[str, Any]]]:
             "median_prompt_tokens": statistics.median(tokens) if tokens else None,
             "prompt_tokens": sum(tokens) if tokens else None,
             "families": {f: f"{sum(v)}/{len(v)}" for f, v in families.items()},
+            "answer_kinds": dict(Counter(o.answer_kind for o in group if o.answer_kind)),
+            "median_split": median_split(group),
         }
     return summary
+
+
+def median_split(group: list[Outcome]) -> dict[str, float]:
+    """Per part of a Turn's time, the median seconds over the runs that report it, and the
+    host + sandbox share of all the runs' time."""
+    parts: dict[str, list[float]] = {}
+    for o in group:
+        for part, value in o.split.items():
+            if value is not None:
+                parts.setdefault(part, []).append(value)
+    found = {part: round(statistics.median(values), 2) for part, values in parts.items()}
+    total = sum(o.seconds for o in group if o.split)
+    if total > 0:
+        overhead = sum((o.split.get("host") or 0) + (o.split.get("sandbox") or 0) for o in group)
+        found["host_sandbox_share"] = round(overhead / total, 4)
+    return found
 
 
 def table(summary: dict[str, dict[str, dict[str, Any]]]) -> str:
@@ -407,6 +450,25 @@ def table(summary: dict[str, dict[str, dict[str, Any]]]) -> str:
                 f"{s['max_seconds']} | {s['median_model_calls']} / {s['model_calls']} | "
                 f"{s['median_prompt_tokens']} / {s['prompt_tokens']} |"
             )
+    rows = [(h, a, s) for h, arms in summary.items() for a, s in arms.items()]
+    splits = [row for row in rows if row[2]["median_split"]]
+    if splits:
+        lines += [
+            "",
+            "| half | arm | answers | median s: prompt / generation / other model / sandbox "
+            "/ host | host + sandbox share |",
+            "|---|---|---|---|---|",
+        ]
+    for half, arm, s in splits:
+        m = s["median_split"]
+        kinds = ", ".join(f"{k} {n}" for k, n in sorted(s["answer_kinds"].items())) or "-"
+        parts = " / ".join(
+            str(m.get(p, "-")) for p in ("prompt", "generation", "model_other", "sandbox", "host")
+        )
+        share = m.get("host_sandbox_share")
+        lines.append(
+            f"| {half} | {arm} | {kinds} | {parts} | {'-' if share is None else f'{share:.1%}'} |"
+        )
     return "\n".join(lines)
 
 

@@ -477,5 +477,37 @@ async def test_the_baseline_and_product_arms_run_in_the_sandbox(tmp_path: Path) 
         assert "ValueError" in failed.transcript["error"]
         product = await bench_tasks.run_product(runtime, instance, src)
         assert (product.status, product.verdict.ok, product.route) == ("completed", True, "flex")
+        assert product.answer_kind == "submitted"
+        assert product.split["sandbox"] > 0, "the reference program ran cells in the sandbox"
+        assert product.split["host"] <= product.seconds
     finally:
         await runtime.close()
+
+
+def test_the_report_gives_each_arm_its_answer_kinds_and_time_split() -> None:
+    import bench_tasks
+
+    def run(arm: str, seconds: float, kind: str | None, split: dict[str, float | None]) -> object:
+        return bench_tasks.Outcome(
+            family="top_k", half="heldout", arm=arm, run=1, seed=1, status="completed",
+            correct=kind == "submitted", why="ok", seconds=seconds, model_calls=2,
+            prompt_tokens=10, completion_tokens=5, answer_kind=kind, split=split,
+        )  # fmt: skip
+
+    split = {"prompt": 6.0, "generation": 2.0, "model_other": 0.0, "sandbox": 1.0, "host": 1.0}
+    outcomes = [
+        run("product", 10.0, "submitted", split),
+        run("product", 20.0, "extracted", {**split, "prompt": 16.0}),
+        run("baseline", 5.0, None, {}),
+    ]
+    summary = bench_tasks.summarize(outcomes)  # type: ignore[arg-type]
+    product = summary["heldout"]["product"]
+    assert product["answer_kinds"] == {"submitted": 1, "extracted": 1}
+    assert product["median_split"]["prompt"] == 11.0
+    assert product["median_split"]["host_sandbox_share"] == round(4 / 30, 4)
+    assert summary["heldout"]["baseline"]["median_split"] == {}
+    rendered = bench_tasks.table(summary)
+    assert "| heldout | product | extracted 1, submitted 1 | 11.0 / 2.0 / 0.0 / 1.0 / 1.0 |" in (
+        rendered
+    )
+    assert "13.3%" in rendered and "| heldout | baseline | -" not in rendered
