@@ -11,10 +11,10 @@ from pathlib import Path
 
 from fleet_core.api import FleetRuntime
 from fleet_core.config import EffectiveConfig, load_config
-from fleet_core.engine.scripted_lm import SwitchableLms, route, scripted_lm, submit
+from fleet_core.engine.scripted_lm import SwitchableLms
 from fleet_core.evaluation.labels import LabelUpdate
-from fleet_core.models import TurnRequest
 from fleet_core.observability.tracing import MlflowTracer
+from tests.observability.turns import rlm_turn as _turn
 
 
 def _dead_port() -> int:
@@ -37,18 +37,6 @@ async def _open(state: Path, lms: SwitchableLms, *, down: bool) -> FleetRuntime:
     return await FleetRuntime.open(
         _config(state, down=down), lm_provider=lms, trace_export="deferred"
     )
-
-
-async def _turn(runtime: FleetRuntime, lms: SwitchableLms) -> str:
-    session = await runtime.new_session()
-    lms.root = scripted_lm([submit("'42'")])
-    lms.sub = scripted_lm(rules={"[[ ## route ## ]]": route("rlm")})
-    result = await runtime.run_turn(
-        TurnRequest(session_id=session.session_id, task="say 42", mode="rlm")
-    )
-    assert result.status == "completed", result.error
-    assert result.trace_id
-    return result.trace_id
 
 
 UPDATE = LabelUpdate(review_status="approved", expected_answer="42", expected_values=["42"])

@@ -17,8 +17,7 @@ import pytest
 
 from fleet_core.api import FleetRuntime
 from fleet_core.config import EffectiveConfig
-from fleet_core.engine.scripted_lm import SwitchableLms, route, scripted_lm, submit
-from fleet_core.models import TurnRequest
+from fleet_core.engine.scripted_lm import SwitchableLms
 from fleet_core.observability.errors import TraceNotFound
 from fleet_core.observability.export import TraceExporter
 from fleet_core.observability.records import (
@@ -30,6 +29,7 @@ from fleet_core.observability.records import (
 from fleet_core.observability.sample_turn import scripted_turn_events, scripted_turn_result
 from fleet_core.observability.tracing import MlflowTracer, create_tracer
 from tests.observability.conftest import make_config
+from tests.observability.turns import rlm_turn as _turn
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -45,18 +45,6 @@ async def deferred_runtime(
     assert await anyio.to_thread.run_sync(runtime.store.count_pending_traces) == 0
     yield runtime
     await runtime.close()
-
-
-async def _turn(runtime: FleetRuntime, lms: SwitchableLms, answer: str = "'42'") -> str:
-    session = await runtime.new_session()
-    lms.root = scripted_lm([submit(answer)])
-    lms.sub = scripted_lm(rules={"[[ ## route ## ]]": route("rlm")})
-    result = await runtime.run_turn(
-        TurnRequest(session_id=session.session_id, task="say 42", mode="rlm")
-    )
-    assert result.status == "completed", result.error
-    assert result.trace_id
-    return result.trace_id
 
 
 async def test_a_turn_queues_its_trace_in_its_commit_and_one_export_writes_it_once(

@@ -948,14 +948,7 @@ class Store:
         ineligible_reason: str | None,
     ) -> None:
         """Insert or replace the review labels of one trace."""
-        values = {
-            "session_id": session_id,
-            "turn_id": turn_id,
-            "labels": labels,
-            "eligible": eligible,
-            "ineligible_reason": ineligible_reason,
-            "updated_at": now(),
-        }
+        values = _label_row(session_id, turn_id, labels, eligible, ineligible_reason, now())
         with self.engine.begin() as conn:
             self._upsert_labels(conn, trace_id, values)
 
@@ -985,14 +978,7 @@ class Store:
         ``queue_id``, scope ``labels``, due now) in one transaction; a label queued earlier for
         the trace is replaced (fleet_core.observability.export writes it to MLflow)."""
         stamp = now()
-        values = {
-            "session_id": session_id,
-            "turn_id": turn_id,
-            "labels": labels,
-            "eligible": eligible,
-            "ineligible_reason": ineligible_reason,
-            "updated_at": stamp,
-        }
+        values = _label_row(session_id, turn_id, labels, eligible, ineligible_reason, stamp)
         queued = {
             "record": payload,
             "attempts": 0,
@@ -1245,3 +1231,22 @@ def _trace_export(row: RowMapping) -> TraceExport:
         next_attempt_at=_utc(row["next_attempt_at"]) if row["next_attempt_at"] else None,
         created_at=_utc(row["created_at"]),
     )
+
+
+def _label_row(
+    session_id: str | None,
+    turn_id: str | None,
+    labels: dict[str, Any],
+    eligible: bool,
+    ineligible_reason: str | None,
+    stamp: datetime,
+) -> dict[str, Any]:
+    """A ``trace_labels`` row's values but its trace id."""
+    return {
+        "session_id": session_id,
+        "turn_id": turn_id,
+        "labels": labels,
+        "eligible": eligible,
+        "ineligible_reason": ineligible_reason,
+        "updated_at": stamp,
+    }
