@@ -62,11 +62,13 @@ from fleet_core.engine.repairs import (
     format_problem,
     hidden_error,
     looks_cut,
+    own_raise_hint,
     same_answer,
     table_columns,
     unfinished,
 )
-from fleet_core.engine.stathelpers import HELP as STATS_HELP
+from fleet_core.engine.statprompt import drop_helper_imports, stats_help, unpacking_hint
+from fleet_core.engine.textinputs import table_reader, text_block, text_inputs
 
 SYSTEM = """You write one complete Python 3 program for the user's task. It runs in a sandbox \
 whose working directory is the workspace: input files are under files/, and output files go \
@@ -137,6 +139,7 @@ CUT = (
     "Your program was cut off: it was longer than the {tokens} tokens a reply may hold. Write "
     "a shorter program (fewer comments, no repeated code), in one ```python block."
 )
+MISREAD = "a text file read as a table"  # the failure's key: a program stopped before it ran
 CUT_RETRIES = 2  # a cut reply is asked again with more room at most this many times
 CONTEXT_MARGIN = 48  # tokens kept free of prompt and reply (chat template, estimate error)
 MIN_ROOM = 256  # older repairs are dropped from the chat when less than this would be left
@@ -253,19 +256,22 @@ def error_digest(text: str) -> str:
     return _tail("\n".join(keep), ERROR_CHARS)
 
 
-_STATS_WORDS = re.compile(
-    r"correlat|p-value|p_value|significan|t-test|ttest|normal(?:ity|ly)|regress|"
-    r"least.squares|slope|intercept|r.squared|\brmse\b|shapiro",
-    re.IGNORECASE,
-)
+def task_inputs(inputs: TurnInputs) -> list[str]:
+    """The input files the task names, with the dataset first."""
+    paths = [p for p in manifest_inputs(inputs.workspace_manifest) if p in inputs.task]
+    if inputs.dataset is not None and inputs.dataset.path not in paths:
+        paths.insert(0, inputs.dataset.path)
+    return paths
 
 
 def task_tables(inputs: TurnInputs) -> dict[str, list[tuple[str, str]]]:
     """The columns of the dataset and of the CSV inputs the task names (from the previews)."""
-    paths = [p for p in manifest_inputs(inputs.workspace_manifest) if p in inputs.task]
-    if inputs.dataset is not None and inputs.dataset.path not in paths:
-        paths.insert(0, inputs.dataset.path)
-    return table_columns(inputs.workspace_manifest, paths)
+    return table_columns(inputs.workspace_manifest, task_inputs(inputs))
+
+
+def task_texts(inputs: TurnInputs) -> dict[str, str]:
+    """The line-oriented text inputs among them, with their first lines (engine/textinputs.py)."""
+    return text_inputs(inputs.workspace_manifest, task_inputs(inputs))
 
 
 _EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b")
@@ -296,11 +302,15 @@ def first_prompt(inputs: TurnInputs) -> str:
     columns = columns_block(task_tables(inputs))
     if columns:
         parts.append(columns)
+    texts = text_block(task_texts(inputs))
+    if texts:
+        parts.append(texts)
     memory = inputs.memory_summary.strip()
     if memory:
         parts.append(_tail(memory, MEMORY_CHARS))
-    if _STATS_WORDS.search(inputs.task):
-        parts.append(STATS_HELP)
+    helpers = stats_help(inputs.task)
+    if helpers:
+        parts.append(helpers)
     parts.append(f"Task: {inputs.task}")
     answer_format = format_line(inputs.task)
     if answer_format:
@@ -479,6 +489,7 @@ class CodeFirst:
         self._doubted = {}
         self._task = inputs.task
         self._tables = task_tables(inputs)
+        self._texts = task_texts(inputs)
         self._sources = [p for p in sources if p in inputs.task or p == dataset][:4]
         self._seen, self._help_level = set(), 0
         self._started, self._calls, self._continued, self._vote = time.monotonic(), 0, 0, ""
@@ -515,6 +526,16 @@ class CodeFirst:
                     and approves(reply.text, checked.code)
                 ):
                     return CodeFirstResult(self._answer(checked), attempts)
+                misread = table_reader(code, self._texts)
+                if misread is not None and normalized(code) not in failed:  # never run
+                    last = Attempt(
+                        code=code, error=misread, exception="a text file read as a table"
+                    )
+                    attempts.append(last)
+                    failed.add(normalized(code))
+                    temperature = REPAIR_TEMPERATURE
+                    messages.append(Message.user(misread))
+                    continue
                 if normalized(code) in failed and last is not None:  # ask again, warmer
                     attempts.append(Attempt(code=code, error="repeated a failed program"))
                     temperature = REPAIR_TEMPERATURE
@@ -726,6 +747,7 @@ class CodeFirst:
         and output joined) and judge what it left: the first failure found is its error."""
         if not code:
             return Attempt(code=code, error=REPAIR.format(error="(the reply held no code)"))
+        code = drop_helper_imports(code)
         try:
             result = interpreter.execute(code, None)
         except TurnStopped:
@@ -733,7 +755,12 @@ class CodeFirst:
         except (CodeExecutionError, SyntaxError) as exc:
             self.control.check()
             digest = error_digest(str(exc))
-            hint = column_hint(digest, self._tables)
+            hints = (
+                column_hint(digest, self._tables),
+                unpacking_hint(digest, code),
+                own_raise_hint(digest, code),
+            )
+            hint = "\n".join(h for h in hints if h)
             return Attempt(
                 code=code,
                 error=REPAIR.format(error=digest + (f"\n{hint}" if hint else "")),

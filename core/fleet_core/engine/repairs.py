@@ -11,6 +11,8 @@ functions the code-first loop (engine/codefirst.py) calls:
   exist" in place of the failing step, is not a success (:func:`hidden_error`);
 - a failure seen again gets a different kind of help: the failing line, then the input's real
   shape, then a simpler plan (:func:`failing_line`, :data:`SHAPE_CELL`, :data:`SIMPLER`);
+- a program that fails on its own ``raise`` is told the task did not ask for that check
+  (:func:`own_raise_hint`);
 - a task's stated answer format (``@name[value]``) is followed, and tables print without
   pandas' index column (:func:`format_problem`);
 - a program that ran but left work undone is known (:func:`unfinished`), for a continuation;
@@ -265,6 +267,20 @@ def failing_line(error: str, code: str) -> tuple[int, str] | None:
     if not 1 <= number <= len(lines):
         return None
     return number, lines[number - 1].strip()
+
+
+OWN_RAISE = (
+    "That error is raised by the program itself (line {number}: {text}). The task does not "
+    "ask for that check: remove it and compute what the task asks."
+)
+
+
+def own_raise_hint(error: str, code: str) -> str:
+    """For a program that failed on its own ``raise`` statement: the task did not ask for it."""
+    located = failing_line(error, code)
+    if located is None or not re.match(r"raise\b", located[1]):
+        return ""
+    return OWN_RAISE.format(number=located[0], text=located[1])
 
 
 #: A host cell that prints what each input really holds (run in the sandbox, after the prelude).

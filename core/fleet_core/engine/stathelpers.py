@@ -6,8 +6,8 @@ again). Each helper returns its main figures as a tuple in a documented order (`
 correlation(x, y)``), each also named (``.p_value``, ``['p_value']``, scipy's ``.pvalue``):
 the first measured run refused tuple unpacking, and the model did not recover from that.
 The code-first host runs this file's source as a host cell in the sandbox (after its prelude),
-so it imports nothing of fleet_core and only scipy, numpy and pandas, lazily. ``HELP`` is what
-the prompt says about them.
+so it imports nothing of fleet_core and only scipy, numpy and pandas, lazily. ``SIGNATURES`` is
+what the prompt says about them (engine/statprompt.py picks the ones a task needs).
 """
 
 from __future__ import annotations
@@ -15,16 +15,21 @@ from __future__ import annotations
 import math
 from typing import Any
 
-HELP = (
-    "Helpers already defined (use them for these statistics; each result unpacks in the order "
-    "shown and its parts are also named, c.p_value or c['p_value']): "
-    "stat, p_value = normality(x) (Shapiro-Wilk; also .normal: p >= 0.05, .test); "
-    "t, p_value = ttest(a, b, equal_var=True) (two independent samples; ttest(a, mu=m) tests "
-    "one sample's mean; also .significant: p < 0.05); "
-    "r, p_value = correlation(x, y, method='pearson'|'spearman') (also .n); "
-    "slope, intercept, r_squared, p_value = linear_fit(x, y); "
-    "r_squared, rmse, mae, mse = regression_metrics(y_true, y_pred). Each drops missing values."
+SIGNATURES = {  # each helper as the prompt shows it
+    "normality": "stat, p_value = normality(x) (Shapiro-Wilk; also .normal: p >= 0.05, .test)",
+    "ttest": (
+        "t, p_value = ttest(a, b, equal_var=True) (two independent samples; ttest(a, mu=m) "
+        "tests one sample's mean; also .significant: p < 0.05)"
+    ),
+    "correlation": "r, p_value = correlation(x, y, method='pearson'|'spearman') (also .n)",
+    "linear_fit": "slope, intercept, r_squared, p_value = linear_fit(x, y)",
+    "regression_metrics": "r_squared, rmse, mae, mse = regression_metrics(y_true, y_pred)",
+}
+HELP_INTRO = (
+    "Helpers already defined (do not import them; use them for these statistics; each result "
+    "unpacks in the order shown and its parts are also named, c.p_value or c['p_value']): "
 )
+HELP = HELP_INTRO + "; ".join(SIGNATURES.values()) + ". Each drops missing values."
 
 
 class Result(tuple):  # type: ignore[type-arg]

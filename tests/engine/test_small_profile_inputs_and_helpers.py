@@ -1,0 +1,197 @@
+"""Code-first levers from the tune half's transcripts (docs/benchmarks.md, runs of 2026-12-06):
+a text log shown split into fields and never read as a table, the statistics helpers shown
+only as the task needs them, never imported, and their results unpacked as documented, and a
+program's own ``raise`` not taken for a failing step. Each Turn runs with the scripted model
+and the real local sandbox; each test fails without its lever."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fleet_core.engine.scripted_lm import scripted_lm
+from fleet_core.engine.statprompt import drop_helper_imports, helpers_for, stats_help
+from fleet_core.engine.textinputs import line_fields, table_reader
+from fleet_core.models import TurnRequest
+from tests.engine.support import dataset_session, fenced, task_cells
+
+SMALL = {"FLEET_ENGINE_PROFILE": "small"}
+
+ACCESS_LOG = (
+    '10.0.3.7 - - [04/Mar/2025:08:00:12 +0000] "GET /login HTTP/1.1" 200 5120 "-" '
+    '"Mozilla/5.0 (X11; Linux x86_64)" rt=0.120\n'
+    '10.0.1.9 - - [04/Mar/2025:08:00:40 +0000] "POST /api/v1/cart HTTP/1.1" 502 88 "-" '
+    '"curl/8.5.0" rt=1.900\n'
+    '10.0.2.4 - - [04/Mar/2025:08:01:02 +0000] "GET /api/v1/cart?page=2 HTTP/1.1" 503 12 "-" '
+    '"curl/8.5.0" rt=2.010\n'
+)
+LOG_TASK = (
+    "files/access.log is a web server's access log. Print the number of 5xx responses as "
+    "@server_errors[N]."
+)
+AS_TABLE = (
+    "df = pd.read_csv('files/access.log', sep=' ', names=['ip', 'agent', 'status'])\n"
+    "print(f\"@server_errors[{(df['status'] >= 500).sum()}]\")"
+)
+BY_LINES = (
+    "errors = 0\n"
+    "for line in open('files/access.log'):\n"
+    "    status = int(line.split('\"')[2].split()[0])\n"
+    "    if status >= 500:\n"
+    "        errors += 1\n"
+    'print(f"@server_errors[{errors}]")'
+)
+
+ADS = "week,TV Spend ($k),Units Sold\n1,10,120\n2,20,190\n3,30,310\n4,40,390\n5,50,510\n"
+FIT_TASK = (
+    "Fit a least-squares straight line that predicts 'Units Sold' from 'TV Spend ($k)' in "
+    "files/ads.csv and print @slope[value] rounded to three decimals."
+)
+FIT_GOOD = (
+    "df = pd.read_csv('files/ads.csv')\n"
+    "slope, intercept, r_squared, p_value = linear_fit(df['TV Spend ($k)'], df['Units Sold'])\n"
+    'print(f"@slope[{slope:.3f}]")'
+)
+SLOPE = "@slope[9.800]"
+
+
+async def turn(runtime: Any, task: str) -> tuple[Any, list[Any]]:
+    events: list[Any] = []
+    result = await runtime.run_turn(TurnRequest(session_id="s", task=task), on_event=events.append)
+    return result, events
+
+
+# --- a text log: shown split into fields, never read as a table --------------------------------
+
+
+async def test_a_logs_first_line_is_shown_split_into_its_fields(open_runtime, lms, tmp_path):
+    runtime = await open_runtime(**SMALL)
+    await dataset_session(runtime, tmp_path, "access.log", ACCESS_LOG)
+    lms.root = scripted_lm([fenced(BY_LINES)])
+    result, _ = await turn(runtime, LOG_TASK)
+    assert result.status == "completed", result.error
+    assert result.answer.strip() == "@server_errors[2]"
+    prompt = lms.root.engine_script.requests[0]
+    assert "files/access.log is text, not a table: read it line by line with open()" in prompt
+    assert "line.split() -> [0] '10.0.3.7', [1] '-'" in prompt
+    assert "[1] 'GET /login HTTP/1.1', [2] ' 200 5120 '" in prompt
+
+
+async def test_a_program_reading_a_log_as_a_table_is_not_run_and_told_to_read_lines(
+    open_runtime, lms, tmp_path
+) -> None:
+    runtime = await open_runtime(**SMALL)
+    await dataset_session(runtime, tmp_path, "access.log", ACCESS_LOG)
+    lms.root = scripted_lm([fenced(AS_TABLE), fenced(BY_LINES)])
+    result, events = await turn(runtime, LOG_TASK)
+    assert result.status == "completed", result.error
+    assert result.outcome is not None and result.outcome.kind == "submitted"
+    assert result.answer.strip() == "@server_errors[2]"
+    assert task_cells(events) == [BY_LINES]  # the table reading never ran
+    told = lms.root.engine_script.requests[1]
+    assert "it reads files/access.log with pandas.read_csv, but files/access.log is a text" in told
+    assert "line.split('\"') -> [0] '10.0.3.7 - - [04/Mar/2025:08:00:12 +0000] '" in told
+
+
+async def test_a_table_reading_sent_again_is_a_repeated_failed_program(
+    open_runtime, lms, tmp_path
+) -> None:
+    runtime = await open_runtime(**SMALL)
+    await dataset_session(runtime, tmp_path, "access.log", ACCESS_LOG)
+    lms.root = scripted_lm([fenced(AS_TABLE), fenced(AS_TABLE), fenced(BY_LINES)])
+    result, events = await turn(runtime, LOG_TASK)
+    assert result.status == "completed", result.error
+    assert task_cells(events) == [BY_LINES]
+    assert "You sent the same program again" in lms.root.engine_script.requests[2]
+
+
+def test_which_readings_of_a_text_file_are_caught() -> None:
+    texts = {"files/access.log": '1.2.3.4 - "GET / HTTP/1.1" 200'}
+    assert table_reader("pd.read_csv('files/access.log', sep=' ')", texts) is not None
+    assert table_reader('df = pandas.read_table(r"./files/access.log")', texts) is not None
+    assert table_reader("pd.read_fwf( 'files/access.log' )", texts) is not None
+    assert table_reader("pd.read_csv('files/orders.csv')", texts) is None
+    assert table_reader("lines = open('files/access.log').readlines()", texts) is None
+    assert "line.split('\"')" not in line_fields("a b c")  # no quotes: whitespace fields only
+
+
+# --- the statistics helpers --------------------------------------------------------------------
+
+
+def test_only_the_helpers_the_task_calls_for_are_shown() -> None:
+    assert helpers_for(FIT_TASK) == ["linear_fit"]
+    assert helpers_for("Is 'score' normally distributed (Shapiro-Wilk)?") == ["normality"]
+    assert helpers_for("Report the Pearson correlation and its p-value.") == ["correlation"]
+    assert helpers_for("Give the p-value.") == [  # statistics, no helper named: all of them
+        "normality",
+        "ttest",
+        "correlation",
+        "linear_fit",
+        "regression_metrics",
+    ]
+    assert helpers_for("Sum the revenue per region.") == []
+    shown = stats_help(FIT_TASK)
+    assert "linear_fit(x, y)" in shown and "normality" not in shown and "ttest" not in shown
+
+
+async def test_an_import_of_a_helper_is_dropped_before_the_program_runs(
+    open_runtime, lms, tmp_path
+) -> None:
+    """``from scipy.stats import normality`` (the first line of a tune transcript's program)
+    would raise ImportError: the helpers are defined, not importable."""
+    runtime = await open_runtime(**SMALL)
+    await dataset_session(runtime, tmp_path, "ads.csv", ADS)
+    importing = "from scipy.stats import linregress, normality\n" + FIT_GOOD
+    lms.root = scripted_lm([fenced(importing)])
+    result, events = await turn(runtime, FIT_TASK)
+    assert result.status == "completed", result.error
+    assert result.answer.strip() == SLOPE
+    assert len(lms.root.engine_script.requests) == 1
+    assert task_cells(events)[0].startswith("from scipy.stats import linregress\n")
+
+
+def test_what_dropping_a_helper_import_leaves() -> None:
+    assert drop_helper_imports("from scipy.stats import normality\nx = 1") == (
+        "pass  # (host: a statistics helper is already defined, not imported)\nx = 1"
+    )
+    block = "if True:\n    from stats import ttest as t\n"
+    assert drop_helper_imports(block).splitlines()[1].startswith("    pass  # (host:")
+    assert drop_helper_imports("import scipy.stats\nprint(1)") == "import scipy.stats\nprint(1)"
+    assert drop_helper_imports("from x import (\n") == "from x import (\n"  # no parse: as is
+
+
+async def test_a_helper_unpacked_into_too_few_names_is_told_its_signature(
+    open_runtime, lms, tmp_path
+) -> None:
+    runtime = await open_runtime(**SMALL)
+    await dataset_session(runtime, tmp_path, "ads.csv", ADS)
+    three = FIT_GOOD.replace("r_squared, p_value =", "r_squared =")
+    lms.root = scripted_lm([fenced(three), fenced(FIT_GOOD)])
+    result, _ = await turn(runtime, FIT_TASK)
+    assert result.status == "completed", result.error
+    assert result.answer.strip() == SLOPE
+    repair = lms.root.engine_script.requests[1]
+    assert "too many values to unpack" in repair
+    assert (
+        "linear_fit() returns, in this order: slope, intercept, r_squared, p_value = "
+        "linear_fit(x, y)." in repair
+    )
+
+
+async def test_a_program_failing_on_its_own_raise_is_told_the_task_did_not_ask_for_it(
+    open_runtime, lms, tmp_path
+) -> None:
+    runtime = await open_runtime(**SMALL)
+    await dataset_session(runtime, tmp_path, "ads.csv", ADS)
+    checking = (
+        "df = pd.read_csv('files/ads.csv')\n"
+        "if normality(df['TV Spend ($k)']).p_value < 0.99:\n"
+        "    raise ValueError('The data is not normally distributed')\n" + FIT_GOOD
+    )
+    lms.root = scripted_lm([fenced(checking), fenced(FIT_GOOD)])
+    result, _ = await turn(runtime, FIT_TASK)
+    assert result.status == "completed", result.error
+    repair = lms.root.engine_script.requests[1]
+    assert (
+        "That error is raised by the program itself (line 3: raise ValueError('The data is "
+        "not normally distributed')). The task does not ask for that check" in repair
+    )
