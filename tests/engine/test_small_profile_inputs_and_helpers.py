@@ -1,15 +1,17 @@
 """Code-first levers from the tune half's transcripts (docs/benchmarks.md, runs of 2026-12-06):
 a text log shown split into fields and never read as a table, the statistics helpers shown
-only as the task needs them, never imported, and their results unpacked as documented, and a
-program's own ``raise`` not taken for a failing step. Each Turn runs with the scripted model
+only as the task needs them, never imported, and their results unpacked as documented, a
+program's own ``raise`` not taken for a failing step, and a grouped result's labels kept when
+it is written with ``index=False``. Each Turn runs with the scripted model
 and the real local sandbox; each test fails without its lever."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from fleet_core.engine.rewrites import drop_helper_imports, keep_index_labels
 from fleet_core.engine.scripted_lm import scripted_lm
-from fleet_core.engine.statprompt import drop_helper_imports, helpers_for, stats_help
+from fleet_core.engine.statprompt import helpers_for, stats_help
 from fleet_core.engine.textinputs import line_fields, table_reader
 from fleet_core.models import TurnRequest
 from tests.engine.support import dataset_session, fenced, task_cells
@@ -195,3 +197,73 @@ async def test_a_program_failing_on_its_own_raise_is_told_the_task_did_not_ask_f
         "That error is raised by the program itself (line 3: raise ValueError('The data is "
         "not normally distributed')). The task does not ask for that check" in repair
     )
+
+
+# --- a grouped result's labels kept -------------------------------------------------------------
+
+CUSTOMERS = "customer_id,Segment\nC1,Retail\nC2,Corporate\nC3,Retail\n"
+INVOICES = "Invoice,CustomerID,Total ($)\n1,C1,10.5\n2,C2,20\n3,C3,4.5\n4,C2,1\n"
+JOIN_TASK = (
+    "Join files/invoices.csv to files/customers.csv and save the total 'Total ($)' per Segment "
+    "to artifacts/segment_totals.csv."
+)
+JOIN_PROGRAM = (
+    "customers = pd.read_csv('files/customers.csv')\n"
+    "invoices = pd.read_csv('files/invoices.csv')\n"
+    "merged = customers.merge(invoices, left_on='customer_id', right_on='CustomerID')\n"
+    "totals = merged.groupby('Segment')['Total ($)'].sum().round(2)\n"
+    "os.makedirs('artifacts', exist_ok=True)\n"
+    "totals.to_csv('artifacts/segment_totals.csv', index=False)\n"
+    "print(totals.to_string())"
+)
+
+
+async def test_a_grouped_result_written_with_index_false_keeps_its_labels(
+    open_runtime, lms, tmp_path
+) -> None:
+    """The join_tables transcript: right figures, but the Segment labels lost by
+    ``Series.to_csv(index=False)``; the host keeps them, with no repair call."""
+    runtime = await open_runtime(**SMALL)
+    await dataset_session(runtime, tmp_path, "invoices.csv", INVOICES)
+    source = tmp_path / "customers.csv"
+    source.write_text(CUSTOMERS)
+    await runtime.attach("s", source)
+    lms.root = scripted_lm([fenced(JOIN_PROGRAM)])
+    result, events = await turn(runtime, JOIN_TASK)
+    assert result.status == "completed", result.error
+    assert result.outcome is not None and result.outcome.kind == "submitted"
+    written = (await runtime.read_file("s", "artifacts/segment_totals.csv")).decode()
+    assert written.splitlines() == ["Segment,Total ($)", "Corporate,21.0", "Retail,15.0"]
+    assert len(lms.root.engine_script.requests) == 1
+    assert "_fleet_keep_labels(totals).to_csv(" in task_cells(events)[0]
+
+
+def test_which_writes_keep_their_labels() -> None:
+    assert keep_index_labels("t.to_csv('a.csv', index=False)") == (
+        "_fleet_keep_labels(t).to_csv('a.csv', index=False)"
+    )
+    chained = "df.groupby('é')['x'].sum().to_csv(p, index=False)  # é"
+    assert keep_index_labels(chained) == (
+        "_fleet_keep_labels(df.groupby('é')['x'].sum()).to_csv(p, index=False)  # é"
+    )
+    assert keep_index_labels("t.to_csv('a.csv')") == "t.to_csv('a.csv')"  # the index kept anyway
+    assert keep_index_labels("t.to_json('a.json', index=False)") == (
+        "t.to_json('a.json', index=False)"
+    )
+
+
+def test_the_label_keeper_resets_only_a_named_index() -> None:
+    import pandas as pd
+
+    from fleet_core.engine.rewrites import KEEP_LABELS_SOURCE
+
+    space: dict[str, Any] = {}
+    exec(KEEP_LABELS_SOURCE, space)
+    keep = space["_fleet_keep_labels"]
+    grouped = pd.DataFrame({"g": ["a", "b", "a"], "v": [1, 2, 3]}).groupby("g")["v"].sum()
+    assert list(keep(grouped).columns) == ["g", "v"]
+    plain = pd.DataFrame({"v": [1, 2]})
+    assert keep(plain) is plain  # a RangeIndex holds no labels
+    clash = pd.DataFrame({"g": [1]}, index=pd.Index(["x"], name="g"))
+    assert keep(clash) is clash  # reset_index would fail: left as written
+    assert keep("not a table") == "not a table"

@@ -67,7 +67,8 @@ from fleet_core.engine.repairs import (
     table_columns,
     unfinished,
 )
-from fleet_core.engine.statprompt import drop_helper_imports, stats_help, unpacking_hint
+from fleet_core.engine.rewrites import KEEP_LABELS_SOURCE, prepare
+from fleet_core.engine.statprompt import stats_help, unpacking_hint
 from fleet_core.engine.textinputs import table_reader, text_block, text_inputs
 
 SYSTEM = """You write one complete Python 3 program for the user's task. It runs in a sandbox \
@@ -319,13 +320,13 @@ def first_prompt(inputs: TurnInputs) -> str:
 
 
 def prelude() -> str:
-    """The host's first cell: ``PRELUDE``, then the statistics helpers' source
-    (engine/stathelpers.py, without its ``__future__`` import)."""
+    """The host's first cell: ``PRELUDE``, the label keeper of engine/rewrites.py, then the
+    statistics helpers' source (engine/stathelpers.py, without its ``__future__`` import)."""
     from fleet_core.engine import stathelpers
 
     source = Path(stathelpers.__file__).read_text(encoding="utf-8")
     source = source.replace("from __future__ import annotations\n", "")
-    return f"{PRELUDE}\n{source}"
+    return f"{PRELUDE}\n{KEEP_LABELS_SOURCE}\n{source}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -747,7 +748,7 @@ class CodeFirst:
         and output joined) and judge what it left: the first failure found is its error."""
         if not code:
             return Attempt(code=code, error=REPAIR.format(error="(the reply held no code)"))
-        code = drop_helper_imports(code)
+        code = prepare(code)  # the host's fixes (engine/rewrites.py), line numbers kept
         try:
             result = interpreter.execute(code, None)
         except TurnStopped:

@@ -1,11 +1,10 @@
 """What the code-first route says and does about the statistics helpers (engine/stathelpers.py):
-only the helpers a task's words call for are shown; an import of a helper (``from scipy.stats
-import normality``: it is defined, not importable) is dropped before the program runs; and a
-helper's result unpacked into the wrong number of names is told the helper's signature."""
+only the helpers a task's words call for are shown (and an import of one is dropped before the
+program runs: engine/rewrites.py), and a helper's result unpacked into the wrong number of
+names is told the helper's signature."""
 
 from __future__ import annotations
 
-import ast
 import re
 
 from fleet_core.engine.repairs import failing_line
@@ -43,35 +42,6 @@ def stats_help(task: str) -> str:
     if not names:
         return ""
     return HELP_INTRO + "; ".join(SIGNATURES[n] for n in names) + ". Each drops missing values."
-
-
-def drop_helper_imports(code: str) -> str:
-    """``code`` without the helpers' names in its one-line ``from ... import`` statements (a
-    statement importing nothing else is dropped; ``pass`` keeps an indented block whole)."""
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:
-        return code
-    lines = code.splitlines()
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.ImportFrom) or node.lineno != node.end_lineno:
-            continue
-        kept = [a for a in node.names if a.name not in SIGNATURES]
-        if len(kept) == len(node.names):
-            continue
-        line = lines[node.lineno - 1]
-        indent = line[: len(line) - len(line.lstrip())]
-        if kept:
-            names = ", ".join(a.name + (f" as {a.asname}" if a.asname else "") for a in kept)
-            lines[node.lineno - 1] = (
-                f"{indent}from {'.' * node.level}{node.module or ''} import {names}"
-            )
-        else:
-            lines[node.lineno - 1] = f"{indent}pass  # (host: {SIGNATURES_NOTE})"
-    return "\n".join(lines)
-
-
-SIGNATURES_NOTE = "a statistics helper is already defined, not imported"
 
 
 def unpacking_hint(error: str, code: str) -> str:

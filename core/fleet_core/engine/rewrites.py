@@ -1,0 +1,103 @@
+"""The code-first host's fixes to a program before it runs, each for a slip a small model makes
+often and a repair rarely mends (docs/engine.md#the-small-model-profile). Each keeps the
+program's line numbers, so an error still points at the line the model wrote, and the task
+cell shows the program as it ran.
+
+- a statistics helper imported (``from scipy.stats import normality``: the helpers are defined
+  by the prelude, not importable) has that name dropped from its import;
+- a pandas result whose index holds labels (a ``groupby`` or ``pivot_table`` result) written
+  with ``to_csv(..., index=False)`` keeps them: the receiver is wrapped in ``KEEP_LABELS``,
+  defined by the prelude, which resets a named index into columns and leaves anything else
+  as it is.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from fleet_core.engine.stathelpers import SIGNATURES
+
+HELPER_IMPORT_NOTE = "a statistics helper is already defined, not imported"
+KEEP_LABELS = "_fleet_keep_labels"
+#: Defined in the sandbox by the code-first prelude.
+KEEP_LABELS_SOURCE = f'''
+def {KEEP_LABELS}(table):
+    """(host) A table whose index holds labels, written with index=False, keeps them."""
+    try:
+        names = [n for n in table.index.names if n is not None]
+        columns = list(getattr(table, "columns", []))
+        if names and not any(n in columns for n in names):
+            return table.reset_index()
+    except Exception:
+        pass
+    return table
+'''
+
+
+def _parse(code: str) -> ast.Module | None:
+    try:
+        return ast.parse(code)
+    except SyntaxError:
+        return None
+
+
+def drop_helper_imports(code: str) -> str:
+    """``code`` without the helpers' names in its one-line ``from ... import`` statements (a
+    statement importing nothing else becomes ``pass``, which keeps an indented block whole)."""
+    tree = _parse(code)
+    if tree is None:
+        return code
+    lines = code.splitlines()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ImportFrom) or node.lineno != node.end_lineno:
+            continue
+        kept = [a for a in node.names if a.name not in SIGNATURES]
+        if len(kept) == len(node.names):
+            continue
+        line = lines[node.lineno - 1]
+        indent = line[: len(line) - len(line.lstrip())]
+        if kept:
+            names = ", ".join(a.name + (f" as {a.asname}" if a.asname else "") for a in kept)
+            module = "." * node.level + (node.module or "")
+            lines[node.lineno - 1] = f"{indent}from {module} import {names}"
+        else:
+            lines[node.lineno - 1] = f"{indent}pass  # (host: {HELPER_IMPORT_NOTE})"
+    return "\n".join(lines)
+
+
+def _drops_index(node: ast.AST) -> bool:
+    """Whether ``node`` is a call ``<receiver>.to_csv(..., index=False)``."""
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "to_csv"
+        and any(
+            k.arg == "index" and isinstance(k.value, ast.Constant) and k.value.value is False
+            for k in node.keywords
+        )
+    )
+
+
+def keep_index_labels(code: str) -> str:
+    """``code`` with the receiver of each ``.to_csv(..., index=False)`` on one line wrapped in
+    ``KEEP_LABELS(...)``."""
+    tree = _parse(code)
+    if tree is None:
+        return code
+    lines = [line.encode("utf-8") for line in code.splitlines()]
+    spans: list[tuple[int, int, int]] = []  # line index, receiver's start and end byte
+    for node in ast.walk(tree):
+        if _drops_index(node):
+            receiver = node.func.value  # type: ignore[attr-defined]
+            if receiver.lineno == receiver.end_lineno and receiver.end_col_offset is not None:
+                spans.append((receiver.lineno - 1, receiver.col_offset, receiver.end_col_offset))
+    for row, start, end in sorted(spans, reverse=True):  # the later ones first: offsets hold
+        line = lines[row]
+        wrapped = f"{KEEP_LABELS}(".encode() + line[start:end] + b")"
+        lines[row] = line[:start] + wrapped + line[end:]
+    return "\n".join(line.decode("utf-8") for line in lines)
+
+
+def prepare(code: str) -> str:
+    """The program as the host runs it: every fix above applied."""
+    return keep_index_labels(drop_helper_imports(code))
