@@ -158,3 +158,12 @@ def capped_lm(replies: list[str], **kw: Any) -> Any:
     lm = dspy.LM("openai/scripted", engine=engine, cache=False)
     lm.engine_script = engine
     return lm
+
+
+async def small_turn(runtime: Any, task: str) -> tuple[Any, list[Any]]:
+    """One Turn of Session "s" on ``task``: its result and every event it sent."""
+    from fleet_core.models import TurnRequest
+
+    events: list[Any] = []
+    result = await runtime.run_turn(TurnRequest(session_id="s", task=task), on_event=events.append)
+    return result, events

@@ -13,8 +13,8 @@ from fleet_core.engine.rewrites import drop_helper_imports, keep_index_labels
 from fleet_core.engine.scripted_lm import scripted_lm
 from fleet_core.engine.statprompt import helpers_for, stats_help
 from fleet_core.engine.textinputs import line_fields, table_reader
-from fleet_core.models import TurnRequest
 from tests.engine.support import dataset_session, fenced, task_cells
+from tests.engine.support import small_turn as turn
 
 SMALL = {"FLEET_ENGINE_PROFILE": "small"}
 
@@ -54,12 +54,6 @@ FIT_GOOD = (
     'print(f"@slope[{slope:.3f}]")'
 )
 SLOPE = "@slope[9.800]"
-
-
-async def turn(runtime: Any, task: str) -> tuple[Any, list[Any]]:
-    events: list[Any] = []
-    result = await runtime.run_turn(TurnRequest(session_id="s", task=task), on_event=events.append)
-    return result, events
 
 
 # --- a text log: shown split into fields, never read as a table --------------------------------
@@ -239,17 +233,26 @@ async def test_a_grouped_result_written_with_index_false_keeps_its_labels(
 
 
 def test_which_writes_keep_their_labels() -> None:
-    assert keep_index_labels("t.to_csv('a.csv', index=False)") == (
-        "_fleet_keep_labels(t).to_csv('a.csv', index=False)"
+    grouped = "t = df.groupby('g')['x'].sum()\n"
+    assert keep_index_labels(grouped + "t.to_csv('a.csv', index=False)") == (
+        grouped + "_fleet_keep_labels(t).to_csv('a.csv', index=False)"
     )
+    for unlabelled in (
+        "t = df.groupby('g', as_index=False)['x'].sum()\n",
+        "t = df.groupby('g')['x'].sum().reset_index()\n",
+        "t = pd.read_csv('a.csv')\n",
+        "",
+    ):
+        written = unlabelled + "t.to_csv('a.csv', index=False)"
+        assert keep_index_labels(written) == written
     chained = "df.groupby('é')['x'].sum().to_csv(p, index=False)  # é"
     assert keep_index_labels(chained) == (
         "_fleet_keep_labels(df.groupby('é')['x'].sum()).to_csv(p, index=False)  # é"
     )
-    assert keep_index_labels("t.to_csv('a.csv')") == "t.to_csv('a.csv')"  # the index kept anyway
-    assert keep_index_labels("t.to_json('a.json', index=False)") == (
-        "t.to_json('a.json', index=False)"
-    )
+    kept = grouped + "t.to_csv('a.csv')"  # the index is written anyway
+    assert keep_index_labels(kept) == kept
+    other = grouped + "t.to_json('a.json', index=False)"
+    assert keep_index_labels(other) == other
 
 
 def test_the_label_keeper_resets_only_a_named_index() -> None:

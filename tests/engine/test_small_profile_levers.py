@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
 
 import dspy
 import pytest
@@ -27,7 +26,6 @@ from fleet_core.engine.repairs import (
     printed_index,
 )
 from fleet_core.engine.scripted_lm import scripted_lm
-from fleet_core.models import TurnRequest
 from tests.engine.support import (
     EXPECTED,
     PROGRAM,
@@ -41,17 +39,14 @@ from tests.engine.support import (
     recording_lm,
     task_cells,
 )
+from tests.engine.support import (
+    small_turn as turn,
+)
 
 SMALL = {"FLEET_ENGINE_PROFILE": "small"}
 #: The quickstart program made longer than 300 tokens (4 chars each) by its opening comments.
 LONG = "\n".join(f"# step {i}: restating what the task asks, at length" for i in range(40))
 LONG_PROGRAM = LONG + "\n" + PROGRAM  # ~2,300 characters: cut at 300 tokens, fits in 900
-
-
-async def turn(runtime: Any, task: str) -> tuple[Any, list[Any]]:
-    events: list[Any] = []
-    result = await runtime.run_turn(TurnRequest(session_id="s", task=task), on_event=events.append)
-    return result, events
 
 
 # --- 1. no program is cut by the output cap ------------------------------------------------------

@@ -5,10 +5,10 @@ cell shows the program as it ran.
 
 - a statistics helper imported (``from scipy.stats import normality``: the helpers are defined
   by the prelude, not importable) has that name dropped from its import;
-- a pandas result whose index holds labels (a ``groupby`` or ``pivot_table`` result) written
-  with ``to_csv(..., index=False)`` keeps them: the receiver is wrapped in ``KEEP_LABELS``,
-  defined by the prelude, which resets a named index into columns and leaves anything else
-  as it is.
+- a pandas result whose index holds labels (from ``groupby``, ``pivot_table``, ``value_counts``,
+  ... with no ``reset_index`` or ``as_index=False`` after) written with ``to_csv(...,
+  index=False)`` keeps them: the receiver is wrapped in ``KEEP_LABELS``, defined by the
+  prelude, which resets a named index into columns and leaves anything else as it is.
 """
 
 from __future__ import annotations
@@ -78,19 +78,48 @@ def _drops_index(node: ast.AST) -> bool:
     )
 
 
+#: The pandas calls that put labels in a result's index.
+INDEXING = ("groupby(", "pivot_table(", "pivot(", "value_counts(", "set_index(", "crosstab(")
+#: The ones that take them out again.
+UNINDEXING = ("reset_index(", "as_index=False")
+
+
+def _labelled(source: str) -> bool:
+    """Whether an expression's source makes an index of labels and keeps it."""
+    squeezed = source.replace(" ", "")
+    return any(op in squeezed for op in INDEXING) and not any(op in squeezed for op in UNINDEXING)
+
+
+def _assigned(tree: ast.Module, code: str) -> dict[str, str]:
+    """Each simply assigned name's last value, as source."""
+    found: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target = node.targets[0]
+            if isinstance(target, ast.Name):
+                found[target.id] = ast.get_source_segment(code, node.value) or ""
+    return found
+
+
 def keep_index_labels(code: str) -> str:
-    """``code`` with the receiver of each ``.to_csv(..., index=False)`` on one line wrapped in
-    ``KEEP_LABELS(...)``."""
+    """``code`` with the receiver of each one-line ``.to_csv(..., index=False)`` wrapped in
+    ``KEEP_LABELS(...)`` when it is (or names) a result with labels in its index."""
     tree = _parse(code)
     if tree is None:
         return code
+    assigned = _assigned(tree, code)
     lines = [line.encode("utf-8") for line in code.splitlines()]
     spans: list[tuple[int, int, int]] = []  # line index, receiver's start and end byte
     for node in ast.walk(tree):
-        if _drops_index(node):
-            receiver = node.func.value  # type: ignore[attr-defined]
-            if receiver.lineno == receiver.end_lineno and receiver.end_col_offset is not None:
-                spans.append((receiver.lineno - 1, receiver.col_offset, receiver.end_col_offset))
+        if not _drops_index(node):
+            continue
+        receiver = node.func.value  # type: ignore[attr-defined]
+        source = ast.get_source_segment(code, receiver) or ""
+        if isinstance(receiver, ast.Name):
+            source = assigned.get(receiver.id, "")
+        one_line = receiver.lineno == receiver.end_lineno and receiver.end_col_offset is not None
+        if one_line and _labelled(source):
+            spans.append((receiver.lineno - 1, receiver.col_offset, receiver.end_col_offset))
     for row, start, end in sorted(spans, reverse=True):  # the later ones first: offsets hold
         line = lines[row]
         wrapped = f"{KEEP_LABELS}(".encode() + line[start:end] + b")"
