@@ -639,3 +639,45 @@ async def test_a_complete_program_is_not_continued(open_runtime, lms, tmp_path) 
     result, events = await turn(runtime, TWO_TAGS)
     assert result.status == "completed", result.error
     assert len(lms.root.engine_script.requests) == 1 and task_cells(events) == [both]
+
+
+# --- 8. a repaired program starts from a fresh namespace ------------------------------------------
+
+
+async def test_a_repair_does_not_read_a_failed_programs_variables(
+    open_runtime, lms, tmp_path
+) -> None:
+    """Seen on the embedded model (join_tables, seed 8): a repair filtered a variable it no
+    longer defined, which still held the failed program's value, and failed on it three times
+    with a misleading KeyError. A whole program starts from the prelude's names: the repair
+    fails with a NameError naming the variable, imported modules stay, and the fixed program
+    answers."""
+    runtime = await open_runtime(**SMALL)
+    await quick_session(runtime, tmp_path)
+    first = (
+        "import numpy as np\ndf = pd.read_csv('files/sales.csv')\n"
+        "totals = df.groupby('region', as_index=False)['revenue'].sum()\nraise ValueError('x')"
+    )
+    stale = "print(totals.to_string(index=False))"  # uses the failed program's variable
+    modules = "print(np.__name__, pd.__name__, callable(correlation))"  # imports, helpers kept
+    lms.root = scripted_lm([fenced(first), fenced(stale), fenced(modules), fenced(PROGRAM)])
+    result, _ = await turn(runtime, TASK)
+    assert result.status == "completed", result.error
+    requests = lms.root.engine_script.requests
+    assert "NameError: name 'totals' is not defined" in requests[2][len(requests[1]) :]
+    assert "numpy pandas True" not in requests[2]  # the third program had not run yet
+    assert "numpy pandas True" in requests[3][len(requests[2]) :]
+    assert await artifact_rows(runtime) == EXPECTED
+
+
+async def test_a_continuation_keeps_the_programs_variables(open_runtime, lms, tmp_path) -> None:
+    """A continuation step is not a new program: it still sees the first step's names."""
+    runtime = await open_runtime(**SMALL)
+    await quick_session(runtime, tmp_path)
+    first = PROGRAM.replace("totals.to_csv(", "pass  # totals.to_csv(")
+    rest = "totals.to_csv('artifacts/revenue_by_region.csv', index=False)"
+    lms.root = scripted_lm([fenced(first), fenced(rest)])
+    result, _ = await turn(runtime, TASK)
+    assert result.status == "completed", result.error
+    assert len(lms.root.engine_script.requests) == 2
+    assert await artifact_rows(runtime) == EXPECTED

@@ -67,7 +67,12 @@ from fleet_core.engine.repairs import (
     table_columns,
     unfinished,
 )
-from fleet_core.engine.rewrites import KEEP_LABELS_SOURCE, prepare
+from fleet_core.engine.rewrites import (
+    FRESH_NAMESPACE,
+    FRESH_NAMESPACE_SOURCE,
+    KEEP_LABELS_SOURCE,
+    prepare,
+)
 from fleet_core.engine.statprompt import stats_help, unpacking_hint
 from fleet_core.engine.textinputs import table_reader, text_block, text_inputs
 
@@ -326,7 +331,7 @@ def prelude() -> str:
 
     source = Path(stathelpers.__file__).read_text(encoding="utf-8")
     source = source.replace("from __future__ import annotations\n", "")
-    return f"{PRELUDE}\n{KEEP_LABELS_SOURCE}\n{source}"
+    return f"{PRELUDE}\n{KEEP_LABELS_SOURCE}\n{source}\n{FRESH_NAMESPACE_SOURCE}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -492,7 +497,7 @@ class CodeFirst:
         self._tables = task_tables(inputs)
         self._texts = task_texts(inputs)
         self._sources = [p for p in sources if p in inputs.task or p == dataset][:4]
-        self._seen, self._help_level = set(), 0
+        self._seen, self._help_level, self._programs = set(), 0, 0
         self._started, self._calls, self._continued, self._vote = time.monotonic(), 0, 0, ""
         prompt = Message.user(first_prompt(inputs))
         messages: list[Any] = [prompt]
@@ -749,6 +754,9 @@ class CodeFirst:
         if not code:
             return Attempt(code=code, error=REPAIR.format(error="(the reply held no code)"))
         code = prepare(code)  # the host's fixes (engine/rewrites.py), line numbers kept
+        if before is None and self._programs:  # a whole program: none of the last one's names
+            self._host_cell(interpreter, f"{FRESH_NAMESPACE}()", "(host: a fresh namespace)")
+        self._programs += 1
         try:
             result = interpreter.execute(code, None)
         except TurnStopped:

@@ -9,6 +9,11 @@ cell shows the program as it ran.
   ... with no ``reset_index`` or ``as_index=False`` after) written with ``to_csv(...,
   index=False)`` keeps them: the receiver is wrapped in ``KEEP_LABELS``, defined by the
   prelude, which resets a named index into columns and leaves anything else as it is.
+
+And one fix to the session a program runs in: a new whole program (not a continuation step)
+starts from the prelude's names, ``FRESH_NAMESPACE`` dropping what earlier programs of the Turn
+defined (modules stay imported), so a repair that uses a variable it no longer defines fails
+with a ``NameError`` instead of reading a failed program's value.
 """
 
 from __future__ import annotations
@@ -31,6 +36,22 @@ def {KEEP_LABELS}(table):
     except Exception:
         pass
     return table
+'''
+
+FRESH_NAMESPACE = "_fleet_fresh_namespace"
+PRELUDE_NAMES = "_fleet_prelude_names"
+#: Defined by the prelude and run last in it (it records the prelude's names).
+FRESH_NAMESPACE_SOURCE = f'''
+def {FRESH_NAMESPACE}():
+    """(host) A new program starts from the prelude's names; imported modules stay."""
+    scope = globals()
+    if "{PRELUDE_NAMES}" not in scope:
+        scope["{PRELUDE_NAMES}"] = frozenset([*scope, "{PRELUDE_NAMES}"])
+        return
+    kept = scope["{PRELUDE_NAMES}"]
+    for name in [n for n in scope if n not in kept and type(scope[n]).__name__ != "module"]:
+        del scope[name]
+{FRESH_NAMESPACE}()
 '''
 
 
