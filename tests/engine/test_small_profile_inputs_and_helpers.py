@@ -255,6 +255,21 @@ def test_which_writes_keep_their_labels() -> None:
     assert keep_index_labels(other) == other
 
 
+def test_a_continuation_step_keeps_the_labels_of_a_result_an_earlier_step_grouped() -> None:
+    """Seen on the embedded model (monthly_series, seed 8): the first step grouped, the
+    continuation wrote the Series with index=False and lost the months."""
+    step = "t.to_csv('a.csv', index=False)"
+    grouped = "t = df.groupby('g')['x'].sum()"
+    assert keep_index_labels(step, context=grouped) == (
+        "_fleet_keep_labels(t).to_csv('a.csv', index=False)"
+    )
+    assert keep_index_labels(step, context=grouped + "\nt = t.reset_index()") == step
+    assert keep_index_labels(grouped + "\nt = t.reset_index()\n" + step, context=grouped) == (
+        grouped + "\nt = t.reset_index()\n" + step  # the step's own assignment wins
+    )
+    assert keep_index_labels(step, context="def (") == step  # an unparsable context: as is
+
+
 def test_the_label_keeper_resets_only_a_named_index() -> None:
     import pandas as pd
 

@@ -671,13 +671,37 @@ async def test_a_repair_does_not_read_a_failed_programs_variables(
 
 
 async def test_a_continuation_keeps_the_programs_variables(open_runtime, lms, tmp_path) -> None:
-    """A continuation step is not a new program: it still sees the first step's names."""
+    """A continuation step is not a new program: it still sees the first step's names, and
+    a grouped result it writes with index=False keeps its labels (seen on the embedded model:
+    monthly_series, seed 8, lost its months that way)."""
     runtime = await open_runtime(**SMALL)
     await quick_session(runtime, tmp_path)
-    first = PROGRAM.replace("totals.to_csv(", "pass  # totals.to_csv(")
+    grouped = PROGRAM.replace("as_index=False)", ")").replace("to_string(index=False)", "sum()")
+    first = grouped.replace("totals.to_csv(", "pass  # totals.to_csv(")
     rest = "totals.to_csv('artifacts/revenue_by_region.csv', index=False)"
     lms.root = scripted_lm([fenced(first), fenced(rest)])
     result, _ = await turn(runtime, TASK)
     assert result.status == "completed", result.error
     assert len(lms.root.engine_script.requests) == 2
+    assert await artifact_rows(runtime) == EXPECTED
+
+
+async def test_a_program_after_one_that_ran_to_its_end_keeps_its_names(
+    open_runtime, lms, tmp_path
+) -> None:
+    """Only a program that raised leaves a half-made state: after a doubt (the program ran to
+    its end; seen on the embedded model: monthly_series, seed 8) the next program may use what
+    it computed, as the model expects."""
+    runtime = await open_runtime(**SMALL)
+    await quick_session(runtime, tmp_path)
+    doubted = PROGRAM.replace("print(", "best = 'best-of-the-doubted-program'\nprint(").replace(
+        "df.groupby('region', as_index=False)['revenue'].sum()",
+        "pd.Series(df.groupby('region')['revenue'].sum().to_numpy(), name='revenue')",
+    )
+    fixed = PROGRAM + "\nprint(best)"
+    lms.root = scripted_lm([fenced(doubted), fenced(fixed)])
+    result, _ = await turn(runtime, TASK)
+    assert result.status == "completed", result.error
+    assert "as one column of numbers" in lms.root.engine_script.requests[1]
+    assert "best-of-the-doubted-program" in result.answer
     assert await artifact_rows(runtime) == EXPECTED

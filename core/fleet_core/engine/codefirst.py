@@ -497,7 +497,7 @@ class CodeFirst:
         self._tables = task_tables(inputs)
         self._texts = task_texts(inputs)
         self._sources = [p for p in sources if p in inputs.task or p == dataset][:4]
-        self._seen, self._help_level, self._programs = set(), 0, 0
+        self._seen, self._help_level, self._raised = set(), 0, False
         self._started, self._calls, self._continued, self._vote = time.monotonic(), 0, 0, ""
         prompt = Message.user(first_prompt(inputs))
         messages: list[Any] = [prompt]
@@ -753,15 +753,17 @@ class CodeFirst:
         and output joined) and judge what it left: the first failure found is its error."""
         if not code:
             return Attempt(code=code, error=REPAIR.format(error="(the reply held no code)"))
-        code = prepare(code)  # the host's fixes (engine/rewrites.py), line numbers kept
-        if before is None and self._programs:  # a whole program: none of the last one's names
+        # the host's fixes (engine/rewrites.py), line numbers kept
+        code = prepare(code, before.code if before is not None else "")
+        if before is None and self._raised:  # a whole program: none of a half-run one's names
             self._host_cell(interpreter, f"{FRESH_NAMESPACE}()", "(host: a fresh namespace)")
-        self._programs += 1
+        self._raised = False
         try:
             result = interpreter.execute(code, None)
         except TurnStopped:
             raise
         except (CodeExecutionError, SyntaxError) as exc:
+            self._raised = True
             self.control.check()
             digest = error_digest(str(exc))
             hints = (

@@ -10,10 +10,12 @@ cell shows the program as it ran.
   index=False)`` keeps them: the receiver is wrapped in ``KEEP_LABELS``, defined by the
   prelude, which resets a named index into columns and leaves anything else as it is.
 
-And one fix to the session a program runs in: a new whole program (not a continuation step)
+And one fix to the session a program runs in: a new whole program after one that raised
 starts from the prelude's names, ``FRESH_NAMESPACE`` dropping what earlier programs of the Turn
 defined (modules stay imported), so a repair that uses a variable it no longer defines fails
-with a ``NameError`` instead of reading a failed program's value.
+with a ``NameError`` instead of reading a half-run program's value. After a program that ran
+to its end (a doubt, a format follow-up) or a continuation step the names stay: its state is
+whole, and the model was told a continuation's variables are kept.
 """
 
 from __future__ import annotations
@@ -122,13 +124,15 @@ def _assigned(tree: ast.Module, code: str) -> dict[str, str]:
     return found
 
 
-def keep_index_labels(code: str) -> str:
+def keep_index_labels(code: str, context: str = "") -> str:
     """``code`` with the receiver of each one-line ``.to_csv(..., index=False)`` wrapped in
-    ``KEEP_LABELS(...)`` when it is (or names) a result with labels in its index."""
+    ``KEEP_LABELS(...)`` when it is (or names) a result with labels in its index; a name may
+    also be assigned in ``context``, the steps a continuation follows."""
     tree = _parse(code)
     if tree is None:
         return code
-    assigned = _assigned(tree, code)
+    earlier = _parse(context) if context else None
+    assigned = {**(_assigned(earlier, context) if earlier else {}), **_assigned(tree, code)}
     lines = [line.encode("utf-8") for line in code.splitlines()]
     spans: list[tuple[int, int, int]] = []  # line index, receiver's start and end byte
     for node in ast.walk(tree):
@@ -148,6 +152,7 @@ def keep_index_labels(code: str) -> str:
     return "\n".join(line.decode("utf-8") for line in lines)
 
 
-def prepare(code: str) -> str:
-    """The program as the host runs it: every fix above applied."""
-    return keep_index_labels(drop_helper_imports(code))
+def prepare(code: str, context: str = "") -> str:
+    """The program (or a continuation step of ``context``) as the host runs it: every fix
+    above applied."""
+    return keep_index_labels(drop_helper_imports(code), context)
