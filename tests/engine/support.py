@@ -52,6 +52,12 @@ PROGRAM = (
     "print(totals.to_string(index=False))"
 )
 
+LABELLED_TOTALS = "df.groupby('region', as_index=False)['revenue'].sum()"
+#: Totals whose regions are gone before the write (the host keeps a grouped result's labels,
+#: engine/rewrites.py, but cannot bring back labels a program threw away), as the embedded
+#: model also writes them.
+BARE_TOTALS = "pd.Series(df.groupby('region')['revenue'].sum().to_numpy(), name='revenue')"
+
 
 def fenced(code: str) -> str:
     return f"```python\n{code}\n```"

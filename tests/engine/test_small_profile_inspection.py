@@ -13,7 +13,9 @@ from fleet_core.engine.profile import json_template_keys, named_artifacts
 from fleet_core.engine.scripted_lm import scripted_lm
 from fleet_core.models import TurnRequest
 from tests.engine.support import (
+    BARE_TOTALS,
     EXPECTED,
+    LABELLED_TOTALS,
     LOG,
     LOG_PROGRAM,
     LOG_TASK,
@@ -58,12 +60,6 @@ def test_an_inspection_without_its_report_counts_every_artifact_unwritten() -> N
 
 
 # --- checks and doubts ------------------------------------------------------------------------
-
-LABELLED_TOTALS = "df.groupby('region', as_index=False)['revenue'].sum()"
-#: Totals whose regions are gone before the write (the host keeps a grouped result's labels,
-#: engine/rewrites.py, but cannot bring back labels a program threw away), as the embedded
-#: model also writes them.
-BARE_TOTALS = "pd.Series(df.groupby('region')['revenue'].sum().to_numpy(), name='revenue')"
 
 
 async def test_code_first_missing_artifact_is_repaired(open_runtime, lms, tmp_path) -> None:

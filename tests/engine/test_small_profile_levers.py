@@ -27,7 +27,9 @@ from fleet_core.engine.repairs import (
 )
 from fleet_core.engine.scripted_lm import scripted_lm
 from tests.engine.support import (
+    BARE_TOTALS,
     EXPECTED,
+    LABELLED_TOTALS,
     PROGRAM,
     TASK,
     RecordingEngine,
@@ -695,8 +697,7 @@ async def test_a_program_after_one_that_ran_to_its_end_keeps_its_names(
     runtime = await open_runtime(**SMALL)
     await quick_session(runtime, tmp_path)
     doubted = PROGRAM.replace("print(", "best = 'best-of-the-doubted-program'\nprint(").replace(
-        "df.groupby('region', as_index=False)['revenue'].sum()",
-        "pd.Series(df.groupby('region')['revenue'].sum().to_numpy(), name='revenue')",
+        LABELLED_TOTALS, BARE_TOTALS
     )
     fixed = PROGRAM + "\nprint(best)"
     lms.root = scripted_lm([fenced(doubted), fenced(fixed)])

@@ -42,18 +42,15 @@ def {KEEP_LABELS}(table):
 
 FRESH_NAMESPACE = "_fleet_fresh_namespace"
 PRELUDE_NAMES = "_fleet_prelude_names"
-#: Defined by the prelude and run last in it (it records the prelude's names).
+#: Defined at the prelude's end, which then records its own names in ``PRELUDE_NAMES``.
 FRESH_NAMESPACE_SOURCE = f'''
 def {FRESH_NAMESPACE}():
     """(host) A new program starts from the prelude's names; imported modules stay."""
     scope = globals()
-    if "{PRELUDE_NAMES}" not in scope:
-        scope["{PRELUDE_NAMES}"] = frozenset([*scope, "{PRELUDE_NAMES}"])
-        return
-    kept = scope["{PRELUDE_NAMES}"]
-    for name in [n for n in scope if n not in kept and type(scope[n]).__name__ != "module"]:
+    added = [n for n in scope if n not in {PRELUDE_NAMES}]
+    for name in [n for n in added if type(scope[n]).__name__ != "module"]:
         del scope[name]
-{FRESH_NAMESPACE}()
+{PRELUDE_NAMES} = frozenset([*globals(), "{PRELUDE_NAMES}"])
 '''
 
 
