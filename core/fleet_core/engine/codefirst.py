@@ -41,7 +41,12 @@ from dspy.primitives.code_interpreter import CodeExecutionError
 
 from fleet_core.engine.context import TurnInputs
 from fleet_core.engine.control import TurnControl, TurnStopped
-from fleet_core.engine.inspection import ArtifactReport, inspection_cell, parse_inspection
+from fleet_core.engine.inspection import (
+    ArtifactReport,
+    asks_per_group,
+    inspection_cell,
+    parse_inspection,
+)
 from fleet_core.engine.interpreter import TurnInterpreter
 from fleet_core.engine.profile import (
     EngineProfile,
@@ -73,7 +78,13 @@ from fleet_core.engine.rewrites import (
     KEEP_LABELS_SOURCE,
     prepare,
 )
-from fleet_core.engine.statprompt import stats_help, unpacking_hint
+from fleet_core.engine.statprompt import (
+    result_cell,
+    result_hint,
+    stats_help,
+    unpacked_call,
+    unpacking_hint,
+)
 from fleet_core.engine.textinputs import table_reader, text_block, text_inputs
 
 SYSTEM = """You write one complete Python 3 program for the user's task. It runs in a sandbox \
@@ -491,7 +502,11 @@ class CodeFirst:
             manifest_inputs(inputs.workspace_manifest),
             key=lambda path: (path not in inputs.task, path != dataset),
         )
-        self._inspect_code = inspection_cell(targets, shapes, sources) if targets else ""
+        self._inspect_code = (
+            inspection_cell(targets, shapes, sources, grouped=asks_per_group(inputs.task))
+            if targets
+            else ""
+        )
         self._doubted = {}
         self._task = inputs.task
         self._tables = task_tables(inputs)
@@ -629,6 +644,20 @@ class CodeFirst:
         except Exception:  # the help is optional; the repair goes on without it
             return ""
         return _tail(shown.strip(), SHAPE_CHARS)
+
+    def _result_hint(self, interpreter: TurnInterpreter, error: str, code: str) -> str:
+        """For a library call's result unpacked wrongly: what it really returns (the call
+        evaluated again in a host cell, where the failed program's names are still defined)."""
+        call = unpacked_call(error, code)
+        if call is None:
+            return ""
+        try:
+            shown = self._host_cell(interpreter, result_cell(call), "(host: a call's result)")
+        except TurnStopped:
+            raise
+        except Exception:  # the help is optional; the repair goes on without it
+            return ""
+        return result_hint(call, shown)
 
     def _fallback(
         self, interpreter: TurnInterpreter, attempts: list[Attempt], before: list[ArtifactReport]
@@ -768,7 +797,7 @@ class CodeFirst:
             digest = error_digest(str(exc))
             hints = (
                 column_hint(digest, self._tables),
-                unpacking_hint(digest, code),
+                unpacking_hint(digest, code) or self._result_hint(interpreter, digest, code),
                 own_raise_hint(digest, code),
             )
             hint = "\n".join(h for h in hints if h)

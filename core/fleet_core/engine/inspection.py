@@ -5,12 +5,14 @@ file the task names, its sha256 (absent: not written), its first lines (the answ
 a *problem* the program must repair (a JSON artifact that does not parse or lacks the task's
 template keys) and a *doubt* the host raises until the same program is sent again, since the
 content may be meant: the file is empty, or a copy of every line of an input, or one column of
-numbers without their labels (docs/engine.md#code-first-flex).
+numbers without their labels, or one row where the task asks for a figure per group
+(docs/engine.md#code-first-flex).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 
 MARK = "@@fleet-inspect "
@@ -20,7 +22,7 @@ CHECK_BYTES = 4_000_000  # read of an artifact or input for the checks (the hash
 INPUTS_MAX = 10  # inputs compared with an artifact
 
 _SOURCE = r"""
-def _fleet_inspect(targets, shapes, inputs, head_lines, sample, cap):
+def _fleet_inspect(targets, shapes, inputs, head_lines, sample, cap, grouped):
     import csv, hashlib, io, json, os
 
     def digest(path):
@@ -84,6 +86,13 @@ def _fleet_inspect(targets, shapes, inputs, head_lines, sample, cap):
                         "condition against them")
         if path.lower().endswith(".csv"):
             rows = [r for r in csv.reader(io.StringIO(t)) if r]
+            if grouped and len(rows) == 2 and len(rows[0]) >= 2:
+                source = next((s for s in inputs if os.path.isfile(s)), None)
+                head = first_lines(source) if source else ""
+                return (f"wrote {path} with one row ({','.join(rows[1])[:80]}): the task asks "
+                        "for a figure per group, and every row fell in one group. If the input "
+                        "has more than one group, the program reads the group from the wrong "
+                        f"field or column. {head}Check which field holds the group")
             if len(rows) >= 3 and all(len(r) == 1 for r in rows) and all(
                     number(r[0]) for r in rows[1:]):
                 return (f"wrote {path} as one column of numbers ({rows[0][0]!r}) without their "
@@ -121,14 +130,29 @@ class ArtifactReport:
         return self.sha256 is not None
 
 
+#: A task that asks for a figure per group ("count the requests per status code").
+_PER_GROUP = re.compile(r"\b(?:per|each|by)\b", re.I)
+_AGGREGATE = re.compile(r"\b(?:count|number of|how many|total|sum|mean|average|median)", re.I)
+
+
+def asks_per_group(task: str) -> bool:
+    """Whether the task asks for an aggregate per group (a one-row table is then doubted)."""
+    return bool(_PER_GROUP.search(task) and _AGGREGATE.search(task))
+
+
 def inspection_cell(
-    targets: list[str], shapes: list[tuple[str, list[str]]], inputs: list[str]
+    targets: list[str],
+    shapes: list[tuple[str, list[str]]],
+    inputs: list[str],
+    *,
+    grouped: bool = False,
 ) -> str:
     """The host cell that inspects ``targets`` (``shapes``: the JSON ones and their keys;
-    ``inputs``: the workspace's input files, for the copy check)."""
+    ``inputs``: the workspace's input files, for the copy check; ``grouped``: the task asks for
+    a figure per group, so a CSV of one row is doubted)."""
     arguments = (
         f"{targets!r}, {dict(shapes)!r}, {inputs[:INPUTS_MAX]!r}, {HEAD_LINES}, "
-        f"{SHAPE_SAMPLE_CHARS}, {CHECK_BYTES}"
+        f"{SHAPE_SAMPLE_CHARS}, {CHECK_BYTES}, {grouped!r}"
     )
     source = _SOURCE.replace("MARK + ", f"{MARK!r} + ")
     return f"{source}\n_fleet_inspect({arguments})\ndel _fleet_inspect"

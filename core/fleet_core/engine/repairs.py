@@ -326,6 +326,30 @@ _PLACEHOLDER = re.compile(r"^\s*(?:value|\.\.\.|x|n|yes or no|YYYY-MM(?:-DD)?|\{
 _INDEXED = re.compile(r"^(?P<n>\d+)\s{2,}\S")
 
 
+#: A printed value that is no value: NaN, None, an infinity, or punctuation only (a log's "-").
+_DEGENERATE = re.compile(r"^\s*(?:[-+]?nan|none|null|nat|[-+]?inf(?:inity)?|[\W_]+)\s*$", re.I)
+_DATE_LETTERS = re.compile(r"^(?=.*[YMDHhms])[YMDHhms]+(?:[-/:. T][YMDHhms]+)*$")
+
+
+def placeholder_shape(placeholder: str) -> tuple[str, re.Pattern[str]] | None:
+    """What a task's bracket text says its value looks like (``N``: a whole number;
+    ``YYYY-MM``: that date shape; ``yes or no``; ``/path``: starting with ``/``; a number: a
+    number), or None when it says nothing checkable (``value``, ``...``, a word)."""
+    text = placeholder.strip()
+    if text in ("N", "n", "K", "k"):
+        return "a whole number", re.compile(r"^[+-]?\d+(?:\.0+)?$")
+    if _DATE_LETTERS.match(text) and len(text) >= 4:
+        pattern = "".join(r"\d" if c.isalpha() else re.escape(c) for c in text)
+        return f"shaped {text}", re.compile(f"^{pattern}$")
+    if text.casefold() == "yes or no":
+        return "yes or no", re.compile(r"^(?:yes|no)$", re.I)
+    if len(text) >= 2 and text[0] in "/#$" and text[1:].isalpha():
+        return f"a value starting with {text[0]!r}", re.compile(f"^{re.escape(text[0])}")
+    if _FLOAT.match(text):
+        return "a number", re.compile(r"^[-+]?(?:\d[\d,]*\.?\d*|\.\d+)(?:[eE][-+]?\d+)?%?$")
+    return None
+
+
 def answer_tags(task: str) -> list[str]:
     """The ``@name[...]`` placeholders a task asks the answer to hold, in order."""
     names: list[str] = []
@@ -384,6 +408,26 @@ def format_problem(task: str, output: str) -> str | None:
             "it prints no computed value in "
             + " ".join(f"@{t}[...]" for t in empty)
             + f": print the variables, {_fstring(empty)}"
+        )
+    degenerate = [t for t in answer_tags(task) if _DEGENERATE.match(found[t])]
+    if degenerate:
+        shown = " ".join(f"@{t}[{found[t].strip()}]" for t in degenerate)
+        return (
+            f"{shown} holds no real value: a step on the way gave nothing (a field or column "
+            "read from the wrong place, missing values not dropped, text not converted to "
+            "numbers, or a filter that matched no row); find that step and compute the value"
+        )
+    shapes = [
+        (t, want)
+        for t in answer_tags(task)
+        if (want := placeholder_shape(asked.get(t, ""))) is not None
+        and not want[1].match(found[t].strip().strip("'\""))
+    ]
+    if shapes:
+        return "; ".join(
+            f"@{t}[{found[t].strip()}] is not {what}, as the task's @{t}[{asked[t]}] asks: "
+            f"print the value the task asks for"
+            for t, (what, _) in shapes
         )
     if printed_index(output):
         return (

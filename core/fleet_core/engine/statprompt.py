@@ -5,6 +5,8 @@ names is told the helper's signature."""
 
 from __future__ import annotations
 
+import ast
+import json
 import re
 
 from fleet_core.engine.repairs import failing_line
@@ -53,3 +55,83 @@ def unpacking_hint(error: str, code: str) -> str:
         return ""
     called = [n for n in SIGNATURES if re.search(rf"\b{n}\s*\(", located[1])]
     return "".join(f"{n}() returns, in this order: {SIGNATURES[n]}." for n in called[:1])
+
+
+#: scipy.stats functions a defined helper does the work of (the helper unpacks as documented).
+SCIPY_HELPERS = {
+    "linregress": "linear_fit",
+    "pearsonr": "correlation",
+    "spearmanr": "correlation",
+    "shapiro": "normality",
+    "normaltest": "normality",
+    "ttest_ind": "ttest",
+    "ttest_1samp": "ttest",
+}
+RESULT_MARK = "@@fleet-result "
+
+
+def unpacked_call(error: str, code: str) -> str | None:
+    """The call whose result the failing line unpacked into the wrong number of names (its
+    source, to be evaluated again in the sandbox), or None."""
+    if not _UNPACKING.search(error):
+        return None
+    located = failing_line(error, code)
+    if located is None:
+        return None
+    try:
+        statement = ast.parse(located[1]).body[0]
+    except (SyntaxError, IndexError):
+        return None
+    if not (
+        isinstance(statement, ast.Assign)
+        and isinstance(statement.targets[0], ast.Tuple | ast.List)
+        and isinstance(statement.value, ast.Call)
+    ):
+        return None
+    return ast.unparse(statement.value)
+
+
+def result_cell(call: str) -> str:
+    """A host cell that evaluates ``call`` again (the failed program's names are still defined)
+    and prints its result's type, length and field names on one marked line."""
+    return (
+        "try:\n"
+        f"    _fleet_value = ({call})\n"
+        "    _fleet_names = list(getattr(_fleet_value, '_fields', None) or [])\n"
+        "    _fleet_extra = list(getattr(_fleet_value, '_extra_fields', None) or [])\n"
+        "    _fleet_len = len(_fleet_value) if hasattr(_fleet_value, '__len__') else -1\n"
+        "    _fleet_kind = type(_fleet_value).__name__\n"
+        f"    print({RESULT_MARK!r} + __import__('json').dumps("
+        "[_fleet_kind, _fleet_len, _fleet_names, _fleet_extra]))\n"
+        "except Exception:\n"
+        "    pass\n"
+        "finally:\n"
+        "    _fleet_value = None\n"
+    )
+
+
+def result_hint(call: str, output: str) -> str:
+    """What the call really returns (from :func:`result_cell`'s output), and the defined helper
+    that does a scipy function's work, or "" when the cell printed nothing usable."""
+    line = next((x for x in reversed(output.splitlines()) if x.startswith(RESULT_MARK)), None)
+    if line is None:
+        return ""
+    try:
+        kind, length, names, extra = json.loads(line[len(RESULT_MARK) :])
+    except (ValueError, TypeError):
+        return ""
+    shown = re.sub(r"\s+", " ", call)[:80]
+    if names:
+        fields = ", ".join(str(n) for n in names)
+        more = f" (and by name only: {', '.join(str(n) for n in extra)})" if extra else ""
+        said = f"{shown} returns a {kind} of {length} values, in this order: {fields}{more}."
+        said += f" Unpack all {length}, or take them by name (result = ...; result.{names[0]})."
+    elif length >= 0:
+        said = f"{shown} returns a {kind} of {length} values."
+    else:
+        said = f"{shown} returns a {kind}, which cannot be unpacked."
+    callee = re.match(r"[\w.]*?(\w+)\s*\(", call)
+    helper = SCIPY_HELPERS.get(callee.group(1)) if callee else None
+    if helper is not None:
+        said += f" Or use the defined helper (no import): {SIGNATURES[helper]}."
+    return said

@@ -1,0 +1,189 @@
+"""The code-first route's checks of what a program answered (docs/engine.md, the small-model
+profile): a printed value that is no value (NaN, None, a log's "-") or not of the shape the
+task's bracket text asks for (``@top_month[YYYY-MM]`` answered with a figure), a table of one
+row where the task asks for a figure per group, and a library call's result unpacked into the
+wrong number of names told what it really returns. Each came from a tune transcript
+(docs/benchmarks.md); each Turn runs with the scripted model and the real local sandbox, and
+each test fails without its check."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+from fleet_core.engine.inspection import asks_per_group
+from fleet_core.engine.repairs import format_problem, placeholder_shape
+from fleet_core.engine.scripted_lm import scripted_lm
+from fleet_core.engine.statprompt import result_hint, unpacked_call
+from tests.engine.support import dataset_session, fenced, task_cells
+from tests.engine.support import small_turn as turn
+
+SMALL = {"FLEET_ENGINE_PROFILE": "small"}
+
+# --- a printed value that is no value, or not of the asked shape ---------------------------------
+
+
+def test_what_a_placeholder_says_its_value_looks_like() -> None:
+    month = placeholder_shape("YYYY-MM")
+    assert month is not None and month[1].match("2025-04") and not month[1].match("116448")
+    count = placeholder_shape("N")
+    assert count is not None and count[1].match("42") and not count[1].match("4.5")
+    path = placeholder_shape("/path")
+    assert path is not None and path[1].match("/api/orders") and not path[1].match("GET")
+    yes = placeholder_shape("yes or no")
+    assert yes is not None and yes[1].match("No") and not yes[1].match("True")
+    assert placeholder_shape("value") is None and placeholder_shape("...") is None
+    assert placeholder_shape("region") is None  # a word says nothing checkable
+
+
+def test_a_value_of_the_wrong_shape_or_no_value_breaks_the_format() -> None:
+    task = "print @top_month[YYYY-MM] @server_errors[N] @worst_path[/path] @mean[value]"
+    good = "@top_month[2025-04] @server_errors[12] @worst_path[/login] @mean[3.25]"
+    assert format_problem(task, good) is None
+    assert format_problem(task, good.replace("'", "").replace("2025-04", "'2025-04'")) is None
+    month = format_problem(task, good.replace("2025-04", "116448")) or ""
+    assert month.startswith("@top_month[116448] is not shaped YYYY-MM")
+    assert "a whole number" in (format_problem(task, good.replace("[12]", "[12.5]")) or "")
+    for empty in ("nan", "None", "-", "inf"):
+        said = format_problem(task, good.replace("3.25", empty)) or ""
+        assert said.startswith(f"@mean[{empty}] holds no real value"), said
+    assert "holds no real value" in (format_problem(task, good.replace("/login", "-")) or "")
+
+
+DAYS = "day,visits\n2025-01-03,10\n2025-01-20,5\n2025-02-02,30\n2025-02-11,1\n"
+MONTH_TASK = (
+    "Sum the visits in files/days.csv per month and print the month with the most visits as "
+    "@top_month[YYYY-MM]."
+)
+MONTHS = (
+    "df = pd.read_csv('files/days.csv')\n"
+    "df['month'] = df['day'].str[:7]\n"
+    "totals = df.groupby('month')['visits'].sum()\n"
+)
+FIGURE = MONTHS + 'print(f"@top_month[{totals.max()}]")'  # the figure, not the month
+MONTH = MONTHS + 'print(f"@top_month[{totals.idxmax()}]")'
+
+
+async def test_a_figure_printed_where_the_task_asks_a_month_is_asked_again(
+    open_runtime, lms, tmp_path
+) -> None:
+    runtime = await open_runtime(**SMALL)
+    await dataset_session(runtime, tmp_path, "days.csv", DAYS)
+    lms.root = scripted_lm([fenced(FIGURE), fenced(MONTH)])
+    result, events = await turn(runtime, MONTH_TASK)
+    assert result.status == "completed", result.error
+    assert result.answer.strip() == "@top_month[2025-02]"
+    follow_up = lms.root.engine_script.requests[1]
+    assert "@top_month[31] is not shaped YYYY-MM, as the task's @top_month[YYYY-MM] asks" in (
+        follow_up
+    )
+    assert task_cells(events) == [FIGURE, MONTH]
+
+
+# --- a table of one row where the task asks for a figure per group -------------------------------
+
+ACCESS = (
+    '10.0.0.1 - - [01/Jan/2025:08:00:01 +0000] "GET /login HTTP/1.1" 200 512 "-" "curl/8"\n'
+    '10.0.0.2 - - [01/Jan/2025:08:00:02 +0000] "GET /cart HTTP/1.1" 404 12 "-" "curl/8"\n'
+    '10.0.0.3 - - [01/Jan/2025:08:00:03 +0000] "POST /cart HTTP/1.1" 200 98 "-" "curl/8"\n'
+)
+COUNT_TASK = (
+    "files/access.log is a web server's access log. Count the requests per HTTP status code "
+    "and save the counts to artifacts/status_counts.csv with the columns status and requests."
+)
+COUNTS = (
+    "os.makedirs('artifacts', exist_ok=True)\n"
+    "counts = collections.Counter()\n"
+    "for line in open('files/access.log'):\n"
+    "    counts[FIELD] += 1\n"
+    "with open('artifacts/status_counts.csv', 'w', newline='') as f:\n"
+    "    w = csv.writer(f)\n"
+    "    w.writerow(['status', 'requests'])\n"
+    "    w.writerows(sorted(counts.items()))\n"
+    "print(dict(counts))"
+)
+WRONG_FIELD = COUNTS.replace("FIELD", "line.split('\"')[3]")  # the referrer: "-" on every line
+RIGHT_FIELD = COUNTS.replace("FIELD", "line.split('\"')[2].split()[0]")
+
+
+def test_which_tasks_ask_for_a_figure_per_group() -> None:
+    assert asks_per_group(COUNT_TASK)
+    assert asks_per_group("Compute the mean price by region and save it.")
+    assert not asks_per_group("Keep the rows whose price is above 10 and save them.")
+    assert not asks_per_group("Count the rows of files/a.csv.")  # a count, but of no groups
+
+
+async def status_counts(runtime) -> dict[str, str]:
+    data = await runtime.read_file("s", "artifacts/status_counts.csv")
+    return {r["status"]: r["requests"] for r in csv.DictReader(io.StringIO(data.decode()))}
+
+
+async def test_one_row_where_the_task_asks_per_group_is_doubted(open_runtime, lms, tmp_path):
+    runtime = await open_runtime(**SMALL)
+    await dataset_session(runtime, tmp_path, "access.log", ACCESS)
+    lms.root = scripted_lm([fenced(WRONG_FIELD), fenced(RIGHT_FIELD)])
+    result, _ = await turn(runtime, COUNT_TASK)
+    assert result.status == "completed", result.error
+    assert await status_counts(runtime) == {"200": "2", "404": "1"}
+    follow_up = lms.root.engine_script.requests[1]
+    assert "wrote artifacts/status_counts.csv with one row (-,3)" in follow_up
+    assert "The first lines of files/access.log" in follow_up
+
+
+async def test_one_row_sent_again_is_taken_as_meant(open_runtime, lms, tmp_path) -> None:
+    runtime = await open_runtime(**SMALL)
+    await dataset_session(runtime, tmp_path, "access.log", ACCESS)
+    lms.root = scripted_lm([fenced(WRONG_FIELD), fenced(WRONG_FIELD)])
+    result, events = await turn(runtime, COUNT_TASK)
+    assert result.status == "completed", result.error
+    assert await status_counts(runtime) == {"-": "3"} and len(task_cells(events)) == 2
+
+
+# --- a library call's result unpacked into the wrong number of names -----------------------------
+
+XY = "x,y\n1,2.1\n2,3.9\n3,6.2\n4,7.8\n5,10.1\n"
+FIT_TASK = "Fit a line of y on x in files/xy.csv and print @slope[value] @r_squared[value]."
+SCIPY_FIT = (
+    "from scipy.stats import linregress\n"
+    "df = pd.read_csv('files/xy.csv')\n"
+    "slope, intercept, r_squared = linregress(df['x'], df['y'])\n"
+    'print(f"@slope[{slope:.3f}] @r_squared[{r_squared:.3f}]")'
+)
+HELPER_FIT = (
+    "df = pd.read_csv('files/xy.csv')\n"
+    "slope, intercept, r_squared, p_value = linear_fit(df['x'], df['y'])\n"
+    'print(f"@slope[{slope:.3f}] @r_squared[{r_squared:.3f}]")'
+)
+
+
+def test_the_call_an_unpacking_failure_was_about() -> None:
+    error = (
+        'File "<cell-4>", line 3, in <module>\nValueError: too many values to unpack (expected 3)'
+    )
+    assert unpacked_call(error, SCIPY_FIT) == "linregress(df['x'], df['y'])"
+    assert unpacked_call("KeyError: 'x'", SCIPY_FIT) is None
+    shown = '@@fleet-result ["LinregressResult", 5, ["slope", "intercept"], ["extra"]]'
+    hint = result_hint("linregress(x, y)", f"noise\n{shown}\n")
+    assert hint.startswith(
+        "linregress(x, y) returns a LinregressResult of 5 values, in this order: slope, "
+        "intercept (and by name only: extra)."
+    )
+    assert "slope, intercept, r_squared, p_value = linear_fit(x, y)" in hint
+    assert result_hint("f(x)", "nothing marked") == ""
+
+
+async def test_a_library_result_unpacked_wrongly_is_told_what_it_returns(
+    open_runtime, lms, tmp_path
+) -> None:
+    runtime = await open_runtime(**SMALL)
+    await dataset_session(runtime, tmp_path, "xy.csv", XY)
+    lms.root = scripted_lm([fenced(SCIPY_FIT), fenced(HELPER_FIT)])
+    result, _ = await turn(runtime, FIT_TASK)
+    assert result.status == "completed", result.error
+    assert result.answer.strip() == "@slope[1.990] @r_squared[0.997]"
+    repair = lms.root.engine_script.requests[1]
+    assert (
+        "linregress(df['x'], df['y']) returns a LinregressResult of 5 values, in this order: "
+        "slope, intercept, rvalue, pvalue, stderr (and by name only: intercept_stderr)."
+    ) in repair
+    assert "Or use the defined helper (no import): slope, intercept, r_squared" in repair
