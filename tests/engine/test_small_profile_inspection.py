@@ -203,6 +203,25 @@ async def test_code_first_doubts_an_empty_or_copied_artifact_once(
     assert "2 ERROR lines" in result.answer
 
 
+async def test_code_first_doubts_a_csv_with_its_header_and_no_rows(
+    open_runtime, lms, tmp_path
+) -> None:
+    """A table built empty (seen on the embedded model: ``pd.DataFrame(counter, columns=...)``)
+    written as a header alone is doubted like an empty file; the corrected program answers."""
+    runtime = await open_runtime(FLEET_ENGINE_PROFILE="small")
+    await quick_session(runtime, tmp_path)
+    empty = PROGRAM.replace("totals = df.groupby(", "totals = df[df['region'] == 'North'].groupby(")
+    lms.root = scripted_lm([fenced(empty), fenced(PROGRAM)])
+    result = await runtime.run_turn(TurnRequest(session_id="s", task=TASK))
+    assert result.status == "completed", result.error
+    told = lms.root.engine_script.requests[1]
+    assert "wrote artifacts/revenue_by_region.csv with its header (region,revenue) and no rows" in (
+        told
+    )
+    assert "The first lines of files/sales.csv:\nregion,revenue" in told
+    assert await artifact_rows(runtime) == EXPECTED
+
+
 async def test_code_first_doubts_a_new_program_that_leaves_the_same_file(
     open_runtime, lms, tmp_path
 ) -> None:

@@ -56,6 +56,7 @@ from fleet_core.engine.profile import (
     manifest_inputs,
     named_artifacts,
 )
+from fleet_core.engine.programstate import state_block, state_cell
 from fleet_core.engine.repairs import (
     SHAPE_CELL,
     SIMPLER,
@@ -291,6 +292,7 @@ def task_texts(inputs: TurnInputs) -> dict[str, str]:
     return text_inputs(inputs.workspace_manifest, task_inputs(inputs))
 
 
+_NEVER_RAN = re.compile(r"^(?:SyntaxError|IndentationError|TabError)\b")
 _EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b")
 
 
@@ -645,6 +647,19 @@ class CodeFirst:
             return ""
         return _tail(shown.strip(), SHAPE_CHARS)
 
+    def _state(self, interpreter: TurnInterpreter, digest: str) -> str:
+        """What the failed program's variables held (engine/programstate.py); "" for a program
+        that never ran (a syntax error) or when the host cell fails."""
+        if _NEVER_RAN.match(exception_line(digest)):
+            return ""
+        try:
+            shown = self._host_cell(interpreter, state_cell(), "(host: the program's variables)")
+        except TurnStopped:
+            raise
+        except Exception:  # the help is optional; the repair goes on without it
+            return ""
+        return state_block(shown)
+
     def _result_hint(self, interpreter: TurnInterpreter, error: str, code: str) -> str:
         """For a library call's result unpacked wrongly: what it really returns (the call
         evaluated again in a host cell, where the failed program's names are still defined)."""
@@ -800,7 +815,7 @@ class CodeFirst:
                 unpacking_hint(digest, code) or self._result_hint(interpreter, digest, code),
                 own_raise_hint(digest, code),
             )
-            hint = "\n".join(h for h in hints if h)
+            hint = "\n".join(h for h in (*hints, self._state(interpreter, digest)) if h)
             return Attempt(
                 code=code,
                 error=REPAIR.format(error=digest + (f"\n{hint}" if hint else "")),

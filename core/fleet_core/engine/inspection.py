@@ -4,9 +4,9 @@ The cell runs in the sandbox (the files are there) and prints one marked JSON li
 file the task names, its sha256 (absent: not written), its first lines (the answer shows them),
 a *problem* the program must repair (a JSON artifact that does not parse or lacks the task's
 template keys) and a *doubt* the host raises until the same program is sent again, since the
-content may be meant: the file is empty, or a copy of every line of an input, or one column of
-numbers without their labels, or one row where the task asks for a figure per group
-(docs/engine.md#code-first-flex).
+content may be meant: the file is empty (or a CSV header with no rows), or a copy of every line
+of an input, or one column of numbers without their labels, or one row where the task asks for a
+figure per group (docs/engine.md#code-first-flex).
 """
 
 from __future__ import annotations
@@ -86,6 +86,13 @@ def _fleet_inspect(targets, shapes, inputs, head_lines, sample, cap, grouped):
                         "condition against them")
         if path.lower().endswith(".csv"):
             rows = [r for r in csv.reader(io.StringIO(t)) if r]
+            if len(rows) == 1:
+                source = next((s for s in inputs if os.path.isfile(s)), None)
+                head = first_lines(source) if source else ""
+                return (f"wrote {path} with its header ({','.join(rows[0])[:80]}) and no rows. "
+                        "If the task's answer is not empty, a table the program built is empty "
+                        f"(a wrong condition, field or constructor). {head}Check each step "
+                        "against them")
             if grouped and len(rows) == 2 and len(rows[0]) >= 2:
                 source = next((s for s in inputs if os.path.isfile(s)), None)
                 head = first_lines(source) if source else ""

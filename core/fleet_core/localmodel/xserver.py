@@ -40,7 +40,8 @@ def parse(args: list[str] | None = None) -> argparse.Namespace:
 def main(args: list[str] | None = None) -> int:
     ns = parse(args)
     api_key = os.environ.pop("LLAMA_API_KEY", "")
-    import xllamacpp  # type: ignore[import-not-found]  # the wheel's native module, only here
+    # the wheel's native module, only here (untyped where the local-model extra is installed)
+    import xllamacpp  # type: ignore[import-not-found,import-untyped,unused-ignore]
 
     params = xllamacpp.CommonParams()
     params.model.path = ns.model

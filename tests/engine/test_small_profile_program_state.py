@@ -1,0 +1,83 @@
+"""A failed program's repair is told what its variables held when it raised
+(engine/programstate.py): the scripted model, the real local sandbox."""
+
+from __future__ import annotations
+
+from fleet_core.engine.programstate import STATE_CHARS, STATE_HEADING, state_block
+from fleet_core.engine.scripted_lm import scripted_lm
+from tests.engine.support import (
+    EXPECTED,
+    PROGRAM,
+    TASK,
+    artifact_rows,
+    fenced,
+    quick_session,
+)
+from tests.engine.support import (
+    small_turn as turn,
+)
+
+SMALL = {"FLEET_ENGINE_PROFILE": "small"}
+
+#: A table built empty two lines before the line that fails (the bug is not on that line).
+EMPTY_TABLE = (
+    "import os\n"
+    "df = pd.read_csv('files/sales.csv')\n"
+    "north = df[df['region'] == 'North']\n"
+    "best = north.loc[north['revenue'].idxmax(), 'region']\n"
+    "print(best)"
+)
+
+
+async def test_a_repair_is_told_the_failed_programs_variables_and_an_empty_table(
+    open_runtime, lms, tmp_path
+) -> None:
+    runtime = await open_runtime(**SMALL)
+    await quick_session(runtime, tmp_path)
+    lms.root = scripted_lm([fenced(EMPTY_TABLE), fenced(PROGRAM)])
+    result, _ = await turn(runtime, TASK)
+    assert result.status == "completed", result.error
+    assert await artifact_rows(runtime) == EXPECTED
+    requests = lms.root.engine_script.requests
+    repair = requests[1][len(requests[0]) :]
+    assert STATE_HEADING in repair
+    assert "df = DataFrame, 5 rows; columns 'region', 'revenue'; first row: " in repair
+    assert "north = DataFrame EMPTY, 0 rows; columns 'region', 'revenue'" in repair
+    # the prelude's names, modules and helpers are not the program's
+    assert "pd =" not in repair and "correlation =" not in repair and "os =" not in repair
+
+
+async def test_a_program_that_never_ran_gets_no_variables(open_runtime, lms, tmp_path) -> None:
+    runtime = await open_runtime(**SMALL)
+    await quick_session(runtime, tmp_path)
+    lms.root = scripted_lm(
+        [fenced("df = pd.read_csv('files/sales.csv'\nprint(df)"), fenced(PROGRAM)]
+    )
+    result, _ = await turn(runtime, TASK)
+    assert result.status == "completed", result.error
+    requests = lms.root.engine_script.requests
+    assert "SyntaxError" in requests[1] and STATE_HEADING not in requests[1]
+
+
+async def test_a_repair_sees_only_the_variables_of_the_program_that_failed(
+    open_runtime, lms, tmp_path
+) -> None:
+    """After a program that raised, the next whole program starts from a fresh namespace, so
+    the second failure's list does not show the first program's names."""
+    runtime = await open_runtime(**SMALL)
+    await quick_session(runtime, tmp_path)
+    other = "import os\nsales = pd.read_csv('files/sales.csv')\nprint(sales['amount'].sum())"
+    lms.root = scripted_lm([fenced(EMPTY_TABLE), fenced(other), fenced(PROGRAM)])
+    result, _ = await turn(runtime, TASK)
+    assert result.status == "completed", result.error
+    requests = lms.root.engine_script.requests
+    second = requests[2][len(requests[1]) :]
+    assert "sales = DataFrame, 5 rows" in second
+    assert "north =" not in second
+
+
+def test_the_state_block_is_bounded_and_empty_without_names() -> None:
+    assert state_block("\n  \n") == ""
+    block = state_block("\n".join(f"name{i} = list of 3; first: {'x' * 150}" for i in range(40)))
+    assert len(block) <= STATE_CHARS + 4
+    assert block.startswith(STATE_HEADING) and block.endswith("...")
