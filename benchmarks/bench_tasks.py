@@ -318,7 +318,8 @@ def scripted_reference(instance: TaskInstance) -> Any:
 
 def environment(args: argparse.Namespace, root: Path, model_dir: Path) -> dict[str, str]:
     """The configured environment (a user's endpoint settings apply), with this run's own
-    state directory, no tracing, the profile, Turn deadline and ``small_vote`` asked for."""
+    state directory, no tracing, the profile, Turn deadline, ``small_vote`` and
+    ``small_fresh_last`` as asked."""
     dropped = ("FLEET_TEST_SCRIPT", "FLEET_DATABASE_URL")  # no stand-in model, no shared store
     environ = {k: v for k, v in os.environ.items() if k not in dropped}
     profile = "small" if args.dry_run and args.profile == "auto" else args.profile
@@ -330,6 +331,7 @@ def environment(args: argparse.Namespace, root: Path, model_dir: Path) -> dict[s
             "FLEET_TURN_TIMEOUT_SECONDS": str(args.timeout),
             "FLEET_LOCAL_MODEL__DIRECTORY": str(model_dir),
             "FLEET_ENGINE__SMALL_VOTE": "true" if args.vote else "false",
+            "FLEET_ENGINE__SMALL_FRESH_LAST": "true" if args.fresh_last else "false",
         }
     )
     return environ
@@ -553,6 +555,11 @@ def parser() -> argparse.ArgumentParser:
     parsed.add_argument("--dry-run", action="store_true", help="scripted reference programs")
     parsed.add_argument(
         "--vote", action="store_true", help="[engine] small_vote on (two programs compared)"
+    )
+    parsed.add_argument(
+        "--fresh-last",
+        action="store_true",
+        help="[engine] small_fresh_last on (the last program sampled afresh, not repaired)",
     )
     parsed.add_argument(
         "--heldout-transcripts",

@@ -292,6 +292,10 @@ class EngineSettings(_Section):
     # when their figures differ a third decides (docs/engine.md#the-small-model-profile). Off by
     # default: it costs one or two more model calls a Turn, and its gain is not measured yet
     small_vote: bool = False
+    # code-first: the last program after two failures is sampled afresh from the first prompt
+    # (no failed program or error in its chat) instead of repairing in the chat
+    # (docs/engine.md#the-small-model-profile). Off by default until measured on both halves
+    small_fresh_last: bool = False
 
 
 class MemorySettings(_Section):

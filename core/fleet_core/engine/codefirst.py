@@ -133,6 +133,7 @@ REPAIR = (
 MISSING = "The program ran but did not write {paths}.\nReply with the whole corrected program only."
 REPEATED = "You sent the same program again, and it fails the same way:\n{error}"
 REPLY_ONLY = "Reply with the whole corrected program only."
+RESENT = "repeated a failed program"  # an attempt that resent a failed program: never run
 FORMAT = "(the answer's format)"  # the doubt key of a printed answer's format
 INCOMPLETE = (  # a next step that sees what the first one printed
     "The program ran and printed:\n{output}\nBut {problem}. The task says how to print the "
@@ -536,7 +537,8 @@ class CodeFirst:
             ):
                 self.control.check()
                 asks += 1
-                reply = self._reply(messages, temperature)
+                fresh = self._fresh(runs, checked, attempts)
+                reply = self._reply([prompt] if fresh else messages, temperature)
                 code = reply.code
                 messages.append(Message.assistant([TextPart(f"```python\n{code}\n```")]))
                 if reply.cut:  # never run, never "the same program": ask for a shorter one
@@ -560,7 +562,7 @@ class CodeFirst:
                     messages.append(Message.user(misread))
                     continue
                 if normalized(code) in failed and last is not None:  # ask again, warmer
-                    attempts.append(Attempt(code=code, error="repeated a failed program"))
+                    attempts.append(Attempt(code=code, error=RESENT))
                     temperature = REPAIR_TEMPERATURE
                     said = REPEATED.format(error=_body(last.error or ""))
                     messages.append(Message.user(self._feedback(said, last, interpreter, True)))
@@ -599,6 +601,18 @@ class CodeFirst:
             interpreter.shutdown()
         final = _tail((attempts[-1].error if attempts else None) or "no program", 500)
         raise CodeFirstFailed(f"code-first: the program failed {len(attempts)} time(s); {final}")
+
+    def _fresh(self, runs: int, checked: Attempt | None, attempts: list[Attempt]) -> bool:
+        """Whether the next program is the last one and, with ``[engine] small_fresh_last``, is
+        sampled afresh from the first prompt alone (the failed programs and their errors left
+        out of its chat) rather than repaired: only after a program that ran and failed (not a
+        cut reply, a resend or a doubt) and outside the self-check."""
+        if not self.profile.fresh_last or checked is not None or not attempts:
+            return False
+        previous = attempts[-1]
+        failed = previous.error is not None and not (previous.cut or previous.advisory)
+        resend = previous.error == RESENT
+        return runs == self.profile.repairs >= 1 and failed and not resend
 
     def _feedback(
         self, said: str, attempt: Attempt, interpreter: TurnInterpreter, repeated: bool
@@ -690,7 +704,7 @@ class CodeFirst:
         ):  # a misshapen artifact is no answer
             return None
         ran = next(
-            (a for a in reversed(attempts) if not a.cut and a.error != "repeated a failed program"),
+            (a for a in reversed(attempts) if not a.cut and a.error != RESENT),
             None,
         )
         if ran is None:

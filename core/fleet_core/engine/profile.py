@@ -44,6 +44,7 @@ class EngineProfile:
     grammar: bool = False  # and the code-first reply is held to a GBNF grammar
     self_check: bool = False  # code-first: the model checks its first good result once
     vote: bool = False  # code-first: a second sampled program checks the first one's figures
+    fresh_last: bool = False  # code-first: the last program is sampled afresh, not repaired
     # the model's context window: each code-first call's output budget is what it leaves
     context_tokens: int = CONTEXT_TOKENS
     program_tokens: int = PROGRAM_TOKENS  # the most a re-ask for a cut program is given
@@ -76,6 +77,7 @@ def resolve_profile(
         grammar=embedded_root and settings.small_grammar,
         self_check=settings.small_self_check,
         vote=settings.small_vote,
+        fresh_last=settings.small_fresh_last,
         context_tokens=context_tokens or CONTEXT_TOKENS,
         program_tokens=max(PROGRAM_TOKENS, settings.small_max_tokens),
     )
