@@ -81,3 +81,24 @@ def test_the_state_block_is_bounded_and_empty_without_names() -> None:
     block = state_block("\n".join(f"name{i} = list of 3; first: {'x' * 150}" for i in range(40)))
     assert len(block) <= STATE_CHARS + 4
     assert block.startswith(STATE_HEADING) and block.endswith("...")
+
+
+def test_a_huge_text_is_shown_by_its_first_characters_each_line_bounded() -> None:
+    """The cell runs in the program's namespace; a 50 MB text or a list of them is shown by its
+    first characters, each line bounded (run here in-process on the prelude)."""
+    import contextlib
+    import io
+
+    from fleet_core.engine.codefirst import prelude
+    from fleet_core.engine.programstate import LINE_CHARS, state_cell
+
+    scope: dict[str, object] = {}
+    exec(prelude(), scope)
+    exec("big = 'x' * 50_000_000\nwords = ['y' * 10_000_000, 'z']\nn = 3", scope)
+    shown = io.StringIO()
+    with contextlib.redirect_stdout(shown):
+        exec(state_cell(), scope)
+    lines = shown.getvalue().splitlines()
+    assert [line.split(" = ")[0] for line in lines] == ["big", "words", "n"]
+    assert lines[0].startswith("big = str 'xxx") and lines[0].endswith("...")
+    assert all(len(line) <= LINE_CHARS for line in lines)

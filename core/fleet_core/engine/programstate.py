@@ -8,7 +8,7 @@ value. So, after a program raised, a host cell lists the names the program assig
 prelude's, not modules, functions or classes) in the order they were made, each as one line
 saying its type, its size and its first values, and an empty table or collection said so.
 The repair is told that list under ``STATE_HEADING``. Bounded: ``MAX_NAMES`` names of at most
-``VALUE_CHARS`` characters each, ``STATE_CHARS`` in all.
+``LINE_CHARS`` characters each, ``STATE_CHARS`` in all.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from __future__ import annotations
 from fleet_core.engine.rewrites import PRELUDE_NAMES
 
 MAX_NAMES = 12
-VALUE_CHARS = 160
+VALUE_CHARS = 160  # one value's text (a first row, the first items)
+LINE_CHARS = 400  # one variable's line (a table's columns and first row fit whole)
 STATE_CHARS = 1_200
 STATE_HEADING = (
     "What the program's variables held when it failed (a wrong or EMPTY value comes from the "
@@ -26,13 +27,15 @@ EMPTY = "EMPTY"
 
 #: A host cell (run after a failed program, in its namespace) printing one line per variable.
 STATE_CELL = f"""
-def _fleet_state(limit, width):
+def _fleet_state(limit, width, line):
     import itertools as _it, types as _t
-    def _cut(text):
+    def _cut(text, most=width):
         text = ' '.join(str(text).split())
-        return text if len(text) <= width else text[: width - 3] + '...'
+        return text if len(text) <= most else text[: most - 3] + '...'
+    def _short(i):  # a long text is cut before its repr is made
+        return repr(i[: width + 1] if isinstance(i, (str, bytes)) else i)[: width + 1]
     def _first(items):
-        return _cut(', '.join(repr(i)[:width] for i in items))
+        return _cut(', '.join(_short(i) for i in items))
     def _describe(v):
         kind = type(v).__name__
         if hasattr(v, 'columns') and hasattr(v, 'shape'):
@@ -56,7 +59,7 @@ def _fleet_state(limit, width):
                 return f"{{kind}} {EMPTY}"
             return f"{{kind}} of {{len(v)}}; first: " + _first(_it.islice(v, 4))
         if isinstance(v, (str, bytes)):
-            return f"{{kind}} " + _cut(repr(v))
+            return f"{{kind}} " + _cut(_short(v))
         if isinstance(v, (int, float, complex, bool)) or v is None:
             return _cut(repr(v))
         return kind
@@ -66,7 +69,7 @@ def _fleet_state(limit, width):
     names = [n for n in names if not isinstance(scope[n], skip)]
     for name in names[-limit:]:
         try:
-            print(f"{{name}} = {{_describe(scope[name])}}")
+            print(_cut(f"{{name}} = {{_describe(scope[name])}}", line))
         except Exception as exc:
             print(f"{{name}} = {{type(scope[name]).__name__}} (not shown: {{type(exc).__name__}})")
 """
@@ -75,7 +78,9 @@ def _fleet_state(limit, width):
 def state_cell() -> str:
     """The host cell that prints the failed program's variables (``STATE_CELL``, then its
     call and the helper's removal)."""
-    return f"{STATE_CELL}\n_fleet_state({MAX_NAMES}, {VALUE_CHARS})\ndel _fleet_state\n"
+    return (
+        f"{STATE_CELL}\n_fleet_state({MAX_NAMES}, {VALUE_CHARS}, {LINE_CHARS})\ndel _fleet_state\n"
+    )
 
 
 def state_block(shown: str) -> str:
