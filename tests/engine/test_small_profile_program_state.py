@@ -102,3 +102,20 @@ def test_a_huge_text_is_shown_by_its_first_characters_each_line_bounded() -> Non
     assert [line.split(" = ")[0] for line in lines] == ["big", "words", "n"]
     assert lines[0].startswith("big = str 'xxx") and lines[0].endswith("...")
     assert all(len(line) <= LINE_CHARS for line in lines)
+
+
+async def test_a_failed_turn_says_the_last_exception_not_the_repairs_help(
+    open_runtime, lms, tmp_path
+) -> None:
+    runtime = await open_runtime(**SMALL)
+    await quick_session(runtime, tmp_path)
+    broken = PROGRAM.replace("'revenue'].sum()", "'amount'].sum()")
+    lms.root = scripted_lm(
+        [fenced(broken), fenced(EMPTY_TABLE), fenced(broken.replace("totals", "t"))]
+    )
+    result, _ = await turn(runtime, TASK)
+    assert result.status == "failed"
+    assert result.error is not None
+    said = result.error.message
+    assert said.endswith("the program failed 3 time(s); KeyError: 'Column not found: amount'")
+    assert STATE_HEADING[:20] not in said and "Reply with" not in said

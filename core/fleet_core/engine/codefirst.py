@@ -212,6 +212,16 @@ def json_shapes(task: str, targets: list[str]) -> list[tuple[str, list[str]]]:
     return [(path, keys) for path in paths]
 
 
+def failure_summary(attempts: list[Attempt]) -> str:
+    """How the programs failed, for the failed Turn's error: the last exception line (not the
+    repair's help or instructions), else what the host found last, without its closing line."""
+    if not attempts:
+        return "no program"
+    raised = next((a for a in reversed(attempts) if a.exception), None)
+    said = raised.exception if raised else _body(attempts[-1].error or "") or "no error text"
+    return _tail(" ".join(said.split()), 300)
+
+
 class CodeFirstFailed(RuntimeError):
     """The program still failed after every repair (the Turn fails with this message)."""
 
@@ -599,8 +609,9 @@ class CodeFirst:
                 )
         finally:
             interpreter.shutdown()
-        final = _tail((attempts[-1].error if attempts else None) or "no program", 500)
-        raise CodeFirstFailed(f"code-first: the program failed {len(attempts)} time(s); {final}")
+        raise CodeFirstFailed(
+            f"code-first: the program failed {len(attempts)} time(s); {failure_summary(attempts)}"
+        )
 
     def _fresh(self, runs: int, checked: Attempt | None, attempts: list[Attempt]) -> bool:
         """Whether the next program is the last one and, with ``[engine] small_fresh_last``, is
