@@ -8,7 +8,11 @@ cell shows the program as it ran.
 - a pandas result whose index holds labels (from ``groupby``, ``pivot_table``, ``value_counts``,
   ... with no ``reset_index`` or ``as_index=False`` after) written with ``to_csv(...,
   index=False)`` keeps them: the receiver is wrapped in ``KEEP_LABELS``, defined by the
-  prelude, which resets a named index into columns and leaves anything else as it is.
+  prelude, which resets a named index into columns and leaves anything else as it is;
+- a legacy offset alias given to ``resample``, ``asfreq``, ``Grouper``, ``date_range`` or
+  ``bdate_range`` (``'M'``, ``'Y'``, ``'A'``, ``'Q'``, ``'H'``, ``'T'``, ``'S'``, ...: pandas 3
+  rejects them with "Invalid frequency") is written with its pandas 3 name (``'ME'``,
+  ``'YE'``, ``'QE'``, ``'h'``, ``'min'``, ``'s'``); period aliases (``to_period('M')``) stay.
 
 And one fix to the session a program runs in: a new whole program after one that raised
 starts from the prelude's names, ``FRESH_NAMESPACE`` dropping what earlier programs of the Turn
@@ -21,6 +25,7 @@ whole, and the model was told a continuation's variables are kept.
 from __future__ import annotations
 
 import ast
+import re
 
 from fleet_core.engine.stathelpers import SIGNATURES
 
@@ -149,7 +154,83 @@ def keep_index_labels(code: str, context: str = "") -> str:
     return "\n".join(line.decode("utf-8") for line in lines)
 
 
+#: pandas 3 rejects the offset aliases older pandas took (and a model learned): their names now.
+LEGACY_FREQUENCIES = {
+    "M": "ME",
+    "Y": "YE",
+    "A": "YE",
+    "Q": "QE",
+    "BM": "BME",
+    "BQ": "BQE",
+    "BA": "BYE",
+    "BY": "BYE",
+    "SM": "SME",
+    "H": "h",
+    "BH": "bh",
+    "T": "min",
+    "S": "s",
+    "L": "ms",
+    "U": "us",
+    "N": "ns",
+}
+_LEGACY = re.compile(r"^(?P<n>\d*)(?P<alias>[A-Z]{1,2})(?P<anchor>-[A-Z]{3})?$")
+#: The calls whose frequency is an offset (not a period: ``to_period('M')`` is still right).
+OFFSET_CALLS = {"resample": "rule", "asfreq": "freq", "Grouper": "freq", "date_range": "freq"}
+OFFSET_CALLS |= {"bdate_range": "freq"}
+
+
+def _call_name(node: ast.Call) -> str:
+    func = node.func
+    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+
+
+def _frequency_literal(node: ast.Call) -> ast.Constant | None:
+    """The string literal given as an offset call's frequency (``resample('M')``,
+    ``Grouper(freq='M')``), if it is one."""
+    keyword = OFFSET_CALLS.get(_call_name(node))
+    if keyword is None:
+        return None
+    positional = node.args[0] if node.args and _call_name(node) in ("resample", "asfreq") else None
+    named = next((k.value for k in node.keywords if k.arg == keyword), None)
+    value = named if named is not None else positional
+    if isinstance(value, ast.Constant) and isinstance(value.value, str):
+        return value
+    return None
+
+
+def modern_frequency(alias: str) -> str | None:
+    """The alias pandas 3 takes for a legacy offset alias (``'M'`` -> ``'ME'``, ``'2H'`` ->
+    ``'2h'``, ``'A-DEC'`` -> ``'YE-DEC'``); None when ``alias`` is not a legacy one."""
+    match = _LEGACY.match(alias)
+    if match is None or match["alias"] not in LEGACY_FREQUENCIES:
+        return None
+    return f"{match['n']}{LEGACY_FREQUENCIES[match['alias']]}{match['anchor'] or ''}"
+
+
+def modern_frequencies(code: str) -> str:
+    """``code`` with each legacy offset alias literal of ``resample``, ``asfreq``, ``Grouper``,
+    ``date_range`` and ``bdate_range`` replaced by its pandas 3 name (each such call would
+    raise "Invalid frequency"); one-line literals only, so the line numbers stay."""
+    tree = _parse(code)
+    if tree is None:
+        return code
+    lines = [line.encode("utf-8") for line in code.splitlines()]
+    spans: list[tuple[int, int, int, str]] = []
+    for node in ast.walk(tree):
+        literal = _frequency_literal(node) if isinstance(node, ast.Call) else None
+        if literal is None or literal.lineno != literal.end_lineno:
+            continue
+        modern = modern_frequency(literal.value)
+        if modern is not None and literal.end_col_offset is not None:
+            spans.append((literal.lineno - 1, literal.col_offset, literal.end_col_offset, modern))
+    for row, start, end, modern in sorted(spans, reverse=True):
+        line = lines[row]
+        quote = line[start:end][-1:]
+        lines[row] = line[:start] + quote + modern.encode() + quote + line[end:]
+    return "\n".join(line.decode("utf-8") for line in lines)
+
+
 def prepare(code: str, context: str = "") -> str:
     """The program (or a continuation step of ``context``) as the host runs it: every fix
     above applied."""
-    return keep_index_labels(drop_helper_imports(code), context)
+    return modern_frequencies(keep_index_labels(drop_helper_imports(code), context))
