@@ -60,6 +60,7 @@ from fleet_core.engine.programstate import state_block, state_cell
 from fleet_core.engine.repairs import (
     SHAPE_CELL,
     SIMPLER,
+    accessor_hint,
     column_hint,
     columns_block,
     estimate_tokens,
@@ -839,6 +840,7 @@ class CodeFirst:
                 column_hint(digest, self._tables),
                 unpacking_hint(digest, code) or self._result_hint(interpreter, digest, code),
                 own_raise_hint(digest, code),
+                accessor_hint(digest, code),
             )
             hint = "\n".join(h for h in (*hints, self._state(interpreter, digest)) if h)
             return Attempt(

@@ -283,6 +283,37 @@ def own_raise_hint(error: str, code: str) -> str:
     return OWN_RAISE.format(number=located[0], text=located[1])
 
 
+_ACCESSOR = re.compile(r"Can only use \.(?P<accessor>dt|str) accessor with")
+_ACCESSED = re.compile(
+    r"""\[\s*(?P<q>['"])(?P<column>[^'"]+)(?P=q)\s*\]\s*\.(?P<accessor>dt|str)\b"""
+)
+ACCESSOR_HINTS = {
+    "dt": (
+        "The column {column!r} holds text, not dates (a CSV's dates are read as text): "
+        "convert it before using .dt: df[{column!r}] = pd.to_datetime(df[{column!r}])"
+    ),
+    "str": (
+        "The column {column!r} does not hold text: use .str only on text, or convert it "
+        "first: df[{column!r}].astype(str)"
+    ),
+}
+
+
+def accessor_hint(error: str, code: str) -> str:
+    """For pandas' "Can only use .dt (or .str) accessor with ..." error: the column on the
+    failing line holds the other kind of values, and how to convert it."""
+    match = _ACCESSOR.search(error)
+    located = failing_line(error, code) if match is not None else None
+    if match is None or located is None:
+        return ""
+    accessed = [
+        m["column"] for m in _ACCESSED.finditer(located[1]) if m["accessor"] == match["accessor"]
+    ]
+    if not accessed:
+        return ""
+    return ACCESSOR_HINTS[match["accessor"]].format(column=accessed[0])
+
+
 #: A host cell that prints what each input really holds (run in the sandbox, after the prelude).
 SHAPE_CELL = """
 def _fleet_shape(paths):

@@ -1,6 +1,8 @@
-"""A legacy pandas offset alias (``resample('M')``, ``Grouper(freq='Q')``, ...), which pandas 3
-rejects with "Invalid frequency", is written with its pandas 3 name before the program runs
-(engine/rewrites.py); the scripted model, the real local sandbox."""
+"""pandas slips of a small model: a legacy offset alias (``resample('M')``, ``Grouper(freq='Q')``,
+...), which pandas 3 rejects with "Invalid frequency", is written with its pandas 3 name before
+the program runs (engine/rewrites.py), and a ``.dt`` or ``.str`` accessor used on the other kind
+of column is told how to convert it (engine/repairs.py); the scripted model, the real local
+sandbox."""
 
 from __future__ import annotations
 
@@ -67,3 +69,48 @@ async def test_a_monthly_resample_written_for_old_pandas_runs(open_runtime, lms,
     assert "2024-01-31    36" in result.answer and "2024-03-31    76" in result.answer
     [cell] = task_cells(events)
     assert "resample('ME', on='Date')" in cell  # the task cell shows the program as it ran
+
+
+# --- a .dt (or .str) accessor on the other kind of column ----------------------------------------
+
+#: As the embedded model writes it (seed-13 and seed-15 monthly_series tune transcripts: a CSV's
+#: dates read as text, then ``.dt``; one repair wrapped it in try/except and printed nothing).
+TEXT_DATES = (
+    "df = pd.read_csv('files/visits.csv')\n"
+    "df['Month'] = df['Date'].dt.to_period('M')\n"
+    "print(df.groupby('Month')['Visitors'].sum().to_string())"
+)
+CONVERTED = TEXT_DATES.replace(
+    "df['Month']", "df['Date'] = pd.to_datetime(df['Date'])\ndf['Month']", 1
+)
+
+
+def test_the_accessor_hint_names_the_column_on_the_failing_line() -> None:
+    from fleet_core.engine.repairs import accessor_hint
+
+    error = (
+        'Traceback (most recent call last):\n  File "<cell-3>", line 2, in <module>\n'
+        "AttributeError: Can only use .dt accessor with datetimelike values"
+    )
+    assert accessor_hint(error, TEXT_DATES) == (
+        "The column 'Date' holds text, not dates (a CSV's dates are read as text): convert it "
+        "before using .dt: df['Date'] = pd.to_datetime(df['Date'])"
+    )
+    strings = error.replace(".dt accessor with datetimelike", ".str accessor with string")
+    assert "df['Date'].astype(str)" in accessor_hint(
+        strings, TEXT_DATES.replace("].dt.to_period('M')", "].str.upper()")
+    )
+    assert accessor_hint("KeyError: 'Date'", TEXT_DATES) == ""
+
+
+async def test_a_dt_accessor_on_text_dates_is_told_to_convert_the_column(
+    open_runtime, lms, tmp_path
+) -> None:
+    runtime = await open_runtime(FLEET_ENGINE_PROFILE="small")
+    await dataset_session(runtime, tmp_path, "visits.csv", VISITS)
+    lms.root = scripted_lm([fenced(TEXT_DATES), fenced(CONVERTED)])
+    result, _ = await turn(runtime, TASK)
+    assert result.status == "completed", result.error
+    assert "2024-01    36" in result.answer
+    repair = lms.root.engine_script.requests[1]
+    assert "convert it before using .dt: df['Date'] = pd.to_datetime(df['Date'])" in repair
