@@ -52,6 +52,11 @@ PROGRAM = (
     "print(totals.to_string(index=False))"
 )
 
+#: The quickstart program failing on a column the table does not have, and another program
+#: (other names) failing the same way.
+BROKEN = PROGRAM.replace("'revenue'].sum()", "'amount'].sum()")
+BROKEN_AGAIN = BROKEN.replace("totals", "sums")
+
 LABELLED_TOTALS = "df.groupby('region', as_index=False)['revenue'].sum()"
 #: Totals whose regions are gone before the write (the host keeps a grouped result's labels,
 #: engine/rewrites.py, but cannot bring back labels a program threw away), as the embedded

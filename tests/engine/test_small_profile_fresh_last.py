@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from fleet_core.engine.codefirst import REPAIR_TEMPERATURE
 from tests.engine.support import (
+    BROKEN,
+    BROKEN_AGAIN,
     EXPECTED,
     PROGRAM,
     TASK,
@@ -22,16 +24,12 @@ from tests.engine.support import (
 SMALL = {"FLEET_ENGINE_PROFILE": "small"}
 
 
-BROKEN = PROGRAM.replace("'revenue'].sum()", "'amount'].sum()")
-BROKEN_OTHER = BROKEN.replace("totals", "sums")  # another program, failing too
-
-
 async def test_the_last_program_is_sampled_afresh_from_the_first_prompt_when_asked(
     open_runtime, lms, tmp_path
 ) -> None:
     runtime = await open_runtime(**SMALL, FLEET_ENGINE__SMALL_FRESH_LAST="true")
     await quick_session(runtime, tmp_path)
-    lms.root = recording_lm([fenced(BROKEN), fenced(BROKEN_OTHER), fenced(PROGRAM)])
+    lms.root = recording_lm([fenced(BROKEN), fenced(BROKEN_AGAIN), fenced(PROGRAM)])
     result, events = await turn(runtime, TASK)
     assert result.status == "completed", result.error
     assert await artifact_rows(runtime) == EXPECTED
@@ -47,7 +45,7 @@ async def test_without_fresh_last_the_last_program_is_a_repair_in_the_chat(
 ) -> None:
     runtime = await open_runtime(**SMALL)
     await quick_session(runtime, tmp_path)
-    lms.root = recording_lm([fenced(BROKEN), fenced(BROKEN_OTHER), fenced(PROGRAM)])
+    lms.root = recording_lm([fenced(BROKEN), fenced(BROKEN_AGAIN), fenced(PROGRAM)])
     result, _ = await turn(runtime, TASK)
     assert result.status == "completed", result.error
     first, repair, last = lms.root.engine_script.requests
@@ -61,7 +59,7 @@ async def test_a_resent_program_is_asked_again_in_the_chat_not_afresh(
     told so in the chat (a fresh chat would not say why it is asked again)."""
     runtime = await open_runtime(**SMALL, FLEET_ENGINE__SMALL_FRESH_LAST="true")
     await quick_session(runtime, tmp_path)
-    replies = [fenced(BROKEN), fenced(BROKEN_OTHER), fenced(BROKEN), fenced(PROGRAM)]
+    replies = [fenced(BROKEN), fenced(BROKEN_AGAIN), fenced(BROKEN), fenced(PROGRAM)]
     lms.root = recording_lm(replies)
     result, _ = await turn(runtime, TASK)
     assert result.status == "completed", result.error

@@ -28,6 +28,8 @@ from fleet_core.engine.repairs import (
 from fleet_core.engine.scripted_lm import scripted_lm
 from tests.engine.support import (
     BARE_TOTALS,
+    BROKEN,
+    BROKEN_AGAIN,
     EXPECTED,
     LABELLED_TOTALS,
     PROGRAM,
@@ -242,9 +244,6 @@ def test_what_hides_an_error() -> None:
 
 
 # --- 4. a failure seen again gets different help ----------------------------------------------
-
-BROKEN = PROGRAM.replace("'revenue'].sum()", "'amount'].sum()")
-BROKEN_AGAIN = BROKEN.replace("totals", "sums")  # another program, the same exception
 
 
 async def test_a_failure_seen_again_gets_the_line_then_the_inputs_shape(

@@ -6,6 +6,8 @@ from __future__ import annotations
 from fleet_core.engine.programstate import STATE_CHARS, STATE_HEADING, state_block
 from fleet_core.engine.scripted_lm import scripted_lm
 from tests.engine.support import (
+    BROKEN,
+    BROKEN_AGAIN,
     EXPECTED,
     PROGRAM,
     TASK,
@@ -109,10 +111,7 @@ async def test_a_failed_turn_says_the_last_exception_not_the_repairs_help(
 ) -> None:
     runtime = await open_runtime(**SMALL)
     await quick_session(runtime, tmp_path)
-    broken = PROGRAM.replace("'revenue'].sum()", "'amount'].sum()")
-    lms.root = scripted_lm(
-        [fenced(broken), fenced(EMPTY_TABLE), fenced(broken.replace("totals", "t"))]
-    )
+    lms.root = scripted_lm([fenced(BROKEN), fenced(EMPTY_TABLE), fenced(BROKEN_AGAIN)])
     result, _ = await turn(runtime, TASK)
     assert result.status == "failed"
     assert result.error is not None
