@@ -220,7 +220,7 @@ def modern_frequencies(code: str) -> str:
         literal = _frequency_literal(node) if isinstance(node, ast.Call) else None
         if literal is None or literal.lineno != literal.end_lineno:
             continue
-        modern = modern_frequency(literal.value)
+        modern = modern_frequency(str(literal.value))
         if modern is not None and literal.end_col_offset is not None:
             spans.append((literal.lineno - 1, literal.col_offset, literal.end_col_offset, modern))
     for row, start, end, modern in sorted(spans, reverse=True):
