@@ -72,10 +72,13 @@ def _fleet_inspect(targets, shapes, inputs, head_lines, sample, cap, grouped):
         shown = [l[:160] for l in text(source).splitlines()[:3]]
         return f"The first lines of {source}:\n" + "\n".join(shown) + "\n"
 
+    def input_head():
+        source = next((s for s in inputs if os.path.isfile(s)), None)
+        return first_lines(source) if source else ""
+
     def doubt(path, t):
         if not t.strip() or (path in shapes and t.strip() in ("[]", "{}", "null", '""')):
-            source = next((s for s in inputs if os.path.isfile(s)), None)
-            head = first_lines(source) if source else ""
+            head = input_head()
             return (f"wrote {path} empty. If the task's answer is not empty, the program's "
                     f"condition matches nothing. {head}Check the condition against them")
         got = lines(t)
@@ -87,15 +90,13 @@ def _fleet_inspect(targets, shapes, inputs, head_lines, sample, cap, grouped):
         if path.lower().endswith(".csv"):
             rows = [r for r in csv.reader(io.StringIO(t)) if r]
             if len(rows) == 1:
-                source = next((s for s in inputs if os.path.isfile(s)), None)
-                head = first_lines(source) if source else ""
+                head = input_head()
                 return (f"wrote {path} with its header ({','.join(rows[0])[:80]}) and no rows. "
                         "If the task's answer is not empty, a table the program built is empty "
                         f"(a wrong condition, field or constructor). {head}Check each step "
                         "against them")
             if grouped and len(rows) == 2 and len(rows[0]) >= 2:
-                source = next((s for s in inputs if os.path.isfile(s)), None)
-                head = first_lines(source) if source else ""
+                head = input_head()
                 return (f"wrote {path} with one row ({','.join(rows[1])[:80]}): the task asks "
                         "for a figure per group, and every row fell in one group. If the input "
                         "has more than one group, the program reads the group from the wrong "

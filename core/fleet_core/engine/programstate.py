@@ -36,6 +36,8 @@ def _fleet_state(limit, width, line):
         return repr(i[: width + 1] if isinstance(i, (str, bytes)) else i)[: width + 1]
     def _first(items):
         return _cut(', '.join(_short(i) for i in items))
+    def _pairs(v):
+        return _cut(', '.join(f"{{_short(k)}}: {{_short(x)}}" for k, x in _it.islice(v.items(), 4)))
     def _describe(v):
         kind = type(v).__name__
         if hasattr(v, 'columns') and hasattr(v, 'shape'):
@@ -47,13 +49,11 @@ def _fleet_state(limit, width, line):
         if hasattr(v, 'dtype') and hasattr(v, 'index') and hasattr(v, 'iloc'):
             if len(v) == 0:
                 return f"{{kind}} {EMPTY} ({{v.dtype}})"
-            pairs = ', '.join(f"{{k!r}}: {{x!r}}" for k, x in _it.islice(v.items(), 4))
-            return f"{{kind}} of {{len(v)}} ({{v.dtype}}); first: " + _cut(pairs)
+            return f"{{kind}} of {{len(v)}} ({{v.dtype}}); first: " + _pairs(v)
         if isinstance(v, dict):
             if not v:
                 return f"{{kind}} {EMPTY}"
-            pairs = ', '.join(f"{{k!r}}: {{x!r}}" for k, x in _it.islice(v.items(), 4))
-            return f"{{kind}} of {{len(v)}} items; first: " + _cut(pairs)
+            return f"{{kind}} of {{len(v)}} items; first: " + _pairs(v)
         if isinstance(v, (list, tuple, set, frozenset)):
             if not v:
                 return f"{{kind}} {EMPTY}"

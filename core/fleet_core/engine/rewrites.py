@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Callable
 
 from fleet_core.engine.stathelpers import SIGNATURES
 
@@ -57,6 +58,21 @@ def {FRESH_NAMESPACE}():
         del scope[name]
 {PRELUDE_NAMES} = frozenset([*globals(), "{PRELUDE_NAMES}"])
 '''
+
+
+#: One change to a program's source: line index, start and end byte, and the new bytes made
+#: from the old ones.
+Edit = tuple[int, int, int, Callable[[bytes], bytes]]
+
+
+def _splice(code: str, edits: list[Edit]) -> str:
+    """``code`` with each one-line edit applied to its UTF-8 bytes, the later ones first so that
+    the earlier offsets hold: the line numbers stay."""
+    lines = [line.encode("utf-8") for line in code.splitlines()]
+    for row, start, end, change in sorted(edits, key=lambda e: e[:3], reverse=True):
+        line = lines[row]
+        lines[row] = line[:start] + change(line[start:end]) + line[end:]
+    return "\n".join(line.decode("utf-8") for line in lines)
 
 
 def _parse(code: str) -> ast.Module | None:
@@ -135,7 +151,6 @@ def keep_index_labels(code: str, context: str = "") -> str:
         return code
     earlier = _parse(context) if context else None
     assigned = {**(_assigned(earlier, context) if earlier else {}), **_assigned(tree, code)}
-    lines = [line.encode("utf-8") for line in code.splitlines()]
     spans: list[tuple[int, int, int]] = []  # line index, receiver's start and end byte
     for node in ast.walk(tree):
         if not _drops_index(node):
@@ -147,11 +162,9 @@ def keep_index_labels(code: str, context: str = "") -> str:
         one_line = receiver.lineno == receiver.end_lineno and receiver.end_col_offset is not None
         if one_line and _labelled(source):
             spans.append((receiver.lineno - 1, receiver.col_offset, receiver.end_col_offset))
-    for row, start, end in sorted(spans, reverse=True):  # the later ones first: offsets hold
-        line = lines[row]
-        wrapped = f"{KEEP_LABELS}(".encode() + line[start:end] + b")"
-        lines[row] = line[:start] + wrapped + line[end:]
-    return "\n".join(line.decode("utf-8") for line in lines)
+    wrap = f"{KEEP_LABELS}(".encode()
+    edits: list[Edit] = [(*span, lambda old: wrap + old + b")") for span in spans]
+    return _splice(code, edits)
 
 
 #: pandas 3 rejects the offset aliases older pandas took (and a model learned): their names now.
@@ -175,8 +188,13 @@ LEGACY_FREQUENCIES = {
 }
 _LEGACY = re.compile(r"^(?P<n>\d*)(?P<alias>[A-Z]{1,2})(?P<anchor>-[A-Z]{3})?$")
 #: The calls whose frequency is an offset (not a period: ``to_period('M')`` is still right).
-OFFSET_CALLS = {"resample": "rule", "asfreq": "freq", "Grouper": "freq", "date_range": "freq"}
-OFFSET_CALLS |= {"bdate_range": "freq"}
+OFFSET_CALLS = {
+    "resample": "rule",
+    "asfreq": "freq",
+    "Grouper": "freq",
+    "date_range": "freq",
+    "bdate_range": "freq",
+}
 
 
 def _call_name(node: ast.Call) -> str:
@@ -187,10 +205,11 @@ def _call_name(node: ast.Call) -> str:
 def _frequency_literal(node: ast.Call) -> ast.Constant | None:
     """The string literal given as an offset call's frequency (``resample('M')``,
     ``Grouper(freq='M')``), if it is one."""
-    keyword = OFFSET_CALLS.get(_call_name(node))
+    name = _call_name(node)
+    keyword = OFFSET_CALLS.get(name)
     if keyword is None:
         return None
-    positional = node.args[0] if node.args and _call_name(node) in ("resample", "asfreq") else None
+    positional = node.args[0] if node.args and name in ("resample", "asfreq") else None
     named = next((k.value for k in node.keywords if k.arg == keyword), None)
     value = named if named is not None else positional
     if isinstance(value, ast.Constant) and isinstance(value.value, str):
@@ -207,6 +226,11 @@ def modern_frequency(alias: str) -> str | None:
     return f"{match['n']}{LEGACY_FREQUENCIES[match['alias']]}{match['anchor'] or ''}"
 
 
+def _quoted(text: str) -> Callable[[bytes], bytes]:
+    """An edit's change: ``text`` in the quotes of the literal it replaces."""
+    return lambda old: old[-1:] + text.encode() + old[-1:]
+
+
 def modern_frequencies(code: str) -> str:
     """``code`` with each legacy offset alias literal of ``resample``, ``asfreq``, ``Grouper``,
     ``date_range`` and ``bdate_range`` replaced by its pandas 3 name (each such call would
@@ -214,20 +238,16 @@ def modern_frequencies(code: str) -> str:
     tree = _parse(code)
     if tree is None:
         return code
-    lines = [line.encode("utf-8") for line in code.splitlines()]
-    spans: list[tuple[int, int, int, str]] = []
+    edits: list[Edit] = []
     for node in ast.walk(tree):
         literal = _frequency_literal(node) if isinstance(node, ast.Call) else None
         if literal is None or literal.lineno != literal.end_lineno:
             continue
         modern = modern_frequency(str(literal.value))
         if modern is not None and literal.end_col_offset is not None:
-            spans.append((literal.lineno - 1, literal.col_offset, literal.end_col_offset, modern))
-    for row, start, end, modern in sorted(spans, reverse=True):
-        line = lines[row]
-        quote = line[start:end][-1:]
-        lines[row] = line[:start] + quote + modern.encode() + quote + line[end:]
-    return "\n".join(line.decode("utf-8") for line in lines)
+            row, start, end = literal.lineno - 1, literal.col_offset, literal.end_col_offset
+            edits.append((row, start, end, _quoted(modern)))
+    return _splice(code, edits)
 
 
 def prepare(code: str, context: str = "") -> str:
