@@ -1,10 +1,10 @@
 """The code-first route's checks of what a program answered (docs/engine.md, the small-model
 profile): a printed value that is no value (NaN, None, a log's "-") or not of the shape the
 task's bracket text asks for (``@top_month[YYYY-MM]`` answered with a figure), a table of one
-row where the task asks for a figure per group, and a library call's result unpacked into the
-wrong number of names told what it really returns. Each came from a tune transcript
-(docs/benchmarks.md); each Turn runs with the scripted model and the real local sandbox, and
-each test fails without its check."""
+row, or of about one row per input line, where the task asks for a figure per group, and a
+library call's result unpacked into the wrong number of names told what it really returns. Each
+came from a tune transcript (docs/benchmarks.md); each Turn runs with the scripted model and the
+real local sandbox, and each test fails without its check."""
 
 from __future__ import annotations
 
@@ -137,6 +137,39 @@ async def test_one_row_sent_again_is_taken_as_meant(open_runtime, lms, tmp_path)
     result, events = await turn(runtime, COUNT_TASK)
     assert result.status == "completed", result.error
     assert await status_counts(runtime) == {"-": "3"} and len(task_cells(events)) == 2
+
+
+# --- about one row per input line where the task asks for a figure per group --------------------
+
+TIMED = "".join(
+    f'10.0.0.{i} - - [01/Jan/2025:08:00:{i:02d} +0000] "GET /login HTTP/1.1" '
+    f'{404 if i % 3 else 200} 512 "-" "curl/8" rt=0.{i:03d}\n'
+    for i in range(1, 13)
+)
+PER_LINE_FIELD = COUNTS.replace("FIELD", "line.split()[-1]")  # rt=...: a new value every line
+
+
+async def test_one_row_per_input_line_where_the_task_asks_per_group_is_doubted(
+    open_runtime, lms, tmp_path
+):
+    runtime = await open_runtime(**SMALL)
+    await dataset_session(runtime, tmp_path, "access.log", TIMED)
+    lms.root = scripted_lm([fenced(PER_LINE_FIELD), fenced(RIGHT_FIELD)])
+    result, _ = await turn(runtime, COUNT_TASK)
+    assert result.status == "completed", result.error
+    assert await status_counts(runtime) == {"200": "4", "404": "8"}
+    follow_up = lms.root.engine_script.requests[1]
+    assert "with 12 rows for the 12 lines of files/access.log" in follow_up
+    assert "almost every line became a group of its own" in follow_up
+
+
+async def test_a_few_groups_from_many_lines_are_not_doubted(open_runtime, lms, tmp_path):
+    runtime = await open_runtime(**SMALL)
+    await dataset_session(runtime, tmp_path, "access.log", TIMED)
+    lms.root = scripted_lm([fenced(RIGHT_FIELD)])
+    result, events = await turn(runtime, COUNT_TASK)
+    assert result.status == "completed", result.error
+    assert len(task_cells(events)) == 1 and len(lms.root.engine_script.requests) == 1
 
 
 # --- a library call's result unpacked into the wrong number of names -----------------------------

@@ -5,8 +5,9 @@ file the task names, its sha256 (absent: not written), its first lines (the answ
 a *problem* the program must repair (a JSON artifact that does not parse or lacks the task's
 template keys) and a *doubt* the host raises until the same program is sent again, since the
 content may be meant: the file is empty (or a CSV header with no rows), or a copy of every line
-of an input, or one column of numbers without their labels, or one row where the task asks for a
-figure per group (docs/engine.md#code-first-flex).
+of an input, or one column of numbers without their labels, or, where the task asks for a figure
+per group, one row (every row in one group) or about one row per input line (every line its own
+group) (docs/engine.md#code-first-flex).
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ HEAD_LINES = 12  # of each artifact, for the answer
 SHAPE_SAMPLE_CHARS = 200  # of a misshapen JSON artifact, in the repair message
 CHECK_BYTES = 4_000_000  # read of an artifact or input for the checks (the hash reads it all)
 INPUTS_MAX = 10  # inputs compared with an artifact
+PER_LINE_MIN = 8  # groups, at least, before a table of about one group per input line is doubted
 
 _SOURCE = r"""
-def _fleet_inspect(targets, shapes, inputs, head_lines, sample, cap, grouped):
+def _fleet_inspect(targets, shapes, inputs, head_lines, sample, cap, grouped, per_line_min):
     import csv, hashlib, io, json, os
 
     def digest(path):
@@ -101,6 +103,18 @@ def _fleet_inspect(targets, shapes, inputs, head_lines, sample, cap, grouped):
                         "for a figure per group, and every row fell in one group. If the input "
                         "has more than one group, the program reads the group from the wrong "
                         f"field or column. {head}Check which field holds the group")
+            if grouped and len(rows) >= 2 and len(rows[0]) >= 2:
+                for source in inputs:
+                    if not os.path.isfile(source):
+                        continue
+                    count = len(input_lines(source))
+                    if len(rows) - 1 >= max(per_line_min, (count - 1) // 2):
+                        return (f"wrote {path} with {len(rows) - 1} rows for the {count} lines "
+                                f"of {source}: the task asks for a figure per group, and "
+                                "almost every line became a group of its own. The program "
+                                "reads the group from a field that differs on every line (a "
+                                "time, an id, a number). "
+                                f"{first_lines(source)}Check which field holds the group")
             if len(rows) >= 3 and all(len(r) == 1 for r in rows) and all(
                     number(r[0]) for r in rows[1:]):
                 return (f"wrote {path} as one column of numbers ({rows[0][0]!r}) without their "
@@ -160,7 +174,7 @@ def inspection_cell(
     a figure per group, so a CSV of one row is doubted)."""
     arguments = (
         f"{targets!r}, {dict(shapes)!r}, {inputs[:INPUTS_MAX]!r}, {HEAD_LINES}, "
-        f"{SHAPE_SAMPLE_CHARS}, {CHECK_BYTES}, {grouped!r}"
+        f"{SHAPE_SAMPLE_CHARS}, {CHECK_BYTES}, {grouped!r}, {PER_LINE_MIN}"
     )
     source = _SOURCE.replace("MARK + ", f"{MARK!r} + ")
     return f"{source}\n_fleet_inspect({arguments})\ndel _fleet_inspect"
