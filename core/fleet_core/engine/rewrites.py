@@ -12,7 +12,9 @@ cell shows the program as it ran.
 - a legacy offset alias given to ``resample``, ``asfreq``, ``Grouper``, ``date_range`` or
   ``bdate_range`` (``'M'``, ``'Y'``, ``'A'``, ``'Q'``, ``'H'``, ``'T'``, ``'S'``, ...: pandas 3
   rejects them with "Invalid frequency") is written with its pandas 3 name (``'ME'``,
-  ``'YE'``, ``'QE'``, ``'h'``, ``'min'``, ``'s'``); period aliases (``to_period('M')``) stay.
+  ``'YE'``, ``'QE'``, ``'h'``, ``'min'``, ``'s'``); period aliases (``to_period('M')``) stay;
+- a coefficient of determination taken as the correlation itself (``r_squared =
+  fit.rvalue``, ``"r2": r_value``: scipy's ``linregress`` gives r, not r squared) is squared.
 
 And one fix to the session a program runs in: a new whole program after one that raised
 starts from the prelude's names, ``FRESH_NAMESPACE`` dropping what earlier programs of the Turn
@@ -250,7 +252,52 @@ def modern_frequencies(code: str) -> str:
     return _splice(code, edits)
 
 
+#: A name that says it holds r squared (``r_squared``, ``r2``, ``R_sq``, ``rsquared``).
+_R_SQUARED = re.compile(r"^r_?(?:squared|sq|2)$", re.IGNORECASE)
+#: A correlation coefficient as scipy's ``linregress`` gives it (``fit.rvalue``, ``r_value``).
+_R_VALUE_NAMES = ("r_value", "rvalue", "r_val")
+
+
+def _is_r_value(node: ast.expr) -> bool:
+    if isinstance(node, ast.Attribute):
+        return node.attr == "rvalue"
+    return isinstance(node, ast.Name) and node.id in _R_VALUE_NAMES
+
+
+def _r_squared_values(tree: ast.Module) -> list[ast.expr]:
+    """The values assigned, keyed or passed under an r-squared name that are a bare r."""
+    found: list[ast.expr] = []
+    for node in ast.walk(tree):
+        pairs: list[tuple[str, ast.expr | None]] = []
+        if isinstance(node, ast.Assign):
+            pairs = [(t.id, node.value) for t in node.targets if isinstance(t, ast.Name)]
+        elif isinstance(node, ast.Dict):
+            pairs = [
+                (k.value, v)
+                for k, v in zip(node.keys, node.values, strict=True)
+                if isinstance(k, ast.Constant) and isinstance(k.value, str)
+            ]
+        elif isinstance(node, ast.keyword) and node.arg is not None:
+            pairs = [(node.arg, node.value)]
+        found += [v for name, v in pairs if v is not None and _R_SQUARED.match(name)]
+    return [v for v in found if _is_r_value(v) and v.lineno == v.end_lineno]
+
+
+def squared_r(code: str) -> str:
+    """``code`` with each bare correlation coefficient assigned, keyed or passed as r squared
+    (``r_squared = fit.rvalue``) squared: ``(fit.rvalue) ** 2``."""
+    tree = _parse(code)
+    if tree is None:
+        return code
+    edits: list[Edit] = [
+        (v.lineno - 1, v.col_offset, v.end_col_offset, lambda old: b"(" + old + b") ** 2")
+        for v in _r_squared_values(tree)
+        if v.end_col_offset is not None
+    ]
+    return _splice(code, edits)
+
+
 def prepare(code: str, context: str = "") -> str:
     """The program (or a continuation step of ``context``) as the host runs it: every fix
     above applied."""
-    return modern_frequencies(keep_index_labels(drop_helper_imports(code), context))
+    return squared_r(modern_frequencies(keep_index_labels(drop_helper_imports(code), context)))
