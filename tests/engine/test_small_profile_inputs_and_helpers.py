@@ -232,6 +232,33 @@ async def test_a_grouped_result_written_with_index_false_keeps_its_labels(
     assert "_fleet_keep_labels(totals).to_csv(" in task_cells(events)[0]
 
 
+#: As the embedded model wrote it (a seed-18 join_tables tune transcript: four programs in a row
+#: grouped the invoices by Segment, a column of the customers, told only "merge the tables first").
+UNJOINED = (
+    "invoices = pd.read_csv('files/invoices.csv')\n"
+    "totals = invoices.groupby('Segment')['Total ($)'].sum().round(2)\n"
+    "print(totals.to_string())"
+)
+
+
+async def test_a_column_of_the_other_table_is_told_the_exact_merge(
+    open_runtime, lms, tmp_path
+) -> None:
+    runtime = await open_runtime(**SMALL)
+    await dataset_session(runtime, tmp_path, "invoices.csv", INVOICES)
+    source = tmp_path / "customers.csv"
+    source.write_text(CUSTOMERS)
+    await runtime.attach("s", source)
+    lms.root = scripted_lm([fenced(UNJOINED), fenced(JOIN_PROGRAM)])
+    result, _ = await turn(runtime, JOIN_TASK)
+    assert result.status == "completed", result.error
+    repair = lms.root.engine_script.requests[1]
+    assert (
+        "merged = pd.read_csv('files/invoices.csv').merge(pd.read_csv('files/customers.csv'), "
+        "left_on='CustomerID', right_on='customer_id')" in repair
+    )
+
+
 def test_which_writes_keep_their_labels() -> None:
     grouped = "t = df.groupby('g')['x'].sum()\n"
     assert keep_index_labels(grouped + "t.to_csv('a.csv', index=False)") == (

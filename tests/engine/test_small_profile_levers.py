@@ -192,6 +192,21 @@ def test_the_column_a_failure_asks_for_and_the_nearest_real_ones() -> None:
     assert "'Diameter'" in column_hint("KeyError: 'diam'", tables)
 
 
+def test_a_column_of_the_other_table_is_told_the_merge_on_the_agreeing_key() -> None:
+    invoices = [("InvoiceID", "int"), ("CustomerID", "int"), ("Total ($)", "float")]
+    customers = [("customer_id", "int"), ("Segment", "text")]
+    two = {"files/invoices.csv": invoices, "files/customers.csv": customers}
+    assert column_hint("KeyError: 'Segment'", two).endswith(
+        "merge the tables first:\nmerged = pd.read_csv('files/invoices.csv')"
+        ".merge(pd.read_csv('files/customers.csv'), left_on='CustomerID', "
+        "right_on='customer_id')\nthen take every column from merged."
+    )
+    unkeyed = {**two, "files/customers.csv": [("cid", "int"), ("Segment", "text")]}
+    assert column_hint("KeyError: 'Segment'", unkeyed).endswith(
+        "(pd.merge with left_on/right_on for the key columns)."
+    )
+
+
 # --- 3. a repair may not hide the error ----------------------------------------------------------
 
 GUARDED = (

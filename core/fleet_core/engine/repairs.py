@@ -167,6 +167,35 @@ def nearest_columns(asked: str, columns: list[str], n: int = 4) -> list[str]:
     return ordered[:n]
 
 
+def _key(name: str) -> str:
+    """A column name as a join key is recognized by: lower case, letters and digits only."""
+    return re.sub(r"[^0-9a-z]", "", name.lower())
+
+
+def merge_line(tables: dict[str, list[tuple[str, str]]], holder: str) -> str:
+    """How to join the other table to ``holder`` on the one pair of columns whose names agree
+    up to case and punctuation (``CustomerID`` and ``customer_id``); the general advice when
+    there is not exactly one other table and one such pair."""
+    others = [path for path in tables if path != holder]
+    pairs = (
+        []
+        if len(others) != 1
+        else [
+            (left, right)
+            for left, _ in tables[others[0]]
+            for right, _ in tables[holder]
+            if _key(left) and _key(left) == _key(right)
+        ]
+    )
+    if len(pairs) != 1:
+        return " (pd.merge with left_on/right_on for the key columns)."
+    left, right = pairs[0]
+    return (
+        f":\nmerged = pd.read_csv({others[0]!r}).merge(pd.read_csv({holder!r}), "
+        f"left_on={left!r}, right_on={right!r})\nthen take every column from merged."
+    )
+
+
 def column_hint(text: str, tables: dict[str, list[tuple[str, str]]]) -> str:
     """For a failure naming a missing column: the real columns nearest to it ("" otherwise)."""
     asked = asked_column(text)
@@ -179,7 +208,7 @@ def column_hint(text: str, tables: dict[str, list[tuple[str, str]]]) -> str:
             return ""
         return (
             f"The column {asked!r} is in {', '.join(holders)}, not in the table that line "
-            "reads: merge the tables first (pd.merge with left_on/right_on for the key columns)."
+            f"reads: merge the tables first{merge_line(tables, holders[0])}"
         )
     nearest = nearest_columns(asked, names)
     shown = nearest or names[:MAX_COLUMNS]
