@@ -1,5 +1,6 @@
 """Code-first levers from the tune half's transcripts (docs/benchmarks.md, runs of 2026-12-06):
-a text log shown split into fields and never read as a table, the statistics helpers shown
+a text log shown as named fields (an access log: the prelude's ``log_fields``) or split into
+fields and never read as a table, the statistics helpers shown
 only as the task needs them, never imported, and their results unpacked as documented, a
 program's own ``raise`` not taken for a failing step, and a grouped result's labels kept when
 it is written with ``index=False``. Each Turn runs with the scripted model
@@ -43,6 +44,17 @@ BY_LINES = (
     'print(f"@server_errors[{errors}]")'
 )
 
+BY_FIELDS = (
+    "fields = [log_fields(line) for line in open('files/access.log')]\n"
+    "errors = sum(1 for f in fields if f and f['status'] >= 500)\n"
+    'print(f"@server_errors[{errors}]")'
+)
+PLAIN_LOG = "2025-03-04 08:00:12 ERROR disk full\n2025-03-04 08:00:13 INFO retry\n"
+COUNT_ERRORS = (
+    "errors = sum(1 for line in open('files/app.log') if line.split()[2] == 'ERROR')\n"
+    'print(f"@errors[{errors}]")'
+)
+
 ADS = "week,TV Spend ($k),Units Sold\n1,10,120\n2,20,190\n3,30,310\n4,40,390\n5,50,510\n"
 FIT_TASK = (
     "Fit a least-squares straight line that predicts 'Units Sold' from 'TV Spend ($k)' in "
@@ -59,17 +71,35 @@ SLOPE = "@slope[9.800]"
 # --- a text log: shown split into fields, never read as a table --------------------------------
 
 
-async def test_a_logs_first_line_is_shown_split_into_its_fields(open_runtime, lms, tmp_path):
+async def test_an_access_logs_first_line_is_shown_as_named_fields(open_runtime, lms, tmp_path):
     runtime = await open_runtime(**SMALL)
     await dataset_session(runtime, tmp_path, "access.log", ACCESS_LOG)
-    lms.root = scripted_lm([fenced(BY_LINES)])
+    lms.root = scripted_lm([fenced(BY_FIELDS)])
     result, _ = await turn(runtime, LOG_TASK)
     assert result.status == "completed", result.error
-    assert result.answer.strip() == "@server_errors[2]"
+    assert result.answer.strip() == "@server_errors[2]"  # log_fields is defined in the sandbox
     prompt = lms.root.engine_script.requests[0]
     assert "files/access.log is text, not a table: read it line by line with open()" in prompt
-    assert "line.split() -> [0] '10.0.3.7', [1] '-'" in prompt
-    assert "[1] 'GET /login HTTP/1.1', [2] ' 200 5120 '" in prompt
+    assert "It is a web server access log (the common or combined log format)" in prompt
+    assert (
+        "{'ip': '10.0.3.7', 'user': '-', 'time': '04/Mar/2025:08:00:12 +0000', 'method': 'GET', "
+        "'path': '/login', 'query': '', 'protocol': 'HTTP/1.1', 'status': 200, 'size': 5120, "
+        "'referrer': '-', 'agent': 'Mozilla/5.0 (X11; Linux x86_64)', 'rt': 0.12}" in prompt
+    )
+    assert "line.split()" not in prompt
+
+
+async def test_a_text_of_no_known_format_is_shown_split_into_its_fields(
+    open_runtime, lms, tmp_path
+) -> None:
+    runtime = await open_runtime(**SMALL)
+    await dataset_session(runtime, tmp_path, "app.log", PLAIN_LOG)
+    lms.root = scripted_lm([fenced(COUNT_ERRORS)])
+    result, _ = await turn(runtime, "Count the ERROR lines of files/app.log; print @errors[N].")
+    assert result.status == "completed", result.error
+    assert result.answer.strip() == "@errors[1]"
+    prompt = lms.root.engine_script.requests[0]
+    assert "line.split() -> [0] '2025-03-04', [1] '08:00:12', [2] 'ERROR'" in prompt
 
 
 async def test_a_program_reading_a_log_as_a_table_is_not_run_and_told_to_read_lines(
@@ -85,7 +115,8 @@ async def test_a_program_reading_a_log_as_a_table_is_not_run_and_told_to_read_li
     assert task_cells(events) == [BY_LINES]  # the table reading never ran
     told = lms.root.engine_script.requests[1]
     assert "it reads files/access.log with pandas.read_csv, but files/access.log is a text" in told
-    assert "line.split('\"') -> [0] '10.0.3.7 - - [04/Mar/2025:08:00:12 +0000] '" in told
+    assert "take each line's fields as shown here:\nIt is a web server access log" in told
+    assert "'status': 200" in told
 
 
 async def test_a_table_reading_sent_again_is_a_repeated_failed_program(
@@ -147,7 +178,7 @@ async def test_an_import_of_a_helper_is_dropped_before_the_program_runs(
 
 def test_what_dropping_a_helper_import_leaves() -> None:
     assert drop_helper_imports("from scipy.stats import normality\nx = 1") == (
-        "pass  # (host: a statistics helper is already defined, not imported)\nx = 1"
+        "pass  # (host: a helper is already defined, not imported)\nx = 1"
     )
     block = "if True:\n    from stats import ttest as t\n"
     assert drop_helper_imports(block).splitlines()[1].startswith("    pass  # (host:")

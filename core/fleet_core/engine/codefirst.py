@@ -41,6 +41,7 @@ from dspy.primitives.code_interpreter import CodeExecutionError
 
 from fleet_core.engine.context import TurnInputs
 from fleet_core.engine.control import TurnControl, TurnStopped
+from fleet_core.engine.fitrewrites import FIT_BY_NAME_SOURCE
 from fleet_core.engine.inspection import (
     ArtifactReport,
     asks_per_group,
@@ -350,13 +351,19 @@ def first_prompt(inputs: TurnInputs) -> str:
 
 
 def prelude() -> str:
-    """The host's first cell: ``PRELUDE``, the label keeper of engine/rewrites.py, then the
-    statistics helpers' source (engine/stathelpers.py, without its ``__future__`` import)."""
-    from fleet_core.engine import stathelpers
+    """The host's first cell: ``PRELUDE``, the label keeper of engine/rewrites.py and the fit
+    unpacker of engine/fitrewrites.py, then the statistics and log helpers' source
+    (engine/stathelpers.py, engine/loghelpers.py, without their ``__future__`` imports)."""
+    from fleet_core.engine import loghelpers, stathelpers
 
-    source = Path(stathelpers.__file__).read_text(encoding="utf-8")
-    source = source.replace("from __future__ import annotations\n", "")
-    return f"{PRELUDE}\n{KEEP_LABELS_SOURCE}\n{source}\n{FRESH_NAMESPACE_SOURCE}"
+    sources = [
+        Path(module.__file__ or "")
+        .read_text(encoding="utf-8")
+        .replace("from __future__ import annotations\n", "")
+        for module in (stathelpers, loghelpers)
+    ]
+    fixes = [KEEP_LABELS_SOURCE, FIT_BY_NAME_SOURCE]
+    return "\n".join([PRELUDE, *fixes, *sources, FRESH_NAMESPACE_SOURCE])
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,8 +3,8 @@ often and a repair rarely mends (docs/engine.md#the-small-model-profile). Each k
 program's line numbers, so an error still points at the line the model wrote, and the task
 cell shows the program as it ran.
 
-- a statistics helper imported (``from scipy.stats import normality``: the helpers are defined
-  by the prelude, not importable) has that name dropped from its import;
+- a statistics or log helper imported (``from scipy.stats import normality``: the helpers are
+  defined by the prelude, not importable) has that name dropped from its import;
 - a pandas result whose index holds labels (from ``groupby``, ``pivot_table``, ``value_counts``,
   ... with no ``reset_index`` or ``as_index=False`` after) written with ``to_csv(...,
   index=False)`` keeps them: the receiver is wrapped in ``KEEP_LABELS``, defined by the
@@ -13,8 +13,8 @@ cell shows the program as it ran.
   ``bdate_range`` (``'M'``, ``'Y'``, ``'A'``, ``'Q'``, ``'H'``, ``'T'``, ``'S'``, ...: pandas 3
   rejects them with "Invalid frequency") is written with its pandas 3 name (``'ME'``,
   ``'YE'``, ``'QE'``, ``'h'``, ``'min'``, ``'s'``); period aliases (``to_period('M')``) stay;
-- a coefficient of determination taken as the correlation itself (``r_squared =
-  fit.rvalue``, ``"r2": r_value``: scipy's ``linregress`` gives r, not r squared) is squared.
+- scipy's ``linregress`` result unpacked by the names it was given, and r taken for r squared
+  squared (engine/fitrewrites.py).
 
 And one fix to the session a program runs in: a new whole program after one that raised
 starts from the prelude's names, ``FRESH_NAMESPACE`` dropping what earlier programs of the Turn
@@ -30,9 +30,13 @@ import ast
 import re
 from collections.abc import Callable
 
+from fleet_core.engine.fitrewrites import fit_by_name, squared_r
+from fleet_core.engine.loghelpers import LOG_HELPER
+from fleet_core.engine.sourceedits import Edit, parse, splice
 from fleet_core.engine.stathelpers import SIGNATURES
 
-HELPER_IMPORT_NOTE = "a statistics helper is already defined, not imported"
+HELPER_IMPORT_NOTE = "a helper is already defined, not imported"
+HELPERS = frozenset([*SIGNATURES, LOG_HELPER])  # defined by the prelude, never importable
 KEEP_LABELS = "_fleet_keep_labels"
 #: Defined in the sandbox by the code-first prelude.
 KEEP_LABELS_SOURCE = f'''
@@ -62,39 +66,17 @@ def {FRESH_NAMESPACE}():
 '''
 
 
-#: One change to a program's source: line index, start and end byte, and the new bytes made
-#: from the old ones.
-Edit = tuple[int, int, int, Callable[[bytes], bytes]]
-
-
-def _splice(code: str, edits: list[Edit]) -> str:
-    """``code`` with each one-line edit applied to its UTF-8 bytes, the later ones first so that
-    the earlier offsets hold: the line numbers stay."""
-    lines = [line.encode("utf-8") for line in code.splitlines()]
-    for row, start, end, change in sorted(edits, key=lambda e: e[:3], reverse=True):
-        line = lines[row]
-        lines[row] = line[:start] + change(line[start:end]) + line[end:]
-    return "\n".join(line.decode("utf-8") for line in lines)
-
-
-def _parse(code: str) -> ast.Module | None:
-    try:
-        return ast.parse(code)
-    except SyntaxError:
-        return None
-
-
 def drop_helper_imports(code: str) -> str:
     """``code`` without the helpers' names in its one-line ``from ... import`` statements (a
     statement importing nothing else becomes ``pass``, which keeps an indented block whole)."""
-    tree = _parse(code)
+    tree = parse(code)
     if tree is None:
         return code
     lines = code.splitlines()
     for node in ast.walk(tree):
         if not isinstance(node, ast.ImportFrom) or node.lineno != node.end_lineno:
             continue
-        kept = [a for a in node.names if a.name not in SIGNATURES]
+        kept = [a for a in node.names if a.name not in HELPERS]
         if len(kept) == len(node.names):
             continue
         line = lines[node.lineno - 1]
@@ -148,10 +130,10 @@ def keep_index_labels(code: str, context: str = "") -> str:
     """``code`` with the receiver of each one-line ``.to_csv(..., index=False)`` wrapped in
     ``KEEP_LABELS(...)`` when it is (or names) a result with labels in its index; a name may
     also be assigned in ``context``, the steps a continuation follows."""
-    tree = _parse(code)
+    tree = parse(code)
     if tree is None:
         return code
-    earlier = _parse(context) if context else None
+    earlier = parse(context) if context else None
     assigned = {**(_assigned(earlier, context) if earlier else {}), **_assigned(tree, code)}
     spans: list[tuple[int, int, int]] = []  # line index, receiver's start and end byte
     for node in ast.walk(tree):
@@ -166,7 +148,7 @@ def keep_index_labels(code: str, context: str = "") -> str:
             spans.append((receiver.lineno - 1, receiver.col_offset, receiver.end_col_offset))
     wrap = f"{KEEP_LABELS}(".encode()
     edits: list[Edit] = [(*span, lambda old: wrap + old + b")") for span in spans]
-    return _splice(code, edits)
+    return splice(code, edits)
 
 
 #: pandas 3 rejects the offset aliases older pandas took (and a model learned): their names now.
@@ -237,7 +219,7 @@ def modern_frequencies(code: str) -> str:
     """``code`` with each legacy offset alias literal of ``resample``, ``asfreq``, ``Grouper``,
     ``date_range`` and ``bdate_range`` replaced by its pandas 3 name (each such call would
     raise "Invalid frequency"); one-line literals only, so the line numbers stay."""
-    tree = _parse(code)
+    tree = parse(code)
     if tree is None:
         return code
     edits: list[Edit] = []
@@ -249,55 +231,11 @@ def modern_frequencies(code: str) -> str:
         if modern is not None and literal.end_col_offset is not None:
             row, start, end = literal.lineno - 1, literal.col_offset, literal.end_col_offset
             edits.append((row, start, end, _quoted(modern)))
-    return _splice(code, edits)
-
-
-#: A name that says it holds r squared (``r_squared``, ``r2``, ``R_sq``, ``rsquared``).
-_R_SQUARED = re.compile(r"^r_?(?:squared|sq|2)$", re.IGNORECASE)
-#: A correlation coefficient as scipy's ``linregress`` gives it (``fit.rvalue``, ``r_value``).
-_R_VALUE_NAMES = ("r_value", "rvalue", "r_val")
-
-
-def _is_r_value(node: ast.expr) -> bool:
-    if isinstance(node, ast.Attribute):
-        return node.attr == "rvalue"
-    return isinstance(node, ast.Name) and node.id in _R_VALUE_NAMES
-
-
-def _r_squared_values(tree: ast.Module) -> list[ast.expr]:
-    """The values assigned, keyed or passed under an r-squared name that are a bare r."""
-    found: list[ast.expr] = []
-    for node in ast.walk(tree):
-        pairs: list[tuple[str, ast.expr | None]] = []
-        if isinstance(node, ast.Assign):
-            pairs = [(t.id, node.value) for t in node.targets if isinstance(t, ast.Name)]
-        elif isinstance(node, ast.Dict):
-            pairs = [
-                (k.value, v)
-                for k, v in zip(node.keys, node.values, strict=True)
-                if isinstance(k, ast.Constant) and isinstance(k.value, str)
-            ]
-        elif isinstance(node, ast.keyword) and node.arg is not None:
-            pairs = [(node.arg, node.value)]
-        found += [v for name, v in pairs if v is not None and _R_SQUARED.match(name)]
-    return [v for v in found if _is_r_value(v) and v.lineno == v.end_lineno]
-
-
-def squared_r(code: str) -> str:
-    """``code`` with each bare correlation coefficient assigned, keyed or passed as r squared
-    (``r_squared = fit.rvalue``) squared: ``(fit.rvalue) ** 2``."""
-    tree = _parse(code)
-    if tree is None:
-        return code
-    edits: list[Edit] = [
-        (v.lineno - 1, v.col_offset, v.end_col_offset, lambda old: b"(" + old + b") ** 2")
-        for v in _r_squared_values(tree)
-        if v.end_col_offset is not None
-    ]
-    return _splice(code, edits)
+    return splice(code, edits)
 
 
 def prepare(code: str, context: str = "") -> str:
     """The program (or a continuation step of ``context``) as the host runs it: every fix
     above applied."""
-    return squared_r(modern_frequencies(keep_index_labels(drop_helper_imports(code), context)))
+    fixed = modern_frequencies(keep_index_labels(drop_helper_imports(code), context))
+    return fit_by_name(squared_r(fixed))

@@ -1,5 +1,6 @@
 """Line-oriented text inputs (logs, plain text) for the code-first route: the model is shown how
-one line splits into fields, and a program that reads such a file as a table is stopped before
+one line splits into fields (named ones, from the prelude's ``log_fields``, for an access log or
+key=value lines), and a program that reads such a file as a table is stopped before
 it runs (``pd.read_csv(..., sep=' ')`` on an access log splits its quoted fields at their
 spaces and answers with the wrong columns: docs/benchmarks.md)."""
 
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 import re
 
+from fleet_core.engine.loghelpers import LOG_HELPER, log_fields, log_kind
 from fleet_core.engine.profile import dataset_preview
 
 #: Inputs these end with are tables or structured documents, read with pandas or json.
@@ -23,7 +25,7 @@ _READER = re.compile(
 NOT_A_TABLE = (
     "The program was not run: it reads {path} with pandas.{reader}, but {path} is a text file, "
     "not a table (its fields hold spaces and quotes, so a table reader splits them wrongly). "
-    "Read it line by line with open() and split each line yourself, as shown here:\n{fields}\n"
+    "Read it line by line with open() and take each line's fields as shown here:\n{fields}\n"
     "Reply with the whole corrected program only."
 )
 
@@ -50,8 +52,30 @@ def _indexed(parts: list[str]) -> str:
     return shown + (f", ... ({len(parts)} fields)" if len(parts) > MAX_FIELDS else "")
 
 
+def named_fields(line: str) -> str:
+    """What the prelude's ``log_fields`` returns for ``line`` (engine/loghelpers.py), as the
+    prompt shows it; "" for a line it does not recognize."""
+    fields = log_fields(line)
+    if not fields:
+        return ""
+    shown = ", ".join(
+        f"{key!r}: {_clip(str(v))!r}" if isinstance(v, str) else f"{key!r}: {v!r}"
+        for key, v in list(fields.items())[:MAX_FIELDS]
+    )
+    return (
+        f"It is {log_kind(line)}: {LOG_HELPER}(line), already defined (do not import it), "
+        "returns one line's named fields as a dict (None for a line that is not one); for the "
+        f"first line it returns:\n  {{{shown}}}\n"
+        f"Use it: for line in open(path): f = {LOG_HELPER}(line); if f: ... f['name'] ..."
+    )
+
+
 def line_fields(line: str) -> str:
-    """How one line splits: on whitespace and, when it quotes fields, on its quote marks."""
+    """How one line splits: into named fields when ``log_fields`` knows its format, else on
+    whitespace and, when it quotes fields, on its quote marks."""
+    named = named_fields(line)
+    if named:
+        return named
     shown = [f"  line.split() -> {_indexed(line.split())}"]
     if line.count('"') >= 2:
         shown.append(f"  line.split('\"') -> {_indexed(line.split(chr(34)))}")
@@ -62,7 +86,7 @@ def text_block(texts: dict[str, str]) -> str:
     """The first prompt's note on each text input: read by lines, and how its first line splits."""
     return "\n".join(
         f"{path} is text, not a table: read it line by line with open() (not pandas). "
-        f"Its first line splits like this:\n{line_fields(line)}"
+        + (named_fields(line) or f"Its first line splits like this:\n{line_fields(line)}")
         for path, line in texts.items()
     )
 

@@ -1,0 +1,28 @@
+"""One-line edits of a program's source that keep its line numbers (engine/rewrites.py,
+engine/fitrewrites.py)."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable
+
+#: One change to a program's source: line index, start and end byte, and the new bytes made
+#: from the old ones.
+Edit = tuple[int, int, int, Callable[[bytes], bytes]]
+
+
+def splice(code: str, edits: list[Edit]) -> str:
+    """``code`` with each one-line edit applied to its UTF-8 bytes, the later ones first so that
+    the earlier offsets hold: the line numbers stay."""
+    lines = [line.encode("utf-8") for line in code.splitlines()]
+    for row, start, end, change in sorted(edits, key=lambda e: e[:3], reverse=True):
+        line = lines[row]
+        lines[row] = line[:start] + change(line[start:end]) + line[end:]
+    return "\n".join(line.decode("utf-8") for line in lines)
+
+
+def parse(code: str) -> ast.Module | None:
+    try:
+        return ast.parse(code)
+    except SyntaxError:
+        return None
