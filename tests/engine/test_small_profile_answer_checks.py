@@ -176,11 +176,13 @@ async def test_a_few_groups_from_many_lines_are_not_doubted(open_runtime, lms, t
 
 XY = "x,y\n1,2.1\n2,3.9\n3,6.2\n4,7.8\n5,10.1\n"
 FIT_TASK = "Fit a line of y on x in files/xy.csv and print @slope[value] @r_squared[value]."
+#: Unpacked into a name that says no figure of linregress (names that do are unpacked by name
+#: before the program runs: engine/fitrewrites.py).
 SCIPY_FIT = (
     "from scipy.stats import linregress\n"
     "df = pd.read_csv('files/xy.csv')\n"
-    "slope, intercept, r_squared = linregress(df['x'], df['y'])\n"
-    'print(f"@slope[{slope:.3f}] @r_squared[{r_squared:.3f}]")'
+    "slope, intercept, quality = linregress(df['x'], df['y'])\n"
+    'print(f"@slope[{slope:.3f}] @r_squared[{quality:.3f}]")'
 )
 HELPER_FIT = (
     "df = pd.read_csv('files/xy.csv')\n"

@@ -24,6 +24,7 @@ from fleet_core.engine.repairs import (
     looks_cut,
     nearest_columns,
     printed_index,
+    respelled,
 )
 from fleet_core.engine.scripted_lm import scripted_lm
 from tests.engine.support import (
@@ -164,12 +165,45 @@ async def test_a_key_error_repair_lists_the_nearest_real_columns(
 ) -> None:
     runtime = await open_runtime(**SMALL)
     await dataset_session(runtime, tmp_path, "wind.csv", WIND)
-    wrong = WIND_GOOD.replace("' WINDSPEED'", "'windspeed'")
+    wrong = WIND_GOOD.replace("' WINDSPEED'", "'wind_speed_kmh'")  # not the same name
     lms.root = scripted_lm([fenced(wrong), fenced(WIND_GOOD)])
     result, _ = await turn(runtime, WIND_TASK)
     assert result.status == "completed", result.error
     repair = lms.root.engine_script.requests[1]
-    assert "There is no column 'windspeed'. The real columns nearest to it: ' WINDSPEED'" in repair
+    assert (
+        "There is no column 'wind_speed_kmh'. The real columns nearest to it: ' WINDSPEED'"
+        in repair
+    )
+
+
+async def test_a_column_misspelled_by_case_or_spaces_is_respelled_without_a_model_call(
+    open_runtime, lms, tmp_path
+) -> None:
+    """A seed-19 monthly_series tune transcript: ``KeyError: 'page_views'`` for 'Page Views';
+    the repair fixed the name and dropped the line that made the month column."""
+    runtime = await open_runtime(**SMALL)
+    await dataset_session(runtime, tmp_path, "wind.csv", WIND)
+    wrong = WIND_GOOD.replace("' WINDSPEED'", "'windspeed'")
+    lms.root = scripted_lm([fenced(wrong)])
+    result, events = await turn(runtime, WIND_TASK)
+    assert result.status == "completed", result.error
+    assert result.answer.strip() == "3.33"
+    assert len(lms.root.engine_script.requests) == 1
+    assert task_cells(events) == [wrong, WIND_GOOD]  # the program, then as the host respelled it
+
+
+def test_which_misspelled_columns_are_respelled() -> None:
+    tables = {
+        "files/a.csv": [("Page Views", "int"), ("Total ($)", "float"), ("Total (€)", "float")]
+    }
+    code = "t = df.groupby('m')['page_views'].sum()\nprint(t['page_views'], 'page_views x')"
+    assert respelled(code, "KeyError: 'page_views'", tables) == (
+        "t = df.groupby('m')['Page Views'].sum()\nprint(t['Page Views'], 'page_views x')"
+    )
+    assert respelled(code, "KeyError: 'total'", tables) is None  # two real columns could be meant
+    assert respelled(code, "KeyError: 'Page Views'", tables) is None  # a real one: another problem
+    assert respelled(code, "KeyError: 'views'", tables) is None  # not the same name
+    assert respelled("df['pageviews'", "KeyError: 'pageviews'", tables) is None  # no parse
 
 
 def test_the_column_a_failure_asks_for_and_the_nearest_real_ones() -> None:

@@ -71,6 +71,7 @@ from fleet_core.engine.repairs import (
     hidden_error,
     looks_cut,
     own_raise_hint,
+    respelled,
     same_answer,
     table_columns,
     unfinished,
@@ -194,6 +195,7 @@ REPAIR_TEMPERATURE = 0.7
 #: ``[engine] small_vote``: the second and third programs are sampled from the first prompt alone
 #: (a fresh chat on the cached prefix), at this temperature, so they are independent draws.
 VOTE_TEMPERATURE = 0.7
+RESPELLS = 3  # programs run again with a misspelled column's real name, at most, per reply
 VOTE_MARGIN = 1.5  # a vote's next program is asked only if the deadline leaves this many calls
 CONTINUATIONS = 2  # steps that continue a program that ran cleanly but left work undone
 CONTINUE = (
@@ -588,6 +590,10 @@ class CodeFirst:
                 runs += 1
                 attempt = self._run(interpreter, code)
                 attempts.append(attempt)
+                original = code
+                code, attempt = self._respell(interpreter, messages, code, attempt, attempts)
+                if code != original:
+                    failed.add(normalized(original))
                 attempt = self._continue(interpreter, messages, attempt, attempts)
                 if attempt.error is None and self.profile.self_check and checked is None:
                     checked, checked_at, temperature = attempt, runs, None
@@ -730,6 +736,27 @@ class CodeFirst:
             return None
         output = f"(The program's last step failed: {ran.exception or ran.error})"
         return self._answer(Attempt(ran.code, None, output, reports=after))
+
+    def _respell(
+        self,
+        interpreter: TurnInterpreter,
+        messages: list[Any],
+        code: str,
+        attempt: Attempt,
+        attempts: list[Attempt],
+    ) -> tuple[str, Attempt]:
+        """A program that failed on a column it misspelled (exactly one real column meant:
+        ``repairs.respelled``) runs again with the real name, at most ``RESPELLS`` times, and
+        the chat shows the program so; no model call. The last program and its attempt."""
+        for _ in range(RESPELLS):
+            fixed = respelled(code, attempt.exception, self._tables) if attempt.error else None
+            if fixed is None:
+                break
+            code = fixed
+            messages[-1] = Message.assistant([TextPart(f"```python\n{code}\n```")])
+            attempt = self._run(interpreter, code)
+            attempts.append(attempt)
+        return code, attempt
 
     def _affordable(self, calls: int) -> bool:
         """Whether ``calls`` more model calls (and their programs) fit the Turn's budget and, at

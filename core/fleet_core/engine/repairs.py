@@ -6,7 +6,8 @@ functions the code-first loop (engine/codefirst.py) calls:
 - a reply cut by the output cap is recognized (:func:`looks_cut`) and never run;
 - the input tables' column names are shown exactly, quoted, with a dtype read from the preview
   (:func:`columns_block`), and a ``KeyError`` or "does not exist" gets the real columns nearest
-  to the one asked for (:func:`column_hint`);
+  to the one asked for (:func:`column_hint`), or, when exactly one real column is the same name
+  up to case, spaces and punctuation, the program is run again with it (:func:`respelled`);
 - a program whose printed answer is an error message, or that printed a guard's "does not
   exist" in place of the failing step, is not a success (:func:`hidden_error`);
 - a failure seen again gets a different kind of help: the failing line, then the input's real
@@ -29,6 +30,7 @@ import io
 import re
 
 from fleet_core.engine.profile import dataset_preview
+from fleet_core.engine.sourceedits import Edit, parse, splice
 from fleet_core.outcomes import error_answer
 
 # --- replies cut by the output cap ---------------------------------------------------------------
@@ -217,6 +219,33 @@ def column_hint(text: str, tables: dict[str, list[tuple[str, str]]]) -> str:
         f"There is no column {asked!r}. {label}: {', '.join(repr(c) for c in shown)}. "
         "Write the column name exactly as it is (case, spaces, dots and units included)."
     )
+
+
+def respelled(code: str, error: str, tables: dict[str, list[tuple[str, str]]]) -> str | None:
+    """``code`` with a missing column's name written as the one real column it means (the same
+    up to case, spaces and punctuation: ``'page_views'`` for ``'Page Views'``) in each one-line
+    string literal that spells it so; None when the failure names no such column, or more than
+    one real column could be meant, or no literal spells it."""
+    asked = asked_column(error)
+    names = {name for columns in tables.values() for name, _ in columns}
+    if asked is None or asked in names or not _key(asked):
+        return None
+    meant = [name for name in names if _key(name) == _key(asked)]
+    tree = parse(code)
+    if len(meant) != 1 or tree is None:
+        return None
+    spelled = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and node.value == asked and node.lineno == node.end_lineno
+    ]
+    real = repr(meant[0]).encode()
+    edits: list[Edit] = [
+        (node.lineno - 1, node.col_offset, node.end_col_offset, lambda _old: real)
+        for node in spelled
+        if node.end_col_offset is not None
+    ]
+    return splice(code, edits) if edits else None
 
 
 # --- a repair may not hide the error ---------------------------------------------------------
