@@ -13,6 +13,8 @@ cell shows the program as it ran.
   ``bdate_range`` (``'M'``, ``'Y'``, ``'A'``, ``'Q'``, ``'H'``, ``'T'``, ``'S'``, ...: pandas 3
   rejects them with "Invalid frequency") is written with its pandas 3 name (``'ME'``,
   ``'YE'``, ``'QE'``, ``'h'``, ``'min'``, ``'s'``); period aliases (``to_period('M')``) stay;
+- a format spec written after a value outside an f-string (``{"p": p_value:.4f}``, a
+  SyntaxError) becomes ``round(p_value, 4)``, when that makes the program parse;
 - scipy's ``linregress`` result unpacked by the names it was given, and r taken for r squared
   squared (engine/fitrewrites.py).
 
@@ -234,8 +236,23 @@ def modern_frequencies(code: str) -> str:
     return splice(code, edits)
 
 
+#: A format spec written after a value outside an f-string (``"p": p_value:.4f``).
+_STRAY_SPEC = re.compile(r"(?<![{\w.])([A-Za-z_]\w*(?:\.\w+)*(?:\[[^\]\n]*\])?):\.(\d+)f\b")
+
+
+def stray_format_specs(code: str) -> str:
+    """``code`` with each format spec written after a value outside an f-string (a
+    SyntaxError: ``json.dump({"p": p_value:.4f}, f)``) turned into ``round(p_value, 4)``, when
+    the program does not parse as it is and does once they are."""
+    if parse(code) is not None:
+        return code
+    fixed = _STRAY_SPEC.sub(lambda m: f"round({m.group(1)}, {m.group(2)})", code)
+    return fixed if fixed != code and parse(fixed) is not None else code
+
+
 def prepare(code: str, context: str = "") -> str:
     """The program (or a continuation step of ``context``) as the host runs it: every fix
     above applied."""
-    fixed = modern_frequencies(keep_index_labels(drop_helper_imports(code), context))
+    parsed = stray_format_specs(code)
+    fixed = modern_frequencies(keep_index_labels(drop_helper_imports(parsed), context))
     return fit_by_name(squared_r(fixed))
