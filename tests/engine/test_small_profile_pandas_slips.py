@@ -1,11 +1,13 @@
 """pandas slips of a small model: a legacy offset alias (``resample('M')``, ``Grouper(freq='Q')``,
 ...), which pandas 3 rejects with "Invalid frequency", is written with its pandas 3 name before
 the program runs (engine/rewrites.py), and a ``.dt`` or ``.str`` accessor used on the other kind
-of column is told how to convert it (engine/repairs.py); the scripted model, the real local
-sandbox."""
+of column is converted where it is used and the program run again, with no model call
+(engine/repairs.py; the hint that tells how stays for a use the host cannot convert); the
+scripted model, the real local sandbox."""
 
 from __future__ import annotations
 
+from fleet_core.engine.repairs import accessor_hint, converted_accessor
 from fleet_core.engine.rewrites import modern_frequencies, modern_frequency
 from fleet_core.engine.scripted_lm import scripted_lm
 from tests.engine.support import dataset_session, fenced, task_cells
@@ -80,13 +82,9 @@ TEXT_DATES = (
     "df['Month'] = df['Date'].dt.to_period('M')\n"
     "print(df.groupby('Month')['Visitors'].sum().to_string())"
 )
-CONVERTED = TEXT_DATES.replace(
-    "df['Month']", "df['Date'] = pd.to_datetime(df['Date'])\ndf['Month']", 1
-)
 
 
 def test_the_accessor_hint_names_the_column_on_the_failing_line() -> None:
-    from fleet_core.engine.repairs import accessor_hint
 
     error = (
         'Traceback (most recent call last):\n  File "<cell-3>", line 2, in <module>\n'
@@ -103,14 +101,36 @@ def test_the_accessor_hint_names_the_column_on_the_failing_line() -> None:
     assert accessor_hint("KeyError: 'Date'", TEXT_DATES) == ""
 
 
-async def test_a_dt_accessor_on_text_dates_is_told_to_convert_the_column(
+async def test_a_dt_accessor_on_text_dates_is_converted_by_the_host(
     open_runtime, lms, tmp_path
 ) -> None:
+    """A seed-23 monthly_series tune transcript: told to convert, the repair converted but
+    dropped the line that read the CSV, and the next one dropped the conversion."""
     runtime = await open_runtime(FLEET_ENGINE_PROFILE="small")
     await dataset_session(runtime, tmp_path, "visits.csv", VISITS)
-    lms.root = scripted_lm([fenced(TEXT_DATES), fenced(CONVERTED)])
-    result, _ = await turn(runtime, TASK)
+    lms.root = scripted_lm([fenced(TEXT_DATES)])
+    result, events = await turn(runtime, TASK)
     assert result.status == "completed", result.error
     assert "2024-01    36" in result.answer
-    repair = lms.root.engine_script.requests[1]
-    assert "convert it before using .dt: df['Date'] = pd.to_datetime(df['Date'])" in repair
+    assert len(lms.root.engine_script.requests) == 1
+    assert task_cells(events)[1] == TEXT_DATES.replace(
+        "df['Date'].dt", "pd.to_datetime(df['Date']).dt"
+    )
+
+
+def test_which_accessor_uses_the_host_converts() -> None:
+    error = (
+        'File "<cell-4>", line 2, in <module>\n'
+        "AttributeError: Can only use .dt accessor with datetimelike values"
+    )
+    code = "df = pd.read_csv('v.csv')\nm = df['Date'].dt.month + s['x'].str.len()\nprint(m)"
+    assert converted_accessor(error, code) == (
+        "df = pd.read_csv('v.csv')\nm = pd.to_datetime(df['Date']).dt.month + s['x'].str.len()"
+        "\nprint(m)"
+    )
+    strings = error.replace(".dt accessor with datetimelike", ".str accessor with string")
+    assert "m = df['Date'].dt.month + s['x'].astype(str).str.len()" in (
+        converted_accessor(strings, code) or ""
+    )
+    assert converted_accessor(error, "df = 1\nm = df.Date.dt.month") is None  # no column subscript
+    assert converted_accessor("KeyError: 'Date'", code) is None

@@ -64,6 +64,7 @@ from fleet_core.engine.repairs import (
     accessor_hint,
     column_hint,
     columns_block,
+    converted_accessor,
     estimate_tokens,
     failing_line,
     format_line,
@@ -195,7 +196,7 @@ REPAIR_TEMPERATURE = 0.7
 #: ``[engine] small_vote``: the second and third programs are sampled from the first prompt alone
 #: (a fresh chat on the cached prefix), at this temperature, so they are independent draws.
 VOTE_TEMPERATURE = 0.7
-RESPELLS = 3  # programs run again with a misspelled column's real name, at most, per reply
+RESPELLS = 3  # programs run again with the host's fix of a column (name, type), per reply
 VOTE_MARGIN = 1.5  # a vote's next program is asked only if the deadline leaves this many calls
 CONTINUATIONS = 2  # steps that continue a program that ran cleanly but left work undone
 CONTINUE = (
@@ -746,10 +747,16 @@ class CodeFirst:
         attempts: list[Attempt],
     ) -> tuple[str, Attempt]:
         """A program that failed on a column it misspelled (exactly one real column meant:
-        ``repairs.respelled``) runs again with the real name, at most ``RESPELLS`` times, and
-        the chat shows the program so; no model call. The last program and its attempt."""
+        ``repairs.respelled``) or on a ``.dt``/``.str`` accessor used on the other kind of
+        column (``repairs.converted_accessor``) runs again with the name or the conversion, at
+        most ``RESPELLS`` times, and the chat shows the program so; no model call. The last
+        program and its attempt."""
         for _ in range(RESPELLS):
-            fixed = respelled(code, attempt.exception, self._tables) if attempt.error else None
+            fixed = None
+            if attempt.error:
+                fixed = respelled(code, attempt.exception, self._tables) or converted_accessor(
+                    attempt.error, code
+                )
             if fixed is None:
                 break
             code = fixed

@@ -372,6 +372,38 @@ def accessor_hint(error: str, code: str) -> str:
     return ACCESSOR_HINTS[match["accessor"]].format(column=accessed[0])
 
 
+_CONVERTIBLE = re.compile(
+    r"""(?P<column>(?<![\w.])[A-Za-z_][\w.]*\[\s*(?P<q>['"])[^'"\n]+(?P=q)\s*\])\s*"""
+    r"""\.(?P<accessor>dt|str)\b"""
+)
+CONVERSIONS = {"dt": "pd.to_datetime({column}).dt", "str": "{column}.astype(str).str"}
+
+
+def converted_accessor(error: str, code: str) -> str | None:
+    """For pandas' "Can only use .dt (or .str) accessor with ..." error: ``code`` with each
+    column on the failing line that uses that accessor converted where it is used
+    (``pd.to_datetime(df['Date']).dt``, ``df['id'].astype(str).str``), the line numbers kept;
+    None when the error is another or the line uses no such column."""
+    match = _ACCESSOR.search(error)
+    located = failing_line(error, code) if match is not None else None
+    if match is None or located is None:
+        return None
+    accessor = match["accessor"]
+    lines = code.splitlines()
+    line = lines[located[0] - 1]
+
+    def convert(m: re.Match[str]) -> str:
+        if m["accessor"] != accessor:
+            return m.group(0)
+        return CONVERSIONS[accessor].format(column=m["column"])
+
+    changed = _CONVERTIBLE.sub(convert, line)
+    if changed == line:
+        return None
+    lines[located[0] - 1] = changed
+    return "\n".join(lines)
+
+
 #: A host cell that prints what each input really holds (run in the sandbox, after the prelude).
 SHAPE_CELL = """
 def _fleet_shape(paths):
