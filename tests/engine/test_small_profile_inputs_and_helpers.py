@@ -243,16 +243,22 @@ JOIN_PROGRAM = (
 )
 
 
-async def test_a_grouped_result_written_with_index_false_keeps_its_labels(
-    open_runtime, lms, tmp_path
-) -> None:
-    """The join_tables transcript: right figures, but the Segment labels lost by
-    ``Series.to_csv(index=False)``; the host keeps them, with no repair call."""
+async def join_session(open_runtime: Any, tmp_path: Any) -> Any:
+    """A small-profile runtime whose Session holds the invoices (its dataset) and customers."""
     runtime = await open_runtime(**SMALL)
     await dataset_session(runtime, tmp_path, "invoices.csv", INVOICES)
     source = tmp_path / "customers.csv"
     source.write_text(CUSTOMERS)
     await runtime.attach("s", source)
+    return runtime
+
+
+async def test_a_grouped_result_written_with_index_false_keeps_its_labels(
+    open_runtime, lms, tmp_path
+) -> None:
+    """The join_tables transcript: right figures, but the Segment labels lost by
+    ``Series.to_csv(index=False)``; the host keeps them, with no repair call."""
+    runtime = await join_session(open_runtime, tmp_path)
     lms.root = scripted_lm([fenced(JOIN_PROGRAM)])
     result, events = await turn(runtime, JOIN_TASK)
     assert result.status == "completed", result.error
@@ -275,11 +281,7 @@ UNJOINED = (
 async def test_a_column_of_the_other_table_is_told_the_exact_merge(
     open_runtime, lms, tmp_path
 ) -> None:
-    runtime = await open_runtime(**SMALL)
-    await dataset_session(runtime, tmp_path, "invoices.csv", INVOICES)
-    source = tmp_path / "customers.csv"
-    source.write_text(CUSTOMERS)
-    await runtime.attach("s", source)
+    runtime = await join_session(open_runtime, tmp_path)
     lms.root = scripted_lm([fenced(UNJOINED), fenced(JOIN_PROGRAM)])
     result, _ = await turn(runtime, JOIN_TASK)
     assert result.status == "completed", result.error
