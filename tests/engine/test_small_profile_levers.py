@@ -25,6 +25,7 @@ from fleet_core.engine.repairs import (
     nearest_columns,
     printed_index,
     respelled,
+    restored_read,
 )
 from fleet_core.engine.scripted_lm import scripted_lm
 from tests.engine.support import (
@@ -190,6 +191,38 @@ async def test_a_column_misspelled_by_case_or_spaces_is_respelled_without_a_mode
     assert result.answer.strip() == "3.33"
     assert len(lms.root.engine_script.requests) == 1
     assert task_cells(events) == [wrong, WIND_GOOD]  # the program, then as the host respelled it
+
+
+#: A seed-23 and a seed-40 monthly_series tune transcript: the repair of the first program
+#: dropped the line that read the CSV (NameError: name 'df' is not defined).
+RAISES = "df = pd.read_csv('files/wind.csv')\nprint(int(df['Station'][0]))"  # ValueError
+NO_READ = "print(round(df[' WINDSPEED'].mean(), 2))"
+
+
+async def test_a_repair_that_dropped_its_input_read_gets_it_back_without_a_model_call(
+    open_runtime, lms, tmp_path
+) -> None:
+    runtime = await open_runtime(**SMALL)
+    await dataset_session(runtime, tmp_path, "wind.csv", WIND)
+    lms.root = scripted_lm([fenced(RAISES), fenced(NO_READ)])
+    result, events = await turn(runtime, WIND_TASK)
+    assert result.status == "completed", result.error
+    assert result.answer.strip() == "3.33"
+    assert len(lms.root.engine_script.requests) == 2  # the program, its repair: no third call
+    assert task_cells(events)[-1] == f"df = pd.read_csv('files/wind.csv'); {NO_READ}"
+
+
+def test_which_dropped_reads_are_restored() -> None:
+    error = "File \"<cell-5>\", line 2, in <module>\nNameError: name 'df' is not defined"
+    code = "import os\ndf['x'] = 1\n"
+    earlier = ["df = pd.read_csv('a.csv', sep=';')\ndf = df.dropna()", "print(1)"]
+    assert restored_read(error, code, earlier) == (
+        "import os\ndf = pd.read_csv('a.csv', sep=';'); df['x'] = 1"
+    )
+    assert restored_read(error, code, ["df = df2.copy()"]) is None  # not a read of a file
+    assert restored_read(error, code, ["df = pd.read_csv(path)"]) is None  # not a literal path
+    assert restored_read(error, "if True:\n    df['x'] = 1", earlier) is None  # in a block
+    assert restored_read("KeyError: 'df'", code, earlier) is None
 
 
 def test_which_misspelled_columns_are_respelled() -> None:

@@ -73,6 +73,7 @@ from fleet_core.engine.repairs import (
     looks_cut,
     own_raise_hint,
     respelled,
+    restored_read,
     same_answer,
     table_columns,
     unfinished,
@@ -196,7 +197,7 @@ REPAIR_TEMPERATURE = 0.7
 #: ``[engine] small_vote``: the second and third programs are sampled from the first prompt alone
 #: (a fresh chat on the cached prefix), at this temperature, so they are independent draws.
 VOTE_TEMPERATURE = 0.7
-RESPELLS = 3  # programs run again with the host's fix of a column (name, type), per reply
+HOST_FIXES = 3  # programs run again mended by the host (engine/repairs.py), at most, per reply
 VOTE_MARGIN = 1.5  # a vote's next program is asked only if the deadline leaves this many calls
 CONTINUATIONS = 2  # steps that continue a program that ran cleanly but left work undone
 CONTINUE = (
@@ -592,7 +593,7 @@ class CodeFirst:
                 attempt = self._run(interpreter, code)
                 attempts.append(attempt)
                 original = code
-                code, attempt = self._respell(interpreter, messages, code, attempt, attempts)
+                code, attempt = self._host_fix(interpreter, messages, code, attempt, attempts)
                 if code != original:
                     failed.add(normalized(original))
                 attempt = self._continue(interpreter, messages, attempt, attempts)
@@ -738,7 +739,7 @@ class CodeFirst:
         output = f"(The program's last step failed: {ran.exception or ran.error})"
         return self._answer(Attempt(ran.code, None, output, reports=after))
 
-    def _respell(
+    def _host_fix(
         self,
         interpreter: TurnInterpreter,
         messages: list[Any],
@@ -746,17 +747,11 @@ class CodeFirst:
         attempt: Attempt,
         attempts: list[Attempt],
     ) -> tuple[str, Attempt]:
-        """A program that failed on a column it misspelled (exactly one real column meant:
-        ``repairs.respelled``) or on a ``.dt``/``.str`` accessor used on the other kind of
-        column (``repairs.converted_accessor``) runs again with the name or the conversion, at
-        most ``RESPELLS`` times, and the chat shows the program so; no model call. The last
-        program and its attempt."""
-        for _ in range(RESPELLS):
-            fixed = None
-            if attempt.error:
-                fixed = respelled(code, attempt.exception, self._tables) or converted_accessor(
-                    attempt.error, code
-                )
+        """A program that failed on a slip the host can mend runs again mended, at most
+        ``HOST_FIXES`` times, and the chat shows the program so; no model call. The last
+        program and its attempt. See ``_mended``."""
+        for _ in range(HOST_FIXES):
+            fixed = self._mended(code, attempt, attempts) if attempt.error else None
             if fixed is None:
                 break
             code = fixed
@@ -764,6 +759,19 @@ class CodeFirst:
             attempt = self._run(interpreter, code)
             attempts.append(attempt)
         return code, attempt
+
+    def _mended(self, code: str, attempt: Attempt, attempts: list[Attempt]) -> str | None:
+        """``code`` mended for its failure, or None: a column it misspelled (exactly one real
+        column meant: ``repairs.respelled``), a ``.dt``/``.str`` accessor used on the other
+        kind of column (``repairs.converted_accessor``), or an input an earlier program read
+        into a name this one uses without reading it (``repairs.restored_read``)."""
+        error = attempt.error or ""
+        earlier = [a.code for a in attempts[:-1] if a.code and not a.cut]
+        return (
+            respelled(code, attempt.exception, self._tables)
+            or converted_accessor(error, code)
+            or restored_read(error, code, earlier)
+        )
 
     def _affordable(self, calls: int) -> bool:
         """Whether ``calls`` more model calls (and their programs) fit the Turn's budget and, at

@@ -404,6 +404,57 @@ def converted_accessor(error: str, code: str) -> str | None:
     return "\n".join(lines)
 
 
+_UNDEFINED = re.compile(r"NameError: name '(?P<name>\w+)' is not defined")
+#: Calls that read an input file into a value (``pd.read_csv('files/a.csv')``).
+INPUT_READS = frozenset(
+    {"read_csv", "read_table", "read_json", "read_excel", "read_parquet", "read_fwf", "load"}
+)
+
+
+def _input_read(statement: ast.stmt, name: str) -> bool:
+    """Whether ``statement`` is ``name = <read>(<literals>)`` on one line, a read of a file."""
+    if not (
+        isinstance(statement, ast.Assign)
+        and [getattr(t, "id", None) for t in statement.targets] == [name]
+        and isinstance(statement.value, ast.Call)
+        and statement.lineno == statement.end_lineno
+    ):
+        return False
+    call = statement.value
+    func = call.func
+    called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    arguments = [*call.args, *(k.value for k in call.keywords)]
+    literal = all(
+        isinstance(a, ast.Constant)
+        or (isinstance(a, ast.Call) and getattr(a.func, "id", "") == "open")
+        for a in arguments
+    )
+    return called in INPUT_READS and bool(arguments) and literal
+
+
+def restored_read(error: str, code: str, earlier: list[str]) -> str | None:
+    """For a repair that uses a name it no longer defines (``NameError: name 'df'``) on a
+    top-level line, where an earlier program of the Turn read an input into that name
+    (``df = pd.read_csv('files/a.csv')``): ``code`` with that read put before the failing
+    statement on its line (``df = pd.read_csv(...); df['x'] = ...``), the line numbers kept;
+    None otherwise."""
+    match = _UNDEFINED.search(error)
+    located = failing_line(error, code) if match is not None else None
+    if match is None or located is None:
+        return None
+    lines = code.splitlines()
+    line = lines[located[0] - 1]
+    if line != line.lstrip():  # inside a block: the read would not run first
+        return None
+    for source in reversed(earlier):
+        tree = parse(source)
+        reads = [s for s in (tree.body if tree else []) if _input_read(s, match["name"])]
+        if reads:
+            lines[located[0] - 1] = f"{ast.get_source_segment(source, reads[-1])}; {line}"
+            return "\n".join(lines)
+    return None
+
+
 #: A host cell that prints what each input really holds (run in the sandbox, after the prelude).
 SHAPE_CELL = """
 def _fleet_shape(paths):
