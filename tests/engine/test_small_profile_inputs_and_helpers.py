@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fleet_core.engine.rewrites import drop_helper_imports, keep_index_labels
+from fleet_core.engine.rewrites import drop_helper_imports, keep_index_labels, unshadowed_helpers
 from fleet_core.engine.scripted_lm import scripted_lm
 from fleet_core.engine.statprompt import helpers_for, stats_help
 from fleet_core.engine.textinputs import line_fields, table_reader
@@ -87,6 +87,36 @@ async def test_an_access_logs_first_line_is_shown_as_named_fields(open_runtime, 
         "'referrer': '-', 'agent': 'Mozilla/5.0 (X11; Linux x86_64)', 'rt': 0.12}" in prompt
     )
     assert "line.split()" not in prompt
+
+
+#: As the embedded model wrote it (seed-50 log_status, a G tune transcript): its own
+#: log_fields, splitting on whitespace, in place of the helper.
+OWN_FIELDS = (
+    "def log_fields(line):\n"
+    "    fields = line.split()\n"
+    "    return {'status': int(fields[7])}\n" + BY_FIELDS
+)
+
+
+async def test_a_programs_own_log_fields_does_not_replace_the_helper(
+    open_runtime, lms, tmp_path
+) -> None:
+    runtime = await open_runtime(**SMALL)
+    await dataset_session(runtime, tmp_path, "access.log", ACCESS_LOG)
+    lms.root = scripted_lm([fenced(OWN_FIELDS)])
+    result, events = await turn(runtime, LOG_TASK)
+    assert result.status == "completed", result.error
+    assert result.answer.strip() == "@server_errors[2]"
+    assert task_cells(events)[0].startswith("def _own_log_fields(line):")
+
+
+def test_which_definitions_of_a_helpers_name_are_renamed() -> None:
+    code = "def log_fields(line):\n    pass\ndef correlation(df, a, b):\n    pass\nx = 1"
+    assert unshadowed_helpers(code) == (
+        "def _own_log_fields(line):\n    pass\ndef correlation(df, a, b):\n    pass\nx = 1"
+    )  # another shape than the helper's (x, y): the program's calls are meant for its own
+    nested = "if True:\n    def log_fields(line):\n        pass"
+    assert unshadowed_helpers(nested) == nested
 
 
 async def test_a_text_of_no_known_format_is_shown_split_into_its_fields(

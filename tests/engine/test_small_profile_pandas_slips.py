@@ -7,7 +7,7 @@ scripted model, the real local sandbox."""
 
 from __future__ import annotations
 
-from fleet_core.engine.repairs import accessor_hint, converted_accessor
+from fleet_core.engine.repairs import accessor_hint, converted_accessor, dated_grouping
 from fleet_core.engine.rewrites import modern_frequencies, modern_frequency
 from fleet_core.engine.scripted_lm import scripted_lm
 from tests.engine.support import dataset_session, fenced, task_cells
@@ -134,3 +134,46 @@ def test_which_accessor_uses_the_host_converts() -> None:
     )
     assert converted_accessor(error, "df = 1\nm = df.Date.dt.month") is None  # no column subscript
     assert converted_accessor("KeyError: 'Date'", code) is None
+
+
+# --- a grouping by month that does not name the date column -------------------------------------
+
+#: As the embedded model wrote it (seed-50 monthly_series, a G tune transcript: three programs
+#: in a row failed with "Only valid with DatetimeIndex ..., but got an instance of 'RangeIndex'").
+UNKEYED = (
+    "df = pd.read_csv('files/visits.csv')\n"
+    "df['Date'] = pd.to_datetime(df['Date'])\n"
+    "monthly = df.groupby(pd.Grouper(freq='ME'))['Visitors'].sum()\n"
+    "print(monthly.to_string())"
+)
+
+
+async def test_a_grouping_by_month_is_told_the_date_column_by_the_host(
+    open_runtime, lms, tmp_path
+) -> None:
+    runtime = await open_runtime(FLEET_ENGINE_PROFILE="small")
+    await dataset_session(runtime, tmp_path, "visits.csv", VISITS)
+    lms.root = scripted_lm([fenced(UNKEYED)])
+    result, events = await turn(runtime, TASK)
+    assert result.status == "completed", result.error
+    assert "2024-01-31    36" in result.answer and "2024-03-31    76" in result.answer
+    assert len(lms.root.engine_script.requests) == 1
+    assert "pd.Grouper(freq='ME', key='Date')" in task_cells(events)[1]
+
+
+def test_which_groupings_by_time_get_the_date_column() -> None:
+    error = (
+        'File "<cell-3>", line 1, in <module>\nTypeError: Only valid with DatetimeIndex, '
+        "TimedeltaIndex or PeriodIndex, but got an instance of 'RangeIndex'"
+    )
+    dated = {"files/v.csv": [("Date", "date text"), ("Visitors", "int")]}
+    code = "m = df.resample('ME').sum() + df.groupby(pd.Grouper(freq='ME')).sum()"
+    assert dated_grouping(error, code, dated) == (
+        "m = df.resample('ME', on='Date').sum() + "
+        "df.groupby(pd.Grouper(freq='ME', key='Date')).sum()"
+    )
+    keyed = "m = df.resample('ME', on='Day').sum()"
+    assert dated_grouping(error, keyed, dated) is None  # it names a column: another problem
+    two = {"files/v.csv": [("Start", "date text"), ("End", "date text")]}
+    assert dated_grouping(error, code, two) is None  # which of two date columns: not guessed
+    assert dated_grouping("KeyError: 'Date'", code, dated) is None

@@ -65,6 +65,7 @@ from fleet_core.engine.repairs import (
     column_hint,
     columns_block,
     converted_accessor,
+    dated_grouping,
     estimate_tokens,
     failing_line,
     format_line,
@@ -763,13 +764,15 @@ class CodeFirst:
     def _mended(self, code: str, attempt: Attempt, attempts: list[Attempt]) -> str | None:
         """``code`` mended for its failure, or None: a column it misspelled (exactly one real
         column meant: ``repairs.respelled``), a ``.dt``/``.str`` accessor used on the other
-        kind of column (``repairs.converted_accessor``), or an input an earlier program read
-        into a name this one uses without reading it (``repairs.restored_read``)."""
+        kind of column (``repairs.converted_accessor``), a grouping by month that did not name
+        the date column (``repairs.dated_grouping``), or an input an earlier program read into
+        a name this one uses without reading it (``repairs.restored_read``)."""
         error = attempt.error or ""
         earlier = [a.code for a in attempts[:-1] if a.code and not a.cut]
         return (
             respelled(code, attempt.exception, self._tables)
             or converted_accessor(error, code)
+            or dated_grouping(error, code, self._tables)
             or restored_read(error, code, earlier)
         )
 

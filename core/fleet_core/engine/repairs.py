@@ -28,6 +28,7 @@ import csv
 import difflib
 import io
 import re
+from collections.abc import Callable
 
 from fleet_core.engine.profile import dataset_preview
 from fleet_core.engine.sourceedits import Edit, parse, splice
@@ -453,6 +454,48 @@ def restored_read(error: str, code: str, earlier: list[str]) -> str | None:
             lines[located[0] - 1] = f"{ast.get_source_segment(source, reads[-1])}; {line}"
             return "\n".join(lines)
     return None
+
+
+_NOT_DATED = re.compile(r"Only valid with DatetimeIndex, TimedeltaIndex or PeriodIndex")
+#: Groupings by time that take the dates' column by a keyword (else they use the index).
+DATED_KEYWORDS = {"Grouper": "key", "resample": "on"}
+
+
+def _inserted(text: str) -> Callable[[bytes], bytes]:
+    """An edit's change that inserts ``text`` (at an empty span)."""
+    return lambda _empty: text.encode()
+
+
+def dated_grouping(error: str, code: str, tables: dict[str, list[tuple[str, str]]]) -> str | None:
+    """For pandas' "Only valid with DatetimeIndex ..." (``pd.Grouper(freq='ME')`` or
+    ``df.resample('ME')`` on a table whose dates are a column, not its index): ``code`` with
+    the one date column of the inputs named in each such call on the failing line
+    (``pd.Grouper(freq='ME', key='Date')``, ``resample('ME', on='Date')``); None when the
+    inputs hold no date column or more than one."""
+    located = failing_line(error, code) if _NOT_DATED.search(error) else None
+    dates = {name for columns in tables.values() for name, kind in columns if "date" in kind}
+    tree = parse(code) if located is not None and len(dates) == 1 else None
+    if located is None or tree is None:
+        return None
+    column = repr(dates.pop())
+    edits: list[Edit] = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and node.lineno == node.end_lineno == located[0]):
+            continue
+        func = node.func
+        called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        keyword = DATED_KEYWORDS.get(called)
+        if (
+            keyword is None
+            or any(k.arg == keyword for k in node.keywords)
+            or node.end_col_offset is None
+        ):
+            continue
+        if not (node.args or node.keywords):
+            continue
+        end = node.end_col_offset - 1  # the closing parenthesis
+        edits.append((node.lineno - 1, end, end, _inserted(f", {keyword}={column}")))
+    return splice(code, edits) if edits else None
 
 
 #: A host cell that prints what each input really holds (run in the sandbox, after the prelude).

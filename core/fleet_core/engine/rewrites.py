@@ -13,6 +13,9 @@ cell shows the program as it ran.
   ``bdate_range`` (``'M'``, ``'Y'``, ``'A'``, ``'Q'``, ``'H'``, ``'T'``, ``'S'``, ...: pandas 3
   rejects them with "Invalid frequency") is written with its pandas 3 name (``'ME'``,
   ``'YE'``, ``'QE'``, ``'h'``, ``'min'``, ``'s'``); period aliases (``to_period('M')``) stay;
+- a top-level ``def`` of a helper's name and required parameters (``def
+  log_fields(line):``, the program's own version) is renamed ``_own_log_fields``, so the calls
+  reach the prelude's helper;
 - a format spec written after a value outside an f-string (``{"p": p_value:.4f}``, a
   SyntaxError) becomes ``round(p_value, 4)``, when that makes the program parse;
 - scipy's ``linregress`` result unpacked by the names it was given, and r taken for r squared
@@ -29,9 +32,11 @@ whole, and the model was told a continuation's variables are kept.
 from __future__ import annotations
 
 import ast
+import inspect
 import re
 from collections.abc import Callable
 
+from fleet_core.engine import loghelpers, stathelpers
 from fleet_core.engine.fitrewrites import fit_by_name, squared_r
 from fleet_core.engine.loghelpers import LOG_HELPER
 from fleet_core.engine.sourceedits import Edit, parse, splice
@@ -90,6 +95,48 @@ def drop_helper_imports(code: str) -> str:
         else:
             lines[node.lineno - 1] = f"{indent}pass  # (host: {HELPER_IMPORT_NOTE})"
     return "\n".join(lines)
+
+
+SHADOW_PREFIX = "_own_"  # a program's own definition of a helper's name is renamed with it
+
+
+def _required(function: Callable[..., object]) -> int:
+    """How many parameters a call of ``function`` must pass."""
+    parameters = inspect.signature(function).parameters.values()
+    return sum(p.default is p.empty and p.kind is p.POSITIONAL_OR_KEYWORD for p in parameters)
+
+
+#: Each helper's name and the parameters a call of it must pass.
+HELPER_ARITY = {
+    name: _required(getattr(module, name))
+    for module, names in ((stathelpers, SIGNATURES), (loghelpers, (LOG_HELPER,)))
+    for name in names
+}
+
+
+def _same_shape(node: ast.FunctionDef) -> bool:
+    """Whether ``node`` defines a helper's name with the helper's required parameters (a call
+    meant for it then fits the helper; a definition of another shape is left alone)."""
+    required = len(node.args.args) - len(node.args.defaults)
+    return HELPER_ARITY.get(node.name) == required
+
+
+def unshadowed_helpers(code: str) -> str:
+    """``code`` with each top-level ``def`` of a helper's name and shape (``def
+    log_fields(line):``: the program's own version, which would replace the prelude's) renamed
+    ``_own_<name>``, so the program's calls reach the helper the prompt described."""
+    tree = parse(code)
+    if tree is None:
+        return code
+    edits: list[Edit] = []
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and _same_shape(node):
+            row = node.lineno - 1
+            line = code.splitlines()[row].encode("utf-8")
+            start = line.find(f"def {node.name}(".encode()) + len(b"def ")
+            end = start + len(node.name.encode())
+            edits.append((row, start, end, lambda old: SHADOW_PREFIX.encode() + old))
+    return splice(code, edits)
 
 
 def _drops_index(node: ast.AST) -> bool:
@@ -253,6 +300,6 @@ def stray_format_specs(code: str) -> str:
 def prepare(code: str, context: str = "") -> str:
     """The program (or a continuation step of ``context``) as the host runs it: every fix
     above applied."""
-    parsed = stray_format_specs(code)
+    parsed = unshadowed_helpers(stray_format_specs(code))
     fixed = modern_frequencies(keep_index_labels(drop_helper_imports(parsed), context))
     return fit_by_name(squared_r(fixed))
