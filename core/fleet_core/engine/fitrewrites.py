@@ -20,7 +20,7 @@ import ast
 import re
 from collections.abc import Callable
 
-from fleet_core.engine.sourceedits import Edit, parse, splice
+from fleet_core.engine.sourceedits import Edit, called_name, parse, splice
 
 FIT_BY_NAME = "_fleet_fit_by_name"
 #: Each figure of a ``linregress`` result, and the names (lower case, no "_") that ask for it.
@@ -63,9 +63,7 @@ def _figure_names(target: ast.expr) -> list[str] | None:
 def _is_linregress(node: ast.expr) -> bool:
     if not isinstance(node, ast.Call):
         return False
-    func = node.func
-    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-    return name == "linregress"
+    return called_name(node) == "linregress"
 
 
 def fit_by_name(code: str) -> str:

@@ -31,7 +31,7 @@ import re
 from collections.abc import Callable
 
 from fleet_core.engine.profile import dataset_preview
-from fleet_core.engine.sourceedits import Edit, parse, splice
+from fleet_core.engine.sourceedits import Edit, called_name, parse, splice
 from fleet_core.outcomes import error_answer
 
 # --- replies cut by the output cap ---------------------------------------------------------------
@@ -422,8 +422,7 @@ def _input_read(statement: ast.stmt, name: str) -> bool:
     ):
         return False
     call = statement.value
-    func = call.func
-    called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    called = called_name(call)
     arguments = [*call.args, *(k.value for k in call.keywords)]
     literal = all(
         isinstance(a, ast.Constant)
@@ -482,9 +481,7 @@ def dated_grouping(error: str, code: str, tables: dict[str, list[tuple[str, str]
     for node in ast.walk(tree):
         if not (isinstance(node, ast.Call) and node.lineno == node.end_lineno == located[0]):
             continue
-        func = node.func
-        called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-        keyword = DATED_KEYWORDS.get(called)
+        keyword = DATED_KEYWORDS.get(called_name(node))
         if (
             keyword is None
             or any(k.arg == keyword for k in node.keywords)

@@ -39,7 +39,7 @@ from collections.abc import Callable
 from fleet_core.engine import loghelpers, stathelpers
 from fleet_core.engine.fitrewrites import fit_by_name, squared_r
 from fleet_core.engine.loghelpers import LOG_HELPER
-from fleet_core.engine.sourceedits import Edit, parse, splice
+from fleet_core.engine.sourceedits import Edit, called_name, parse, splice
 from fleet_core.engine.stathelpers import SIGNATURES
 
 HELPER_IMPORT_NOTE = "a helper is already defined, not imported"
@@ -230,15 +230,10 @@ OFFSET_CALLS = {
 }
 
 
-def _call_name(node: ast.Call) -> str:
-    func = node.func
-    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-
-
 def _frequency_literal(node: ast.Call) -> ast.Constant | None:
     """The string literal given as an offset call's frequency (``resample('M')``,
     ``Grouper(freq='M')``), if it is one."""
-    name = _call_name(node)
+    name = called_name(node)
     keyword = OFFSET_CALLS.get(name)
     if keyword is None:
         return None

@@ -26,3 +26,9 @@ def parse(code: str) -> ast.Module | None:
         return ast.parse(code)
     except SyntaxError:
         return None
+
+
+def called_name(call: ast.Call) -> str:
+    """The name a call calls: ``f`` in ``f(x)`` and ``m.f(x)``; "" for anything else."""
+    func = call.func
+    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
