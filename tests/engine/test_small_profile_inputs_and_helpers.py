@@ -117,6 +117,8 @@ def test_which_definitions_of_a_helpers_name_are_renamed() -> None:
     )  # another shape than the helper's (x, y): the program's calls are meant for its own
     nested = "if True:\n    def log_fields(line):\n        pass"
     assert unshadowed_helpers(nested) == nested
+    spaced = "@cache\ndef  log_fields (line):\n    pass"  # the name found where the node is
+    assert unshadowed_helpers(spaced) == "@cache\ndef  _own_log_fields (line):\n    pass"
 
 
 async def test_a_text_of_no_known_format_is_shown_split_into_its_fields(

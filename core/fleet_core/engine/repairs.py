@@ -358,19 +358,28 @@ ACCESSOR_HINTS = {
 }
 
 
-def accessor_hint(error: str, code: str) -> str:
-    """For pandas' "Can only use .dt (or .str) accessor with ..." error: the column on the
-    failing line holds the other kind of values, and how to convert it."""
+def _failed_accessor(error: str, code: str) -> tuple[str, int] | None:
+    """For pandas' "Can only use .dt (or .str) accessor with ..." error: the accessor and the
+    number of the program's line that used it."""
     match = _ACCESSOR.search(error)
     located = failing_line(error, code) if match is not None else None
     if match is None or located is None:
+        return None
+    return match["accessor"], located[0]
+
+
+def accessor_hint(error: str, code: str) -> str:
+    """For pandas' "Can only use .dt (or .str) accessor with ..." error: the column on the
+    failing line holds the other kind of values, and how to convert it."""
+    failed = _failed_accessor(error, code)
+    if failed is None:
         return ""
-    accessed = [
-        m["column"] for m in _ACCESSED.finditer(located[1]) if m["accessor"] == match["accessor"]
-    ]
+    accessor, number = failed
+    line = code.splitlines()[number - 1]
+    accessed = [m["column"] for m in _ACCESSED.finditer(line) if m["accessor"] == accessor]
     if not accessed:
         return ""
-    return ACCESSOR_HINTS[match["accessor"]].format(column=accessed[0])
+    return ACCESSOR_HINTS[accessor].format(column=accessed[0])
 
 
 _CONVERTIBLE = re.compile(
@@ -385,13 +394,12 @@ def converted_accessor(error: str, code: str) -> str | None:
     column on the failing line that uses that accessor converted where it is used
     (``pd.to_datetime(df['Date']).dt``, ``df['id'].astype(str).str``), the line numbers kept;
     None when the error is another or the line uses no such column."""
-    match = _ACCESSOR.search(error)
-    located = failing_line(error, code) if match is not None else None
-    if match is None or located is None:
+    failed = _failed_accessor(error, code)
+    if failed is None:
         return None
-    accessor = match["accessor"]
+    accessor, number = failed
     lines = code.splitlines()
-    line = lines[located[0] - 1]
+    line = lines[number - 1]
 
     def convert(m: re.Match[str]) -> str:
         if m["accessor"] != accessor:
@@ -401,7 +409,7 @@ def converted_accessor(error: str, code: str) -> str | None:
     changed = _CONVERTIBLE.sub(convert, line)
     if changed == line:
         return None
-    lines[located[0] - 1] = changed
+    lines[number - 1] = changed
     return "\n".join(lines)
 
 

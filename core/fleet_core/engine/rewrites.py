@@ -98,6 +98,7 @@ def drop_helper_imports(code: str) -> str:
 
 
 SHADOW_PREFIX = "_own_"  # a program's own definition of a helper's name is renamed with it
+_DEF = re.compile(rb"def\s+")  # a definition's keyword, where its node starts
 
 
 def _required(function: Callable[..., object]) -> int:
@@ -128,12 +129,15 @@ def unshadowed_helpers(code: str) -> str:
     tree = parse(code)
     if tree is None:
         return code
+    lines = code.splitlines()
     edits: list[Edit] = []
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and _same_shape(node):
             row = node.lineno - 1
-            line = code.splitlines()[row].encode("utf-8")
-            start = line.find(f"def {node.name}(".encode()) + len(b"def ")
+            keyword = _DEF.match(lines[row].encode("utf-8"), node.col_offset)
+            if keyword is None:
+                continue
+            start = keyword.end()
             end = start + len(node.name.encode())
             edits.append((row, start, end, lambda old: SHADOW_PREFIX.encode() + old))
     return splice(code, edits)

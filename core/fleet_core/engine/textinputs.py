@@ -70,23 +70,25 @@ def named_fields(line: str) -> str:
     )
 
 
-def line_fields(line: str) -> str:
-    """How one line splits: into named fields when ``log_fields`` knows its format, else on
-    whitespace and, when it quotes fields, on its quote marks."""
-    named = named_fields(line)
-    if named:
-        return named
+def split_fields(line: str) -> str:
+    """How one line splits on whitespace and, when it quotes fields, on its quote marks."""
     shown = [f"  line.split() -> {_indexed(line.split())}"]
     if line.count('"') >= 2:
         shown.append(f"  line.split('\"') -> {_indexed(line.split(chr(34)))}")
     return "\n".join(shown)
 
 
+def line_fields(line: str, split_intro: str = "") -> str:
+    """How one line splits: into named fields when ``log_fields`` knows its format, else as
+    ``split_fields`` shows it (after ``split_intro``)."""
+    return named_fields(line) or split_intro + split_fields(line)
+
+
 def text_block(texts: dict[str, str]) -> str:
     """The first prompt's note on each text input: read by lines, and how its first line splits."""
     return "\n".join(
         f"{path} is text, not a table: read it line by line with open() (not pandas). "
-        + (named_fields(line) or f"Its first line splits like this:\n{line_fields(line)}")
+        + line_fields(line, "Its first line splits like this:\n")
         for path, line in texts.items()
     )
 
