@@ -25,6 +25,7 @@ only.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import json
 import logging
@@ -35,7 +36,7 @@ import threading
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, BinaryIO, Protocol
+from typing import Any, BinaryIO, NoReturn, Protocol
 
 from lsprotocol.types import ResponseError
 from pygls.exceptions import JsonRpcException
@@ -654,6 +655,24 @@ def _arm_exit_watchdog(code: int, grace: float | None) -> None:
     timer = threading.Timer(grace, os._exit, args=(code,))
     timer.daemon = True
     timer.start()
+
+
+def finish_process(code: int, grace: float = EXIT_GRACE_SECONDS) -> NoReturn:
+    """End a serving process with ``code``: its exit callbacks (log flushing, libraries'
+    cleanups) get ``grace`` seconds on a daemon thread, then the process ends without the
+    interpreter's finalization.
+
+    A plain ``sys.exit`` finalizes the interpreter, and there a callback or a lazy import can
+    wait forever on a lock held by a daemon thread that finalization has frozen (a Turn's
+    worker stopped inside an import holds that module's lock), while the watchdog's own daemon
+    thread is frozen too: ``exit`` then never ended the process (seen once in CI)."""
+    cleanup = threading.Thread(target=atexit._run_exitfuncs, name="fleet-exit", daemon=True)
+    cleanup.start()
+    cleanup.join(grace)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            stream.flush()
+    os._exit(code)
 
 
 def _peer(writer: asyncio.StreamWriter) -> str:

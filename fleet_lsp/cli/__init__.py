@@ -24,7 +24,6 @@ def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     if args in (["serve"], ["serve", "--stdio"]) or (not args and not sys.stdin.isatty()):
         serve_stdio()
-        return
     from fleet_lsp.cli import terminal
     from fleet_lsp.cli.app import app
 

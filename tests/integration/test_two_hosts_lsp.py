@@ -23,7 +23,7 @@ from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
 from fleet_core.engine.scripted_lm import action, submit
-from tests.lsp.conftest import call
+from tests.lsp.conftest import call, close_client
 
 pytestmark = pytest.mark.postgres
 
@@ -83,8 +83,7 @@ async def servers(
     b = await _server(tmp_path, "b", postgres_database)
     yield a, b
     for client in (a, b):
-        await client.shutdown_session()
-        await client.stop()
+        await close_client(client)
 
 
 async def _turn(client: LanguageClient) -> dict[str, Any]:

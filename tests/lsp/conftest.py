@@ -129,6 +129,26 @@ async def call_error(client: LanguageClient, method: str, params: Any) -> JsonRp
     return info.value
 
 
+#: How long a server may take to answer ``shutdown`` and end after ``exit``.
+CLOSE_SECONDS = 60.0
+
+
+async def close_client(client: LanguageClient, within: float = CLOSE_SECONDS) -> None:
+    """``shutdown``, ``exit``, and the server process ended; one that has not ended
+    ``within`` seconds is killed and the teardown fails (it would otherwise wait forever)."""
+    try:
+        await asyncio.wait_for(client.shutdown_session(), within)
+    except TimeoutError:
+        server = client._server
+        if server is not None and server.returncode is None:
+            server.kill()
+        await client.stop()
+        raise AssertionError(
+            f"the server did not end within {within:g} s of shutdown and exit; it was killed"
+        ) from None
+    await client.stop()
+
+
 def write_script(path: Path, script: dict[str, Any]) -> Path:
     path.write_text(json.dumps(script), encoding="utf-8")
     return path
@@ -146,8 +166,7 @@ async def scripted_lsp(
     )
     client.kind = kind  # type: ignore[attr-defined]
     yield client
-    await client.shutdown_session()
-    await client.stop()
+    await close_client(client)
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module", params=CLIENTS)
@@ -159,5 +178,4 @@ async def lsp(
     client.kind = request.param  # type: ignore[attr-defined]
     client.state_dir = state  # type: ignore[attr-defined]
     yield client
-    await client.shutdown_session()
-    await client.stop()
+    await close_client(client)

@@ -18,7 +18,7 @@ from pygls.exceptions import JsonRpcException
 from pytest_lsp import LanguageClient
 
 from fleet_lsp.protocol import ERROR_CODES
-from tests.lsp.conftest import SALES, call, start_client
+from tests.lsp.conftest import SALES, call, close_client, start_client
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -33,8 +33,7 @@ async def lsp(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Languag
     client.state_dir = state  # type: ignore[attr-defined]
     yield client
     # the server still shuts down and exits (a FIFO attach used to keep it alive forever)
-    await asyncio.wait_for(client.shutdown_session(), PROMPT)
-    await asyncio.wait_for(client.stop(), PROMPT)
+    await close_client(client, PROMPT)
 
 
 async def _session(lsp: LanguageClient) -> str:

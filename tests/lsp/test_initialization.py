@@ -8,7 +8,7 @@ from pathlib import Path
 
 from lsprotocol import types
 
-from tests.lsp.conftest import call, start_client
+from tests.lsp.conftest import call, close_client, start_client
 
 
 async def test_a_bad_option_is_reported_and_the_good_ones_are_applied(tmp_path: Path) -> None:
@@ -39,5 +39,4 @@ async def test_a_bad_option_is_reported_and_the_good_ones_are_applied(tmp_path: 
         assert overrides == [{"value": 2, "source": "override"}]  # runtime.max_agent_depth
         assert client.fleet_events == []  # type: ignore[attr-defined]
     finally:
-        await client.shutdown_session()
-        await client.stop()
+        await close_client(client)

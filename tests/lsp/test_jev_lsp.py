@@ -17,7 +17,7 @@ from pytest_lsp import LanguageClient
 
 from fleet_core.engine.scripted_lm import action, submit
 from tests.fake_jev import KEY, fake_jev
-from tests.lsp.conftest import CLIENTS, call, start_client, write_script
+from tests.lsp.conftest import CLIENTS, call, close_client, start_client, write_script
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -43,8 +43,7 @@ async def jev_lsp(
         }
         client = await start_client(request.param, env)
         yield client, fake
-        await client.shutdown_session()
-        await client.stop()
+        await close_client(client)
 
 
 async def test_a_turn_triaged_preloaded_and_deciding_with_jev(jev_lsp) -> None:

@@ -15,7 +15,7 @@ import pytest_asyncio
 from pytest_lsp import LanguageClient
 
 from fleet_core.engine.scripted_lm import action, submit
-from tests.lsp.conftest import call, start_client, write_script
+from tests.lsp.conftest import call, close_client, start_client, write_script
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -58,8 +58,7 @@ async def lsp(
         env["FLEET_DATABASE_URL"] = request.getfixturevalue("postgres_database")
     client = await start_client(kind, env)
     yield client
-    await client.shutdown_session()
-    await client.stop()
+    await close_client(client)
 
 
 async def run(lsp: LanguageClient, session_id: str, task: str) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from pytest_lsp import LanguageClient
 
 from fleet_lsp.protocol import ERROR_CODES
 from tests.fake_http import JsonHandler, serving
-from tests.lsp.conftest import call, call_error, start_client, write_script
+from tests.lsp.conftest import call, call_error, close_client, start_client, write_script
 
 pytestmark = pytest.mark.asyncio
 
@@ -50,8 +50,7 @@ class ModelsEndpoint(JsonHandler):
 
 
 async def _stop(client: LanguageClient) -> None:
-    await client.shutdown_session()
-    await client.stop()
+    await close_client(client)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

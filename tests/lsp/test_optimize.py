@@ -23,6 +23,7 @@ from fleet_lsp.protocol import INVALID_PARAMS, REQUEST_CANCELLED
 from tests.lsp.conftest import (
     call,
     call_error,
+    close_client,
     plain,
     start_client,
     start_request,
@@ -43,8 +44,7 @@ async def lsp(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Languag
     client = await start_client("vscode", env)
     client.state_dir = Path(env["FLEET_STATE_DIR"])  # type: ignore[attr-defined]
     yield client
-    await client.shutdown_session()
-    await client.stop()
+    await close_client(client)
 
 
 def start_optimize(lsp: LanguageClient, params: dict[str, Any], msg_id: str | None = None) -> Any:

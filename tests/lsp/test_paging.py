@@ -15,7 +15,7 @@ from lsprotocol import types
 from pytest_lsp import LanguageClient
 
 from fleet_lsp.protocol import ERROR_CODES, INVALID_PARAMS
-from tests.lsp.conftest import CLIENTS, call, call_error, plain, start_client
+from tests.lsp.conftest import CLIENTS, call, call_error, close_client, plain, start_client
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 MAX_FILES = 2_000  # the server's sandbox.max_files (an initialization setting)
@@ -33,8 +33,7 @@ async def paged(
     )
     client.state_dir = state  # type: ignore[attr-defined]
     yield client
-    await client.shutdown_session()
-    await client.stop()
+    await close_client(client)
 
 
 def sid() -> str:

@@ -16,7 +16,7 @@ from pytest_lsp import LanguageClient
 from fleet_core.store import Store
 from fleet_core.store.database import database_url
 from fleet_lsp.protocol import INVALID_PARAMS
-from tests.lsp.conftest import call, call_error, start_client
+from tests.lsp.conftest import call, call_error, close_client, start_client
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 HOST = "lsp-filter-host"
@@ -33,8 +33,7 @@ async def client(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Lang
         store.close()
     started = await start_client("vscode", {"FLEET_STATE_DIR": str(state), "FLEET_HOST_NAME": HOST})
     yield started
-    await started.shutdown_session()
-    await started.stop()
+    await close_client(started)
 
 
 async def _pages(client: LanguageClient, params: dict[str, Any]) -> list[dict[str, Any]]:

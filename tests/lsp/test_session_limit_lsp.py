@@ -10,7 +10,7 @@ import pytest_asyncio
 from pytest_lsp import LanguageClient
 
 from fleet_lsp.protocol import ERROR_CODES
-from tests.lsp.conftest import call, call_error, start_client
+from tests.lsp.conftest import call, call_error, close_client, start_client
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -21,8 +21,7 @@ async def lsp(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Languag
     env = {"FLEET_STATE_DIR": str(state), "FLEET_MAX_ACTIVE_SESSIONS": "2"}
     client = await start_client("neovim", env)
     yield client
-    await client.shutdown_session()
-    await client.stop()
+    await close_client(client)
 
 
 async def test_the_session_past_the_limit_is_refused_and_close_frees_a_slot(
@@ -57,5 +56,4 @@ async def test_the_65th_session_is_refused_at_the_default_setting(
         await call(client, "fleet/session/close", {"sessionId": "d0"})
         assert (await call(client, "fleet/session/new", {"sessionId": "d64"}))["sessionId"] == "d64"
     finally:
-        await client.shutdown_session()
-        await client.stop()
+        await close_client(client)

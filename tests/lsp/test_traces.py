@@ -24,7 +24,7 @@ from pytest_lsp import LanguageClient
 from fleet_core.engine.scripted_lm import action, route, submit
 from fleet_lsp.protocol import ERROR_CODES, INVALID_PARAMS
 from tests.fake_http import JsonHandler, serving
-from tests.lsp.conftest import call, call_error, start_client, write_script
+from tests.lsp.conftest import call, call_error, close_client, start_client, write_script
 
 pytestmark = pytest.mark.asyncio(loop_scope="function")
 
@@ -43,8 +43,7 @@ SCRIPT = {
 
 
 async def stop(client: LanguageClient) -> None:
-    await client.shutdown_session()
-    await client.stop()
+    await close_client(client)
 
 
 async def run_traced_turn(client: LanguageClient, *, record_replay: bool) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from fleet_core.engine.scripted_lm import action, route, submit
 from fleet_core.observability.destination import MlflowDestination
 from fleet_core.observability.mlflow_backend import MlflowBackend
 from tests.conftest import ADMIN_URL
-from tests.lsp.conftest import SALES, call, start_client, write_script
+from tests.lsp.conftest import SALES, call, close_client, start_client, write_script
 from tests.lsp.test_turns import QUICK_CODE
 from tests.lsp.test_turns import SCRIPT as TURNS_SCRIPT
 from tests.observability.mlflow_server import MlflowServer
@@ -96,8 +96,7 @@ async def servers(
         clients.append(await start_client("vscode", env, settings=settings))
     yield clients
     for client in clients:
-        await client.shutdown_session()
-        await client.stop()
+        await close_client(client)
 
 
 async def _turn(client: LanguageClient, session_id: str) -> str:

@@ -31,7 +31,6 @@ def serve(
         from fleet_lsp.cli.serve import serve_stdio
 
         serve_stdio()
-        return
     import logging
     import os
 
@@ -66,6 +65,8 @@ def serve(
             port_text,
             NON_LOOPBACK_ENV,
         )
+    from fleet_lsp.transport import finish_process
+
     server = create_server()
     server.start_tcp(host, int(port_text))  # logs "listening on" once bound
-    raise typer.Exit(server.exit_code)
+    finish_process(server.exit_code)
