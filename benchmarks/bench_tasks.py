@@ -318,8 +318,8 @@ def scripted_reference(instance: TaskInstance) -> Any:
 
 def environment(args: argparse.Namespace, root: Path, model_dir: Path) -> dict[str, str]:
     """The configured environment (a user's endpoint settings apply), with this run's own
-    state directory, no tracing, the profile, Turn deadline, ``small_vote`` and
-    ``small_fresh_last`` as asked."""
+    state directory, no tracing, the profile, Turn deadline, ``small_vote``,
+    ``small_fresh_last`` and ``small_fresh_retry`` as asked."""
     dropped = ("FLEET_TEST_SCRIPT", "FLEET_DATABASE_URL")  # no stand-in model, no shared store
     environ = {k: v for k, v in os.environ.items() if k not in dropped}
     profile = "small" if args.dry_run and args.profile == "auto" else args.profile
@@ -332,6 +332,7 @@ def environment(args: argparse.Namespace, root: Path, model_dir: Path) -> dict[s
             "FLEET_LOCAL_MODEL__DIRECTORY": str(model_dir),
             "FLEET_ENGINE__SMALL_VOTE": "true" if args.vote else "false",
             "FLEET_ENGINE__SMALL_FRESH_LAST": "true" if args.fresh_last else "false",
+            "FLEET_ENGINE__SMALL_FRESH_RETRY": "false" if args.no_fresh_retry else "true",
         }
     )
     return environ
@@ -560,6 +561,11 @@ def parser() -> argparse.ArgumentParser:
         "--fresh-last",
         action="store_true",
         help="[engine] small_fresh_last on (the last program sampled afresh, not repaired)",
+    )
+    parsed.add_argument(
+        "--no-fresh-retry",
+        action="store_true",
+        help="[engine] small_fresh_retry off (no fresh program after every program failed)",
     )
     parsed.add_argument(
         "--heldout-transcripts",

@@ -296,6 +296,10 @@ class EngineSettings(_Section):
     # (no failed program or error in its chat) instead of repairing in the chat
     # (docs/engine.md#the-small-model-profile). Off by default until measured on both halves
     small_fresh_last: bool = False
+    # code-first: when every program failed (none ran to its end), one more program is sampled
+    # afresh from the first prompt, if the Turn is under 100 s old and its budget allows
+    # (docs/engine.md#the-small-model-profile)
+    small_fresh_retry: bool = True
 
 
 class MemorySettings(_Section):

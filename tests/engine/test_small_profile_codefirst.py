@@ -138,7 +138,11 @@ async def test_code_first_repairs_are_sampled_and_a_repeat_is_not_rerun(
 
 
 async def test_code_first_gives_up_after_bounded_repairs(open_runtime, lms, tmp_path) -> None:
-    runtime = await open_runtime(FLEET_ENGINE_PROFILE="small", FLEET_ENGINE__SMALL_REPAIRS="1")
+    runtime = await open_runtime(
+        FLEET_ENGINE_PROFILE="small",
+        FLEET_ENGINE__SMALL_REPAIRS="1",
+        FLEET_ENGINE__SMALL_FRESH_RETRY="false",  # test_small_profile_fresh_retry.py
+    )
     await quick_session(runtime, tmp_path)
     lms.root = scripted_lm([fenced("1/0"), fenced("[][1]"), fenced(PROGRAM)])
     result = await runtime.run_turn(TurnRequest(session_id="s", task=TASK))

@@ -89,6 +89,28 @@ async def test_an_access_logs_first_line_is_shown_as_named_fields(open_runtime, 
     assert "line.split()" not in prompt
 
 
+async def test_an_access_log_is_suggested_as_one_table_and_that_table_answers(
+    open_runtime, lms, tmp_path
+):
+    """Seed-60 and seed-52 log_status (tune): counts built by status alone, then asked for the
+    path (``KeyError: 'path'``) in every repair; the prompt now suggests one table of every
+    line's fields, and the line it shows runs as written."""
+    runtime = await open_runtime(**SMALL)
+    await dataset_session(runtime, tmp_path, "access.log", ACCESS_LOG)
+    suggested = "rows = pd.DataFrame([f for line in open(path) if (f := log_fields(line))])"
+    program = (
+        "path = 'files/access.log'\n"
+        f"{suggested}\n"
+        "worst = rows[rows['status'] >= 500]['path'].value_counts().idxmax()\n"
+        'print(f"@server_errors[{(rows[\'status\'] >= 500).sum()}] @worst_path[{worst}]")'
+    )
+    lms.root = scripted_lm([fenced(program)])
+    result, _ = await turn(runtime, LOG_TASK)
+    assert result.status == "completed", result.error
+    assert suggested in lms.root.engine_script.requests[0]
+    assert result.answer.strip().startswith("@server_errors[2] @worst_path[/")
+
+
 #: As the embedded model wrote it (seed-50 log_status, a G tune transcript): its own
 #: log_fields, splitting on whitespace, in place of the helper.
 OWN_FIELDS = (

@@ -140,7 +140,7 @@ async def test_code_first_fails_rather_than_answer_with_a_misshapen_artifact(
     the Turn fails naming the problem instead of answering from that file."""
     runtime = await open_runtime(FLEET_ENGINE_PROFILE="small")
     await dataset_session(runtime, tmp_path, "orders.json", ORDERS)
-    as_list = [TOP_ITEM.replace("RESULT", "top") + f"  # try {i}" for i in range(3)]
+    as_list = [TOP_ITEM.replace("RESULT", "top") + f"  # try {i}" for i in range(4)]
     lms.root = scripted_lm([fenced(program) for program in as_list])
     result = await runtime.run_turn(TurnRequest(session_id="s", task=ORDERS_TASK))
     assert result.status == "failed"

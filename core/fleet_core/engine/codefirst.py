@@ -198,6 +198,9 @@ REPAIR_TEMPERATURE = 0.7
 #: ``[engine] small_vote``: the second and third programs are sampled from the first prompt alone
 #: (a fresh chat on the cached prefix), at this temperature, so they are independent draws.
 VOTE_TEMPERATURE = 0.7
+#: ``[engine] small_fresh_retry``: a Turn whose programs all failed gets one more, sampled
+#: afresh, only if it is this young (seconds): every Turn stays well under 3 minutes.
+FRESH_RETRY_BEFORE = 100.0
 HOST_FIXES = 3  # programs run again mended by the host (engine/repairs.py), at most, per reply
 VOTE_MARGIN = 1.5  # a vote's next program is asked only if the deadline leaves this many calls
 CONTINUATIONS = 2  # steps that continue a program that ran cleanly but left work undone
@@ -618,6 +621,9 @@ class CodeFirst:
                 again = self._run(interpreter, checked.code)
                 if again.error is None:
                     return CodeFirstResult(self._answer(again), attempts)
+            retried = self._retry(interpreter, prompt, attempts, failed)
+            if retried is not None:
+                return CodeFirstResult(self._answer(retried), attempts)
             fallback = self._fallback(interpreter, attempts, before)
             if fallback is not None:
                 why = _tail(attempts[-1].error or "", 200) if attempts else ""
@@ -629,6 +635,32 @@ class CodeFirst:
         raise CodeFirstFailed(
             f"code-first: the program failed {len(attempts)} time(s); {failure_summary(attempts)}"
         )
+
+    def _retry(
+        self, interpreter: TurnInterpreter, prompt: Any, attempts: list[Attempt], failed: set[str]
+    ) -> Attempt | None:
+        """``[engine] small_fresh_retry``: when no program ran to its end, one more is sampled
+        afresh from the first prompt alone (a chat of its own, at ``VOTE_TEMPERATURE``) and run,
+        with the host's mends and a continuation; begun only in the Turn's first
+        ``FRESH_RETRY_BEFORE`` seconds and within its budget and deadline. The attempt when it
+        fully succeeded, else None (the fallback answers as before)."""
+        ran_to_end = any(a.quiet or a.advisory for a in attempts)
+        late = time.monotonic() - self._started > FRESH_RETRY_BEFORE
+        if not self.profile.fresh_retry or ran_to_end or late or not self._affordable(2):
+            return None
+        self.control.check()
+        chat: list[Any] = [prompt]
+        reply = self._reply(chat, VOTE_TEMPERATURE)
+        if reply.cut or not reply.code or normalized(reply.code) in failed:
+            error = "cut by the output cap" if reply.cut else RESENT
+            attempts.append(Attempt(code=reply.code, error=error, cut=reply.cut))
+            return None
+        chat.append(Message.assistant([TextPart(f"```python\n{reply.code}\n```")]))
+        attempt = self._run(interpreter, reply.code)
+        attempts.append(attempt)
+        _, attempt = self._host_fix(interpreter, chat, reply.code, attempt, attempts)
+        attempt = self._continue(interpreter, chat, attempt, attempts)
+        return attempt if attempt.error is None else None
 
     def _fresh(self, runs: int, checked: Attempt | None, attempts: list[Attempt]) -> bool:
         """Whether the next program is the last one and, with ``[engine] small_fresh_last``, is

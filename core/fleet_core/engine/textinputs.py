@@ -66,7 +66,9 @@ def named_fields(line: str) -> str:
         f"It is {log_kind(line)}: {LOG_HELPER}(line), already defined (do not import it), "
         "returns one line's named fields as a dict (None for a line that is not one); for the "
         f"first line it returns:\n  {{{shown}}}\n"
-        f"Use it: for line in open(path): f = {LOG_HELPER}(line); if f: ... f['name'] ..."
+        "Load every line into one table first, a row a line and a column a field, then "
+        "answer each question from that table:\n"
+        f"  rows = pd.DataFrame([f for line in open(path) if (f := {LOG_HELPER}(line))])"
     )
 
 
