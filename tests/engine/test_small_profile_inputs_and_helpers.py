@@ -102,7 +102,7 @@ async def test_an_access_log_is_suggested_as_one_table_and_that_table_answers(
         "path = 'files/access.log'\n"
         f"{suggested}\n"
         "worst = rows[rows['status'] >= 500]['path'].value_counts().idxmax()\n"
-        'print(f"@server_errors[{(rows[\'status\'] >= 500).sum()}] @worst_path[{worst}]")'
+        "print(f\"@server_errors[{(rows['status'] >= 500).sum()}] @worst_path[{worst}]\")"
     )
     lms.root = scripted_lm([fenced(program)])
     result, _ = await turn(runtime, LOG_TASK)
