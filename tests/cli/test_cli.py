@@ -88,8 +88,12 @@ def test_tcp_refuses_non_loopback(tmp_path: Path) -> None:
     assert bad.returncode != 0 and "HOST:PORT" in bad.stderr
 
 
+#: No model at all, whether or not the local-model extra is installed here.
+NO_EMBEDDED = {"FLEET_LOCAL_MODEL__ENABLED": "false"}
+
+
 def test_demo_without_model_says_what_to_set(tmp_path: Path) -> None:
-    out = run(tmp_path, "demo")
+    out = run(tmp_path, "demo", env=NO_EMBEDDED)
     assert out.returncode == 2
     for key in ("FLEET_LM_API_BASE", "FLEET_LM_MODEL", "FLEET_LM_API_KEY"):
         assert key in out.stderr
@@ -192,7 +196,7 @@ def assert_no_library_noise(out: subprocess.CompletedProcess[str]) -> None:
 
 
 def test_demo_hint_names_the_llm_table(tmp_path: Path) -> None:
-    out = run(tmp_path, "demo")
+    out = run(tmp_path, "demo", env=NO_EMBEDDED)
     assert out.returncode == 2
     assert "(or [llm] model/api_base in config/fleet.toml" in " ".join(out.stderr.split())
 

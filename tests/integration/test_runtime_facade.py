@@ -98,7 +98,10 @@ async def test_reconfigure_applies_new_settings_and_refuses_a_new_state_dir(
 def test_model_checks_name_what_to_set_without_probing(tmp_path: Path) -> None:
     from fleet_core.api import diagnostics
 
-    bare = load_config(environ={"FLEET_STATE_DIR": str(tmp_path / "s")}, cwd=tmp_path)
+    bare = load_config(  # no embedded model either, whether or not its extra is installed
+        environ={"FLEET_STATE_DIR": str(tmp_path / "s"), "FLEET_LOCAL_MODEL__ENABLED": "false"},
+        cwd=tmp_path,
+    )
     (root, sub) = diagnostics.check_models(bare, ("root", "sub"), probe=False)
     assert not root.configured and not root.ok and "FLEET_LM_API_BASE" in root.fix
     assert not sub.configured
