@@ -14,7 +14,7 @@ from fleet_core.engine.rewrites import drop_helper_imports, keep_index_labels, u
 from fleet_core.engine.scripted_lm import scripted_lm
 from fleet_core.engine.statprompt import helpers_for, stats_help
 from fleet_core.engine.textinputs import line_fields, table_reader
-from tests.engine.support import dataset_session, fenced, task_cells
+from tests.engine.support import dataset_session, fenced, quick_session, task_cells
 from tests.engine.support import small_turn as turn
 
 SMALL = {"FLEET_ENGINE_PROFILE": "small"}
@@ -399,3 +399,32 @@ def test_the_label_keeper_resets_only_a_named_index() -> None:
     clash = pd.DataFrame({"g": [1]}, index=pd.Index(["x"], name="g"))
     assert keep(clash) is clash  # reset_index would fail: left as written
     assert keep("not a table") == "not a table"
+
+
+COUNT_TASK = (
+    "Count the rows of files/sales.csv per region, save the counts to "
+    "artifacts/region_counts.csv and print @regions[N], the number of regions."
+)
+
+
+async def test_a_program_after_a_format_doubt_keeps_the_labels_of_a_result_made_before(
+    open_runtime, lms, tmp_path
+) -> None:
+    """Seed-61 log_status (tune): after a format doubt the next program wrote
+    ``status_counts.to_csv(..., index=False)``, a value_counts result the doubted program made,
+    and the statuses were lost; the namespace is kept after a doubt, so the keeper reads it."""
+    runtime = await open_runtime(**SMALL)
+    await quick_session(runtime, tmp_path)
+    counted = "df = pd.read_csv('files/sales.csv')\ncounts = df['region'].value_counts()\n"
+    untagged = counted + "counts.to_csv('artifacts/region_counts.csv')\nprint(len(counts))"
+    tagged = (
+        "counts.to_csv('artifacts/region_counts.csv', index=False)\n"
+        'print(f"@regions[{len(counts)}]")'
+    )
+    lms.root = scripted_lm([fenced(untagged), fenced(tagged)])
+    result, events = await turn(runtime, COUNT_TASK)
+    assert result.status == "completed", result.error
+    assert result.answer.strip().startswith("@regions[3]")
+    assert task_cells(events)[1].startswith("_fleet_keep_labels(counts).to_csv(")
+    written = (await runtime.read_file("s", "artifacts/region_counts.csv")).decode()
+    assert written.splitlines()[0] == "region,count"

@@ -444,6 +444,8 @@ class CodeFirst:
         self._sources: list[str] = []  # the inputs a repair's help may show the shape of
         self._seen: set[str] = set()  # the failures already told (exception lines)
         self._help_level = 0  # how far the help for a failure seen again has gone
+        self._raised = False  # the last program raised: the next whole one starts afresh
+        self._kept = ""  # the code whose names the sandbox holds (the host's fixes read it)
         self._calls = 0  # model calls made by this run (a vote's cost estimate)
         self._started = time.monotonic()
         self._continued = 0  # continuation steps taken
@@ -541,7 +543,7 @@ class CodeFirst:
         self._tables = task_tables(inputs)
         self._texts = task_texts(inputs)
         self._sources = [p for p in sources if p in inputs.task or p == dataset][:4]
-        self._seen, self._help_level, self._raised = set(), 0, False
+        self._seen, self._help_level, self._raised, self._kept = set(), 0, False, ""
         self._started, self._calls, self._continued, self._vote = time.monotonic(), 0, 0, ""
         prompt = Message.user(first_prompt(inputs))
         messages: list[Any] = [prompt]
@@ -907,8 +909,11 @@ class CodeFirst:
         and output joined) and judge what it left: the first failure found is its error."""
         if not code:
             return Attempt(code=code, error=REPAIR.format(error="(the reply held no code)"))
-        # the host's fixes (engine/rewrites.py), line numbers kept
-        code = prepare(code, before.code if before is not None else "")
+        # the host's fixes (engine/rewrites.py), line numbers kept; the names a program may
+        # use without defining them come from the steps it continues, or from the last
+        # program that ran to its end (its namespace is kept)
+        kept = before.code if before is not None else ("" if self._raised else self._kept)
+        code = prepare(code, kept)
         if before is None and self._raised:  # a whole program: none of a half-run one's names
             self._host_cell(interpreter, f"{FRESH_NAMESPACE}()", "(host: a fresh namespace)")
         self._raised = False
@@ -917,7 +922,7 @@ class CodeFirst:
         except TurnStopped:
             raise
         except (CodeExecutionError, SyntaxError) as exc:
-            self._raised = True
+            self._raised, self._kept = True, ""
             self.control.check()
             digest = error_digest(str(exc))
             hints = (
@@ -933,6 +938,7 @@ class CodeFirst:
                 exception=exception_line(digest),
             )
         output = "" if result is None else str(result)
+        self._kept = f"{kept}\n{code}" if kept else code
         if before is not None:
             code = f"{before.code}\n{code}"
             output = "\n".join(p for p in (before.output.rstrip("\n"), output) if p)
