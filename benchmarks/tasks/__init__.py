@@ -1,11 +1,12 @@
 """A general task suite for the small-model profile (docs/benchmarks.md#task-suite).
 
-Twelve families of the data tasks users bring, one module each. A family makes fresh instances
-from a seed: the files to attach, the task a user would write (naming its inputs and the
-artifact to write, some with an answer format such as ``@name[value]``), the ground truth
-computed here from the generated data (plain Python, scipy for one p-value), a checker that
-judges an answer and its artifacts tolerantly, and a correct reference program (used by the
-tests and ``bench_tasks.py --dry-run`` only, never shown to a model).
+Fourteen families of the data tasks users bring, one module each (two added after the split).
+A family makes fresh instances from a seed: the files to attach, the task a user would write
+(naming its inputs and the artifact to write, some with an answer format such as
+``@name[value]``), the ground truth computed here from the generated data (plain Python, scipy
+for one p-value), a checker that judges an answer and its artifacts tolerantly, and a correct
+reference program (used by the tests and ``bench_tasks.py --dry-run`` only, never shown to a
+model).
 
 ``split.toml`` assigns whole families to ``tune`` or ``heldout`` once, by a seeded rule;
 held-out transcripts are never read while tuning. ``benchmarks/bench_tasks.py`` runs them.
@@ -16,6 +17,7 @@ from __future__ import annotations
 from . import (
     clean_missing,
     correlation_test,
+    dedupe_contacts,
     describe_column,
     filter_rows,
     group_aggregate,
@@ -24,11 +26,12 @@ from . import (
     log_status,
     monthly_series,
     nested_tickets,
+    orders_json,
     pivot_wide,
     top_k,
 )
 from .base import Checker, TaskFamily, TaskFile, TaskInstance, Verdict
-from .split import HALVES, Half, by_rule, families_of, recorded
+from .split import HALVES, Half, batches, by_rule, families_of, recorded
 
 FAMILIES: dict[str, TaskFamily] = {
     module.FAMILY.name: module.FAMILY
@@ -45,6 +48,8 @@ FAMILIES: dict[str, TaskFamily] = {
         clean_missing,
         linear_fit,
         pivot_wide,
+        orders_json,
+        dedupe_contacts,
     )
 }
 
@@ -57,6 +62,7 @@ __all__ = [
     "TaskFile",
     "TaskInstance",
     "Verdict",
+    "batches",
     "by_rule",
     "families_of",
     "recorded",

@@ -12,14 +12,30 @@ HALVES: tuple[Half, ...] = ("tune", "heldout")
 SPLIT_FILE = Path(__file__).with_name("split.toml")
 
 
+def batches() -> list[tuple[int, dict[str, Half]]]:
+    """split.toml's batches, each drawn by the rule with its seed: the first split, then the
+    families added later (``[[added]]``), in order."""
+    data = tomllib.loads(SPLIT_FILE.read_text(encoding="utf-8"))
+    drawn = [(data["seed"], data["families"])]
+    drawn += [(batch["seed"], batch["families"]) for batch in data.get("added", [])]
+    found: list[tuple[int, dict[str, Half]]] = []
+    for seed, families in drawn:
+        checked: dict[str, Half] = {}
+        for name, half in families.items():
+            if half not in HALVES:
+                raise ValueError(f"split.toml: {name} = {half!r}, not one of {HALVES}")
+            checked[name] = half
+        found.append((int(seed), checked))
+    return found
+
+
 def recorded() -> tuple[dict[str, Half], int, str]:
-    """split.toml's assignment (family -> half), its seed and its rule."""
+    """split.toml's assignment (family -> half, every batch), the first split's seed and the
+    rule."""
     data = tomllib.loads(SPLIT_FILE.read_text(encoding="utf-8"))
     families: dict[str, Half] = {}
-    for name, half in data["families"].items():
-        if half not in HALVES:
-            raise ValueError(f"split.toml: {name} = {half!r}, not one of {HALVES}")
-        families[name] = half
+    for _, batch in batches():
+        families.update(batch)
     return families, int(data["seed"]), str(data["rule"])
 
 

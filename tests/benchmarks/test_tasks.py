@@ -27,6 +27,7 @@ import tasks  # noqa: E402
 from tasks import (  # noqa: E402
     clean_missing,
     correlation_test,
+    dedupe_contacts,
     describe_column,
     filter_rows,
     group_aggregate,
@@ -35,6 +36,7 @@ from tasks import (  # noqa: E402
     log_status,
     monthly_series,
     nested_tickets,
+    orders_json,
     pivot_wide,
     top_k,
 )
@@ -140,7 +142,11 @@ def test_the_split_covers_every_family_once_half_and_half() -> None:
     halves, seed, rule = tasks.recorded()
     assert sorted(halves) == FAMILY_NAMES
     assert list(halves.values()).count("tune") == list(halves.values()).count("heldout")
-    assert tasks.by_rule(list(halves), seed) == halves, "split.toml's rule gives its assignment"
+    drawn = tasks.batches()
+    assert drawn[0][0] == seed
+    for batch_seed, batch in drawn:  # the first split, then each batch added later
+        assert len(batch) % 2 == 0
+        assert tasks.by_rule(list(batch), batch_seed) == batch, "the rule gives each batch"
     assert "shuffle" in rule
     assert sorted(tasks.families_of("tune") + tasks.families_of("heldout")) == FAMILY_NAMES
     assert tasks.families_of("both") == list(halves)
@@ -426,6 +432,63 @@ def test_pivot_wide_by_hand() -> None:
     means = b("Region,Q1,Q2,Q3,Q4\nAPAC,1,2,3,40.5\nEMEA,75,10,20,30\n")
     assert not instance.check("@top_q4_region[APAC]", {out: means}).ok
     assert not instance.check("@top_q4_region[EMEA]", {out: pandas_form}).ok
+
+
+def test_orders_json_by_hand() -> None:
+    orders = [
+        {
+            "order_id": "SO-1",
+            "customer": {"name": "Aiko", "country": "Japan"},
+            "items": [
+                {"sku": "A", "qty": 2, "unit_price": 4.5},
+                {"sku": "B", "qty": 1, "unit_price": 12.0},
+            ],
+        },
+        {
+            "order_id": "SO-2",
+            "customer": {"name": "Bruno", "country": "Brazil"},
+            "items": [{"sku": "D", "qty": 1, "unit_price": 129.0}],
+        },
+        {
+            "order_id": "SO-3",
+            "customer": {"name": "Hana", "country": "Japan"},
+            "items": [{"sku": "C", "qty": 3, "unit_price": 0.99}],
+        },
+    ]
+    instance = orders_json.build(0, orders)
+    assert instance.truth == {"figures": {"Brazil": 129.0, "Japan": 23.97}, "top_country": "Brazil"}
+    out = instance.artifacts[0]
+    right = b("revenue,country\n23.97,japan\n129,Brazil\n")
+    assert instance.check("@top_country[brazil] @top_revenue[129.00]", {out: right}).ok
+    first_items_only = b("country,revenue\nJapan,21.0\nBrazil,129.0\n")
+    assert not instance.check("@top_country[Brazil] @top_revenue[129]", {out: first_items_only}).ok
+    assert not instance.check("@top_country[Japan] @top_revenue[129]", {out: right}).ok
+
+
+def test_dedupe_contacts_by_hand() -> None:
+    rows = [
+        ["Ada Abe", "ada.abe0@example.com", "2024-05-01", "pro"],
+        ["Ada Abe", " ADA.ABE0@EXAMPLE.COM ", "2024-02-01", "free"],
+        ["Bo Berg", "bo.berg1@mail.test", "2024-03-03", "team"],
+        ["Cai Cruz", "cai.cruz2@corp.example", "2024-01-09", "free"],
+        ["Cai Cruz", "Cai.cruz2@corp.example", "2024-07-09", "free"],
+        ["Cai Cruz", "cai.cruz2@corp.example ", "2024-08-09", "pro"],
+    ]
+    instance = dedupe_contacts.build(0, rows)
+    assert (instance.truth["unique_contacts"], instance.truth["rows_removed"]) == (3, 3)
+    out = instance.artifacts[0]
+    kept = b(
+        "Full Name,E-mail,Signup Date,Plan\n"
+        "Ada Abe, ADA.ABE0@EXAMPLE.COM ,2024-02-01,free\n"
+        "Bo Berg,bo.berg1@mail.test,2024-03-03,team\n"
+        "Cai Cruz,cai.cruz2@corp.example,2024-01-09,free\n"
+    )
+    assert instance.check("@unique_contacts[3] @rows_removed[3]", {out: kept}).ok
+    latest = kept.replace(b"2024-02-01,free", b"2024-05-01,pro")
+    assert not instance.check("@unique_contacts[3] @rows_removed[3]", {out: latest}).ok
+    case_only = kept + b"Cai Cruz,cai.cruz2@corp.example ,2024-08-09,pro\n"
+    assert not instance.check("@unique_contacts[3] @rows_removed[3]", {out: case_only}).ok
+    assert not instance.check("@unique_contacts[4] @rows_removed[2]", {out: kept}).ok
 
 
 def test_tolerant_reading() -> None:
