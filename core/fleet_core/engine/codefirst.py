@@ -92,6 +92,7 @@ from fleet_core.engine.statprompt import (
     unpacked_call,
     unpacking_hint,
 )
+from fleet_core.engine.tagrewrites import YES_NO_SOURCE, yes_no_fields, yes_no_names
 from fleet_core.engine.textinputs import table_reader, text_block, text_inputs
 
 SYSTEM = """You write one complete Python 3 program for the user's task. It runs in a sandbox \
@@ -370,7 +371,7 @@ def prelude() -> str:
         .replace("from __future__ import annotations\n", "")
         for module in (stathelpers, loghelpers)
     ]
-    fixes = [KEEP_LABELS_SOURCE, FIT_BY_NAME_SOURCE]
+    fixes = [KEEP_LABELS_SOURCE, FIT_BY_NAME_SOURCE, YES_NO_SOURCE]
     return "\n".join([PRELUDE, *fixes, *sources, FRESH_NAMESPACE_SOURCE])
 
 
@@ -445,6 +446,7 @@ class CodeFirst:
         self._seen: set[str] = set()  # the failures already told (exception lines)
         self._help_level = 0  # how far the help for a failure seen again has gone
         self._raised = False  # the last program raised: the next whole one starts afresh
+        self._yes_no: list[str] = []  # the task's @name[yes or no] tags
         self._kept = ""  # the code whose names the sandbox holds (the host's fixes read it)
         self._calls = 0  # model calls made by this run (a vote's cost estimate)
         self._started = time.monotonic()
@@ -540,6 +542,7 @@ class CodeFirst:
         )
         self._doubted = {}
         self._task = inputs.task
+        self._yes_no = yes_no_names(inputs.task)
         self._tables = task_tables(inputs)
         self._texts = task_texts(inputs)
         self._sources = [p for p in sources if p in inputs.task or p == dataset][:4]
@@ -913,7 +916,7 @@ class CodeFirst:
         # use without defining them come from the steps it continues, or from the last
         # program that ran to its end (its namespace is kept)
         kept = before.code if before is not None else ("" if self._raised else self._kept)
-        code = prepare(code, kept)
+        code = yes_no_fields(prepare(code, kept), self._yes_no)
         if before is None and self._raised:  # a whole program: none of a half-run one's names
             self._host_cell(interpreter, f"{FRESH_NAMESPACE}()", "(host: a fresh namespace)")
         self._raised = False
