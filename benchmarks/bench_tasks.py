@@ -332,7 +332,7 @@ def environment(args: argparse.Namespace, root: Path, model_dir: Path) -> dict[s
             "FLEET_LOCAL_MODEL__DIRECTORY": str(model_dir),
             "FLEET_ENGINE__SMALL_VOTE": "true" if args.vote else "false",
             "FLEET_ENGINE__SMALL_FRESH_LAST": "true" if args.fresh_last else "false",
-            "FLEET_ENGINE__SMALL_FRESH_RETRY": "false" if args.no_fresh_retry else "true",
+            "FLEET_ENGINE__SMALL_FRESH_RETRY": "true" if args.fresh_retry else "false",
         }
     )
     return environ
@@ -563,9 +563,9 @@ def parser() -> argparse.ArgumentParser:
         help="[engine] small_fresh_last on (the last program sampled afresh, not repaired)",
     )
     parsed.add_argument(
-        "--no-fresh-retry",
+        "--fresh-retry",
         action="store_true",
-        help="[engine] small_fresh_retry off (no fresh program after every program failed)",
+        help="[engine] small_fresh_retry on (a fresh program after every program failed)",
     )
     parsed.add_argument(
         "--heldout-transcripts",

@@ -298,8 +298,9 @@ class EngineSettings(_Section):
     small_fresh_last: bool = False
     # code-first: when every program failed (none ran to its end), one more program is sampled
     # afresh from the first prompt, if the Turn is under 100 s old and its budget allows
-    # (docs/engine.md#the-small-model-profile)
-    small_fresh_retry: bool = True
+    # (docs/engine.md#the-small-model-profile). Off: measured on both halves, it rescued no
+    # Turn (docs/benchmarks.md, K)
+    small_fresh_retry: bool = False
 
 
 class MemorySettings(_Section):

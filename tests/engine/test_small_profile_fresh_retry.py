@@ -1,4 +1,4 @@
-"""``[engine] small_fresh_retry`` (on by default): when every program of a Turn failed, one more
+"""``[engine] small_fresh_retry`` (off by default): when every program of a Turn failed, one more
 is sampled afresh from the first prompt alone, in the Turn's first ``FRESH_RETRY_BEFORE``
 seconds (docs/engine.md#the-small-model-profile); the scripted model, the real local sandbox."""
 
@@ -23,11 +23,12 @@ from tests.engine.support import (
 )
 
 SMALL = {"FLEET_ENGINE_PROFILE": "small"}
+RETRY = {**SMALL, "FLEET_ENGINE__SMALL_FRESH_RETRY": "true"}
 BROKEN_THIRD = BROKEN.replace("totals", "per_region")
 
 
 async def test_after_every_program_failed_a_fresh_one_answers(open_runtime, lms, tmp_path) -> None:
-    runtime = await open_runtime(**SMALL)
+    runtime = await open_runtime(**RETRY)
     await quick_session(runtime, tmp_path)
     replies = [fenced(BROKEN), fenced(BROKEN_AGAIN), fenced(BROKEN_THIRD), fenced(PROGRAM)]
     lms.root = recording_lm(replies)
@@ -42,10 +43,8 @@ async def test_after_every_program_failed_a_fresh_one_answers(open_runtime, lms,
     assert result.outcome.kind == "partial"  # three programs failed on the way: said so
 
 
-async def test_without_fresh_retry_the_turn_fails_after_its_repairs(
-    open_runtime, lms, tmp_path
-) -> None:
-    runtime = await open_runtime(**SMALL, FLEET_ENGINE__SMALL_FRESH_RETRY="false")
+async def test_by_default_the_turn_fails_after_its_repairs(open_runtime, lms, tmp_path) -> None:
+    runtime = await open_runtime(**SMALL)  # the default
     await quick_session(runtime, tmp_path)
     replies = [fenced(BROKEN), fenced(BROKEN_AGAIN), fenced(BROKEN_THIRD), fenced(PROGRAM)]
     lms.root = recording_lm(replies)
@@ -56,7 +55,7 @@ async def test_without_fresh_retry_the_turn_fails_after_its_repairs(
 
 async def test_a_late_turn_is_not_retried(open_runtime, lms, tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(codefirst, "FRESH_RETRY_BEFORE", 0.0)
-    runtime = await open_runtime(**SMALL)
+    runtime = await open_runtime(**RETRY)
     await quick_session(runtime, tmp_path)
     replies = [fenced(BROKEN), fenced(BROKEN_AGAIN), fenced(BROKEN_THIRD), fenced(PROGRAM)]
     lms.root = recording_lm(replies)
@@ -68,7 +67,7 @@ async def test_a_late_turn_is_not_retried(open_runtime, lms, tmp_path, monkeypat
 async def test_a_fresh_program_that_repeats_a_failed_one_is_not_run(
     open_runtime, lms, tmp_path
 ) -> None:
-    runtime = await open_runtime(**SMALL)
+    runtime = await open_runtime(**RETRY)
     await quick_session(runtime, tmp_path)
     replies = [fenced(BROKEN), fenced(BROKEN_AGAIN), fenced(BROKEN_THIRD), fenced(BROKEN)]
     lms.root = recording_lm(replies)

@@ -45,7 +45,7 @@ class EngineProfile:
     self_check: bool = False  # code-first: the model checks its first good result once
     vote: bool = False  # code-first: a second sampled program checks the first one's figures
     fresh_last: bool = False  # code-first: the last program is sampled afresh, not repaired
-    fresh_retry: bool = True  # code-first: one more program, sampled afresh, when all failed
+    fresh_retry: bool = False  # code-first: one more program, sampled afresh, when all failed
     # the model's context window: each code-first call's output budget is what it leaves
     context_tokens: int = CONTEXT_TOKENS
     program_tokens: int = PROGRAM_TOKENS  # the most a re-ask for a cut program is given
