@@ -260,6 +260,7 @@ async def test_files_made_between_cells_past_the_count_quota_kill_the_worker(
         started = await sandbox.execute(
             "import os, threading, time\nos.makedirs('artifacts/bg')\n"
             "def flood():\n"
+            "    time.sleep(1.5)\n"  # after the cell has ended (under load it once outran it)
             "    for i in range(50000):\n"
             "        open(f'artifacts/bg/{i}', 'w').close()\n"
             "threading.Thread(target=flood, daemon=True).start()\n"
