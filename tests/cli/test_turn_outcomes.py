@@ -5,6 +5,7 @@ level; outside text never reaches the terminal as controls (C0, C1, bidi overrid
 from __future__ import annotations
 
 import json
+import socket
 from typing import Any
 
 from tests.cli.fake_models import model_env, scripted_models
@@ -72,7 +73,13 @@ def test_the_traceback_is_kept_for_debug_logging(tmp_path):
 def test_an_endpoint_gone_mid_turn_exits_1(tmp_path):
     with scripted_models(replies=[]) as server:  # only fallbacks: the RLM never submits
         env = model_env(server)
-    out = run(tmp_path, "turn", "hi", "-s", "gone", env=env)  # the endpoint is closed now
+    # a port bound but never listening refuses every connection (the closed server's own port
+    # was once taken by another test's endpoint in the meantime, which answered 401)
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        port = held.getsockname()[1]
+        env["FLEET_LM_API_BASE"] = f"http://127.0.0.1:{port}/v1"
+        out = run(tmp_path, "turn", "hi", "-s", "gone", env=env)  # the endpoint is gone
     assert out.returncode == 1, out.stdout + out.stderr
     assert "Traceback" not in out.stderr
     assert "fix: check that the model endpoint answers" in out.stderr
