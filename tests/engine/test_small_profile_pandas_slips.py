@@ -7,10 +7,15 @@ scripted model, the real local sandbox."""
 
 from __future__ import annotations
 
-from fleet_core.engine.repairs import accessor_hint, converted_accessor, dated_grouping
+from fleet_core.engine.repairs import (
+    accessor_hint,
+    converted_accessor,
+    dated_grouping,
+    grouped_key_kept,
+)
 from fleet_core.engine.rewrites import modern_frequencies, modern_frequency
 from fleet_core.engine.scripted_lm import scripted_lm
-from tests.engine.support import dataset_session, fenced, task_cells
+from tests.engine.support import dataset_session, fenced, quick_session, task_cells
 from tests.engine.support import small_turn as turn
 
 VISITS = "Date,Visitors\n" + "".join(
@@ -177,3 +182,39 @@ def test_which_groupings_by_time_get_the_date_column() -> None:
     two = {"files/v.csv": [("Start", "date text"), ("End", "date text")]}
     assert dated_grouping(error, code, two) is None  # which of two date columns: not guessed
     assert dated_grouping("KeyError: 'Date'", code, dated) is None
+
+
+#: As the embedded model wrote it (seed-67 orders_json, a tune transcript): the group key read as
+#: a column after groupby put it in the index; its repair dropped the grouping, and the answer
+#: was the largest single item.
+GROUPED_KEY = (
+    "df = pd.read_csv('files/sales.csv')\n"
+    "top = df.groupby('region').sum().sort_values(by='revenue', ascending=False)"
+    ".iloc[0]['region']\n"
+    'print(f"@top_region[{top}]")'
+)
+
+
+async def test_a_group_key_read_as_a_column_is_kept_a_column_by_the_host(
+    open_runtime, lms, tmp_path
+) -> None:
+    runtime = await open_runtime(FLEET_ENGINE_PROFILE="small")
+    await quick_session(runtime, tmp_path)
+    lms.root = scripted_lm([fenced(GROUPED_KEY)])
+    result, events = await turn(
+        runtime, "Which region of files/sales.csv has the most revenue? Print @top_region[name]."
+    )
+    assert result.status == "completed", result.error
+    assert result.answer.strip() == "@top_region[south]"
+    assert len(lms.root.engine_script.requests) == 1
+    assert "df.groupby('region', as_index=False).sum()" in task_cells(events)[-1]
+
+
+def test_only_a_grouping_by_the_missing_key_on_the_failing_line_is_changed() -> None:
+    error = "File \"<cell-4>\", line 2, in <module>\nKeyError: 'region'"
+    fixed = grouped_key_kept(error, GROUPED_KEY)
+    assert fixed is not None
+    assert fixed.splitlines()[1].startswith("top = df.groupby('region', as_index=False).sum()")
+    assert grouped_key_kept(error.replace("region", "revenue"), GROUPED_KEY) is None
+    assert grouped_key_kept(error.replace("line 2", "line 1"), GROUPED_KEY) is None
+    assert grouped_key_kept("ValueError: x", GROUPED_KEY) is None

@@ -70,6 +70,7 @@ from fleet_core.engine.repairs import (
     failing_line,
     format_line,
     format_problem,
+    grouped_key_kept,
     hidden_error,
     looks_cut,
     own_raise_hint,
@@ -801,14 +802,16 @@ class CodeFirst:
     def _mended(self, code: str, attempt: Attempt, attempts: list[Attempt]) -> str | None:
         """``code`` mended for its failure, or None: a column it misspelled (exactly one real
         column meant: ``repairs.respelled``), a ``.dt``/``.str`` accessor used on the other
-        kind of column (``repairs.converted_accessor``), a grouping by month that did not name
-        the date column (``repairs.dated_grouping``), or an input an earlier program read into
-        a name this one uses without reading it (``repairs.restored_read``)."""
+        kind of column (``repairs.converted_accessor``), a group key read as a column after
+        ``groupby`` put it in the index (``repairs.grouped_key_kept``), a grouping by month
+        that did not name the date column (``repairs.dated_grouping``), or an input an earlier
+        program read into a name this one uses without reading it (``repairs.restored_read``)."""
         error = attempt.error or ""
         earlier = [a.code for a in attempts[:-1] if a.code and not a.cut]
         return (
             respelled(code, attempt.exception, self._tables)
             or converted_accessor(error, code)
+            or grouped_key_kept(error, code)
             or dated_grouping(error, code, self._tables)
             or restored_read(error, code, earlier)
         )

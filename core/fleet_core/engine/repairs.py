@@ -413,6 +413,29 @@ def converted_accessor(error: str, code: str) -> str | None:
     return "\n".join(lines)
 
 
+_KEY_ERROR = re.compile(r"KeyError: ['\"](?P<name>[^'\"\n]{1,80})['\"]")
+
+
+def grouped_key_kept(error: str, code: str) -> str | None:
+    """For ``KeyError: 'k'`` on a line that groups by the column ``k`` (``groupby('k')``, so
+    ``k`` went into the index, and the line then reads it as a column): ``code`` with that
+    line's ``groupby('k')`` keeping ``k`` a column (``as_index=False``), the line numbers kept;
+    None when the error is another or the failing line does not group by ``k`` so."""
+    match = _KEY_ERROR.search(error)
+    located = failing_line(error, code) if match is not None else None
+    if match is None or located is None:
+        return None
+    name, number = match["name"], located[0]
+    grouped = re.compile(rf"\.groupby\(\s*(?P<q>['\"]){re.escape(name)}(?P=q)\s*\)")
+    lines = code.splitlines()
+    line = lines[number - 1]
+    changed = grouped.sub(lambda m: f".groupby({m['q']}{name}{m['q']}, as_index=False)", line)
+    if changed == line:
+        return None
+    lines[number - 1] = changed
+    return "\n".join(lines)
+
+
 _UNDEFINED = re.compile(r"NameError: name '(?P<name>\w+)' is not defined")
 #: Calls that read an input file into a value (``pd.read_csv('files/a.csv')``).
 INPUT_READS = frozenset(
