@@ -5,17 +5,21 @@ from __future__ import annotations
 import random
 import tomllib
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 Half = Literal["tune", "heldout"]
 HALVES: tuple[Half, ...] = ("tune", "heldout")
 SPLIT_FILE = Path(__file__).with_name("split.toml")
 
 
-def batches() -> list[tuple[int, dict[str, Half]]]:
-    """split.toml's batches, each drawn by the rule with its seed: the first split, then the
-    families added later (``[[added]]``), in order."""
-    data = tomllib.loads(SPLIT_FILE.read_text(encoding="utf-8"))
+def _load() -> dict[str, Any]:
+    return tomllib.loads(SPLIT_FILE.read_text(encoding="utf-8"))
+
+
+def batches(data: dict[str, Any] | None = None) -> list[tuple[int, dict[str, Half]]]:
+    """split.toml's batches (or ``data``'s, the file as read), each drawn by the rule with its
+    seed: the first split, then the families added later (``[[added]]``), in order."""
+    data = _load() if data is None else data
     drawn = [(data["seed"], data["families"])]
     drawn += [(batch["seed"], batch["families"]) for batch in data.get("added", [])]
     found: list[tuple[int, dict[str, Half]]] = []
@@ -32,9 +36,9 @@ def batches() -> list[tuple[int, dict[str, Half]]]:
 def recorded() -> tuple[dict[str, Half], int, str]:
     """split.toml's assignment (family -> half, every batch), the first split's seed and the
     rule."""
-    data = tomllib.loads(SPLIT_FILE.read_text(encoding="utf-8"))
+    data = _load()
     families: dict[str, Half] = {}
-    for _, batch in batches():
+    for _, batch in batches(data):
         families.update(batch)
     return families, int(data["seed"]), str(data["rule"])
 

@@ -25,13 +25,19 @@ from tests.engine.support import (
 SMALL = {"FLEET_ENGINE_PROFILE": "small"}
 RETRY = {**SMALL, "FLEET_ENGINE__SMALL_FRESH_RETRY": "true"}
 BROKEN_THIRD = BROKEN.replace("totals", "per_region")
+#: Three programs that fail, then a right one: the fourth is asked only by the fresh retry.
+FAILED_THRICE_THEN_RIGHT = [
+    fenced(BROKEN),
+    fenced(BROKEN_AGAIN),
+    fenced(BROKEN_THIRD),
+    fenced(PROGRAM),
+]
 
 
 async def test_after_every_program_failed_a_fresh_one_answers(open_runtime, lms, tmp_path) -> None:
     runtime = await open_runtime(**RETRY)
     await quick_session(runtime, tmp_path)
-    replies = [fenced(BROKEN), fenced(BROKEN_AGAIN), fenced(BROKEN_THIRD), fenced(PROGRAM)]
-    lms.root = recording_lm(replies)
+    lms.root = recording_lm(FAILED_THRICE_THEN_RIGHT)
     result, events = await turn(runtime, TASK)
     assert result.status == "completed", result.error
     assert await artifact_rows(runtime) == EXPECTED
@@ -46,8 +52,7 @@ async def test_after_every_program_failed_a_fresh_one_answers(open_runtime, lms,
 async def test_by_default_the_turn_fails_after_its_repairs(open_runtime, lms, tmp_path) -> None:
     runtime = await open_runtime(**SMALL)  # the default
     await quick_session(runtime, tmp_path)
-    replies = [fenced(BROKEN), fenced(BROKEN_AGAIN), fenced(BROKEN_THIRD), fenced(PROGRAM)]
-    lms.root = recording_lm(replies)
+    lms.root = recording_lm(FAILED_THRICE_THEN_RIGHT)
     result, _ = await turn(runtime, TASK)
     assert result.status == "failed"
     assert len(lms.root.engine_script.requests) == 3
@@ -57,8 +62,7 @@ async def test_a_late_turn_is_not_retried(open_runtime, lms, tmp_path, monkeypat
     monkeypatch.setattr(codefirst, "FRESH_RETRY_BEFORE", 0.0)
     runtime = await open_runtime(**RETRY)
     await quick_session(runtime, tmp_path)
-    replies = [fenced(BROKEN), fenced(BROKEN_AGAIN), fenced(BROKEN_THIRD), fenced(PROGRAM)]
-    lms.root = recording_lm(replies)
+    lms.root = recording_lm(FAILED_THRICE_THEN_RIGHT)
     result, _ = await turn(runtime, TASK)
     assert result.status == "failed"
     assert len(lms.root.engine_script.requests) == 3

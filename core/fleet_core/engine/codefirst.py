@@ -412,6 +412,11 @@ class Attempt:
     cut: bool = False  # the reply was cut by the output cap: never run
     unfinished: str = ""  # it ran cleanly but left this undone (a continuation may finish it)
 
+    @property
+    def ran_to_end(self) -> bool:
+        """It ran to its end and did the work, but printed nothing or left a doubt."""
+        return self.quiet or self.advisory
+
 
 @dataclass(slots=True)
 class CodeFirstResult:
@@ -650,7 +655,7 @@ class CodeFirst:
         with the host's mends and a continuation; begun only in the Turn's first
         ``FRESH_RETRY_BEFORE`` seconds and within its budget and deadline. The attempt when it
         fully succeeded, else None (the fallback answers as before)."""
-        ran_to_end = any(a.quiet or a.advisory for a in attempts)
+        ran_to_end = any(a.ran_to_end for a in attempts)
         late = time.monotonic() - self._started > FRESH_RETRY_BEFORE
         if not self.profile.fresh_retry or ran_to_end or late or not self._affordable(2):
             return None
@@ -760,7 +765,7 @@ class CodeFirst:
         """The answer when no program fully succeeded, if one still did the task's work: from
         the last that ran and wrote the artifacts (printing nothing, or doubted), else from the
         artifacts when every named one was written this Turn before a later step failed."""
-        quiet = next((a for a in reversed(attempts) if a.quiet or a.advisory), None)
+        quiet = next((a for a in reversed(attempts) if a.ran_to_end), None)
         if quiet is not None:
             return self._answer(quiet)
         after = self._inspect(interpreter)
@@ -918,7 +923,7 @@ class CodeFirst:
         # the host's fixes (engine/rewrites.py), line numbers kept; the names a program may
         # use without defining them come from the steps it continues, or from the last
         # program that ran to its end (its namespace is kept)
-        kept = before.code if before is not None else ("" if self._raised else self._kept)
+        kept = before.code if before is not None else self._kept  # "" after a raise
         code = yes_no_fields(prepare(code, kept), self._yes_no)
         if before is None and self._raised:  # a whole program: none of a half-run one's names
             self._host_cell(interpreter, f"{FRESH_NAMESPACE}()", "(host: a fresh namespace)")

@@ -137,10 +137,11 @@ def columns_block(tables: dict[str, list[tuple[str, str]]]) -> str:
     )
 
 
+_KEY_ERROR = re.compile(r"KeyError: ['\"](?P<name>[^'\"]{1,80})['\"]")
 _ASKED = (
     re.compile(r"\[Index\(\[['\"](?P<name>[^'\"]{1,80})['\"]"),
     re.compile(r"[Cc]olumn not found: (?P<name>[^'\"\n]{1,80}?)['\"]?$", re.MULTILINE),
-    re.compile(r"KeyError: ['\"](?P<name>[^'\"]{1,80})['\"]"),
+    _KEY_ERROR,
     re.compile(r"\[['\"](?P<name>[^'\"]{1,80})['\"]\] not in index"),
     re.compile(
         r"(?:[Cc]olumn|[Kk]ey|[Ff]ield)s?\(?s?\)?\s*\[?['\"](?P<name>[^'\"]{1,80})['\"]\]?\s*"
@@ -398,22 +399,25 @@ def converted_accessor(error: str, code: str) -> str | None:
     if failed is None:
         return None
     accessor, number = failed
-    lines = code.splitlines()
-    line = lines[number - 1]
 
     def convert(m: re.Match[str]) -> str:
         if m["accessor"] != accessor:
             return m.group(0)
         return CONVERSIONS[accessor].format(column=m["column"])
 
-    changed = _CONVERTIBLE.sub(convert, line)
+    return _line_changed(code, number, lambda line: _CONVERTIBLE.sub(convert, line))
+
+
+def _line_changed(code: str, number: int, change: Callable[[str], str]) -> str | None:
+    """``code`` with its line ``number`` (1-based) changed by ``change``, the other lines and
+    the line numbers kept; None when ``change`` leaves the line as it is."""
+    lines = code.splitlines()
+    line = lines[number - 1]
+    changed = change(line)
     if changed == line:
         return None
     lines[number - 1] = changed
     return "\n".join(lines)
-
-
-_KEY_ERROR = re.compile(r"KeyError: ['\"](?P<name>[^'\"\n]{1,80})['\"]")
 
 
 def grouped_key_kept(error: str, code: str) -> str | None:
@@ -427,13 +431,11 @@ def grouped_key_kept(error: str, code: str) -> str | None:
         return None
     name, number = match["name"], located[0]
     grouped = re.compile(rf"\.groupby\(\s*(?P<q>['\"]){re.escape(name)}(?P=q)\s*\)")
-    lines = code.splitlines()
-    line = lines[number - 1]
-    changed = grouped.sub(lambda m: f".groupby({m['q']}{name}{m['q']}, as_index=False)", line)
-    if changed == line:
-        return None
-    lines[number - 1] = changed
-    return "\n".join(lines)
+
+    def kept(m: re.Match[str]) -> str:
+        return f".groupby({m['q']}{name}{m['q']}, as_index=False)"
+
+    return _line_changed(code, number, lambda line: grouped.sub(kept, line))
 
 
 _UNDEFINED = re.compile(r"NameError: name '(?P<name>\w+)' is not defined")
@@ -640,7 +642,7 @@ def format_problem(task: str, output: str) -> str | None:
     missing = [t for t in answer_tags(task) if t not in found]
     if missing:
         return f"it does not print the task's format: end it with {_fstring(missing)}"
-    asked = {m.group("name"): m.group("value").strip() for m in _TAG.finditer(task)}
+    asked = tag_values(task)
     empty = [  # a generic placeholder, or the task's own bracket text copied (@path[/path])
         t
         for t in answer_tags(task)
@@ -733,7 +735,8 @@ def _same_figures(a: list[str], b: list[str]) -> bool:
     )
 
 
-def _tag_values(text: str) -> dict[str, str]:
+def tag_values(text: str) -> dict[str, str]:
+    """Each ``@name[value]`` tag of ``text`` by name, its value stripped (the last one wins)."""
     return {m.group("name"): m.group("value").strip() for m in _TAG.finditer(text)}
 
 
@@ -743,7 +746,7 @@ def same_answer(task: str, first: str, second: str) -> bool:
     output and the artifacts' heads) as a multiset, within rounding."""
     tags = answer_tags(task)
     if tags:
-        one, two = _tag_values(first), _tag_values(second)
+        one, two = tag_values(first), tag_values(second)
         for tag in tags:
             x, y = one.get(tag), two.get(tag)
             if x is None or y is None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import ast
 import re
 
-from fleet_core.engine.repairs import answer_tags, placeholder_shape
+from fleet_core.engine.repairs import placeholder_shape, tag_values
 from fleet_core.engine.sourceedits import Edit, parse, splice
 
 YES_NO = "_fleet_yes_no"
@@ -32,13 +32,8 @@ def {YES_NO}(value):
 
 def yes_no_names(task: str) -> list[str]:
     """The task's ``@name[yes or no]`` tags."""
-    shapes = {name: placeholder_shape(_bracket(task, name)) for name in answer_tags(task)}
+    shapes = {name: placeholder_shape(value) for name, value in tag_values(task).items()}
     return [name for name, shape in shapes.items() if shape is not None and shape[0] == "yes or no"]
-
-
-def _bracket(task: str, name: str) -> str:
-    match = re.search(rf"@{re.escape(name)}\[([^\]\n]*)\]", task)
-    return match.group(1) if match else ""
 
 
 def yes_no_fields(code: str, names: list[str]) -> str:
