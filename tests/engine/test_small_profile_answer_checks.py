@@ -1,7 +1,9 @@
 """The code-first route's checks of what a program answered (docs/engine.md, the small-model
 profile): a printed value that is no value (NaN, None, a log's "-") or not of the shape the
-task's bracket text asks for (``@top_month[YYYY-MM]`` answered with a figure), a table of one
-row, or of about one row per input line, where the task asks for a figure per group, and a
+task's bracket text asks for (``@top_month[YYYY-MM]`` answered with a figure), or such a value
+resent with only the shape's characters added (``/200``), a table of one row, of about one row
+per input line, or whose group column repeats a value, where the task asks for a figure per
+group, and a
 library call's result unpacked into the wrong number of names told what it really returns. Each
 came from a tune transcript (docs/benchmarks.md); each Turn runs with the scripted model and the
 real local sandbox, and each test fails without its check."""
@@ -11,8 +13,8 @@ from __future__ import annotations
 import csv
 import io
 
-from fleet_core.engine.inspection import asks_per_group
-from fleet_core.engine.repairs import format_problem, placeholder_shape
+from fleet_core.engine.inspection import asks_per_group, group_words
+from fleet_core.engine.repairs import format_problem, hand_shaped, placeholder_shape
 from fleet_core.engine.scripted_lm import scripted_lm
 from fleet_core.engine.statprompt import result_hint, unpacked_call
 from tests.engine.support import dataset_session, fenced, task_cells
@@ -78,6 +80,39 @@ async def test_a_figure_printed_where_the_task_asks_a_month_is_asked_again(
         follow_up
     )
     assert task_cells(events) == [FIGURE, MONTH]
+
+
+REQUESTS = "path,status\n/a,200\n/b,500\n/b,503\n/a,200\n/c,500\n"
+PATH_TASK = "Print the path with the most 5xx responses in files/requests.csv as @worst_path[/path]."
+STATUS = "df = pd.read_csv('files/requests.csv')\nworst = df['status'].value_counts().idxmax()\n"
+NO_PATH = STATUS + 'print(f"@worst_path[{worst}]")'
+SHAPED_BY_HAND = STATUS + 'print(f"@worst_path[/{worst}]")'
+WORST_PATH = (
+    "df = pd.read_csv('files/requests.csv')\n"
+    "worst = df[df['status'] >= 500]['path'].value_counts().idxmax()\n"
+    'print(f"@worst_path[{worst}]")'
+)
+
+
+def test_a_value_resent_with_the_shapes_characters_added_is_found() -> None:
+    assert hand_shaped("@worst_path[/200]", {"worst_path": "200"}) == {"worst_path": "200"}
+    assert hand_shaped("@worst_path[/login]", {"worst_path": "200"}) == {}
+    assert hand_shaped("@worst_path[200]", {"worst_path": "200"}) == {}  # said already
+    assert hand_shaped("@worst_path[/200]", None) == {}
+
+
+async def test_a_wrong_value_shaped_by_hand_is_asked_again(open_runtime, lms, tmp_path) -> None:
+    runtime = await open_runtime(**SMALL)
+    await dataset_session(runtime, tmp_path, "requests.csv", REQUESTS)
+    lms.root = scripted_lm([fenced(NO_PATH), fenced(SHAPED_BY_HAND), fenced(WORST_PATH)])
+    result, events = await turn(runtime, PATH_TASK)
+    assert result.status == "completed", result.error
+    assert result.answer.strip() == "@worst_path[/b]"
+    first, second = lms.root.engine_script.requests[1:3]
+    assert "@worst_path[200] is not a value starting with '/'" in first
+    assert "the program computed another quantity" in first
+    assert "@worst_path[/200] is the earlier 200 with the shape's characters added" in second
+    assert task_cells(events) == [NO_PATH, SHAPED_BY_HAND, WORST_PATH]
 
 
 # --- a table of one row where the task asks for a figure per group -------------------------------
@@ -168,6 +203,59 @@ async def test_a_few_groups_from_many_lines_are_not_doubted(open_runtime, lms, t
     await dataset_session(runtime, tmp_path, "access.log", TIMED)
     lms.root = scripted_lm([fenced(RIGHT_FIELD)])
     result, events = await turn(runtime, COUNT_TASK)
+    assert result.status == "completed", result.error
+    assert len(task_cells(events)) == 1 and len(lms.root.engine_script.requests) == 1
+
+
+# --- a table whose group column repeats a value where the task asks one row per group ----------
+
+ITEMS = "country,qty,price\nKenya,2,4.5\nPeru,1,10\nKenya,3,1\nPeru,2,0.5\nChad,1,2\n"
+REVENUE_TASK = (
+    "Compute the revenue (qty times price) per country in files/items.csv, save it to "
+    "artifacts/revenue.csv with the columns country and revenue, sorted by revenue, and print "
+    "the top country as @top[name]."
+)
+ITEM_REVENUE = (
+    "os.makedirs('artifacts', exist_ok=True)\n"
+    "df = pd.read_csv('files/items.csv')\n"
+    "df['revenue'] = df['qty'] * df['price']\n"
+    "df[['country', 'revenue']].to_csv('artifacts/revenue.csv', index=False)\n"
+)
+UNGROUPED = ITEM_REVENUE + "print(f\"@top[{df.groupby('country')['revenue'].sum().idxmax()}]\")"
+GROUPED = (
+    ITEM_REVENUE.replace(
+        "df[['country', 'revenue']]",
+        "df.groupby('country', as_index=False)['revenue'].sum().sort_values('revenue')",
+    )
+    + "print('@top[Kenya]')"
+)
+
+
+def test_the_words_that_name_a_tasks_group() -> None:
+    assert {"country"} <= group_words(REVENUE_TASK) and "revenue" not in group_words(REVENUE_TASK)
+    assert group_words("the mean per region and month, sorted by total") == {"region", "month"}
+    assert group_words("Keep the rows whose price is above 10.") == set()
+
+
+async def test_a_group_column_that_repeats_a_value_is_doubted(open_runtime, lms, tmp_path):
+    runtime = await open_runtime(**SMALL)
+    await dataset_session(runtime, tmp_path, "items.csv", ITEMS)
+    lms.root = scripted_lm([fenced(UNGROUPED), fenced(GROUPED)])
+    result, events = await turn(runtime, REVENUE_TASK)
+    assert result.status == "completed", result.error
+    saved = (await runtime.read_file("s", "artifacts/revenue.csv")).decode()
+    assert saved.splitlines() == ["country,revenue", "Chad,2.0", "Peru,11.0", "Kenya,12.0"]
+    follow_up = lms.root.engine_script.requests[1]
+    assert "with 5 rows but 3 distinct country values (Kenya is on 2 rows)" in follow_up
+    assert "saved the rows before grouping them" in follow_up
+    assert task_cells(events) == [UNGROUPED, GROUPED]
+
+
+async def test_one_row_per_group_is_not_doubted(open_runtime, lms, tmp_path) -> None:
+    runtime = await open_runtime(**SMALL)
+    await dataset_session(runtime, tmp_path, "items.csv", ITEMS)
+    lms.root = scripted_lm([fenced(GROUPED)])
+    result, events = await turn(runtime, REVENUE_TASK)
     assert result.status == "completed", result.error
     assert len(task_cells(events)) == 1 and len(lms.root.engine_script.requests) == 1
 

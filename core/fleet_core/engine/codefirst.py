@@ -45,6 +45,7 @@ from fleet_core.engine.fitrewrites import FIT_BY_NAME_SOURCE
 from fleet_core.engine.inspection import (
     ArtifactReport,
     asks_per_group,
+    group_words,
     inspection_cell,
     parse_inspection,
 )
@@ -73,11 +74,13 @@ from fleet_core.engine.repairs import (
     grouped_key_kept,
     hidden_error,
     looks_cut,
+    misshapen,
     own_raise_hint,
     respelled,
     restored_read,
     same_answer,
     table_columns,
+    tag_values,
     unfinished,
 )
 from fleet_core.engine.rewrites import (
@@ -446,6 +449,7 @@ class CodeFirst:
         self._targets: list[str] = []
         self._inspect_code = ""
         self._doubted: dict[str, set[str]] = {}  # path -> the programs its doubt was said to
+        self._misshaped: dict[str, str] = {}  # tag -> a value printed in the wrong shape
         self._task = ""
         self._tables: dict[str, list[tuple[str, str]]] = {}  # the inputs' columns, exactly
         self._sources: list[str] = []  # the inputs a repair's help may show the shape of
@@ -542,11 +546,18 @@ class CodeFirst:
             key=lambda path: (path not in inputs.task, path != dataset),
         )
         self._inspect_code = (
-            inspection_cell(targets, shapes, sources, grouped=asks_per_group(inputs.task))
+            inspection_cell(
+                targets,
+                shapes,
+                sources,
+                grouped=asks_per_group(inputs.task),
+                keys=group_words(inputs.task),
+            )
             if targets
             else ""
         )
         self._doubted = {}
+        self._misshaped = {}
         self._task = inputs.task
         self._yes_no = yes_no_names(inputs.task)
         self._tables = task_tables(inputs)
@@ -964,7 +975,9 @@ class CodeFirst:
         program = normalized(code)
         doubts = [r for r in reports if r.doubt and program not in self._doubted.get(r.path, ())]
         hidden = hidden_error(code, output)
-        shape = format_problem(self._task, output) if output.strip() else None
+        shape = format_problem(self._task, output, self._misshaped) if output.strip() else None
+        printed = tag_values(output)
+        self._misshaped |= {t: printed[t] for t in misshapen(self._task, output)}
         if hidden is None and not problems:
             attempt.unfinished = unfinished(self._task, output, missing)
         if hidden is not None:  # a repair may not hide the error: not a success

@@ -24,7 +24,8 @@ INPUTS_MAX = 10  # inputs compared with an artifact
 PER_LINE_MIN = 8  # groups, at least, before a table of about one group per input line is doubted
 
 _SOURCE = r"""
-def _fleet_inspect(targets, shapes, inputs, head_lines, sample, cap, grouped, per_line_min):
+def _fleet_inspect(targets, shapes, inputs, head_lines, sample, cap, grouped, per_line_min,
+                   group_words):
     import csv, hashlib, io, json, os
 
     def digest(path):
@@ -78,6 +79,26 @@ def _fleet_inspect(targets, shapes, inputs, head_lines, sample, cap, grouped, pe
         source = next((s for s in inputs if os.path.isfile(s)), None)
         return first_lines(source) if source else ""
 
+    def repeated_group(rows):
+        # the columns the task groups by (a header word the task names after per/by/each)
+        keys = [i for i, h in enumerate(rows[0])
+                if set(h.lower().replace("_", " ").split()) & set(group_words)]
+        if not keys or len(rows) < 3 or any(len(r) != len(rows[0]) for r in rows):
+            return ""
+        seen = {}
+        for r in rows[1:]:
+            label = tuple(r[i] for i in keys)
+            seen[label] = seen.get(label, 0) + 1
+        label, times = max(seen.items(), key=lambda item: item[1])
+        if times < 2:
+            return ""
+        names = " and ".join(rows[0][i] for i in keys)
+        return (f"{len(rows) - 1} rows but {len(seen)} distinct {names} values "
+                f"({', '.join(label)[:60]} is on {times} rows): the task asks for one row per "
+                f"{names}, and the program saved the rows before grouping them. Group and "
+                "aggregate first, for example table = df.groupby([...], as_index=False)[...]"
+                ".sum(), and save that table")
+
     def doubt(path, t):
         if not t.strip() or (path in shapes and t.strip() in ("[]", "{}", "null", '""')):
             head = input_head()
@@ -115,6 +136,9 @@ def _fleet_inspect(targets, shapes, inputs, head_lines, sample, cap, grouped, pe
                                 "reads the group from a field that differs on every line (a "
                                 "time, an id, a number). "
                                 f"{first_lines(source)}Check which field holds the group")
+            repeated = repeated_group(rows) if grouped else ""
+            if repeated:
+                return f"wrote {path} with {repeated}"
             if len(rows) >= 3 and all(len(r) == 1 for r in rows) and all(
                     number(r[0]) for r in rows[1:]):
                 return (f"wrote {path} as one column of numbers ({rows[0][0]!r}) without their "
@@ -154,6 +178,14 @@ class ArtifactReport:
 
 #: A task that asks for a figure per group ("count the requests per status code").
 _PER_GROUP = re.compile(r"\b(?:per|each|by)\b", re.I)
+#: The words that name a group: up to four after "per", "each" or "by" (not "sorted by"),
+#: up to the next punctuation.
+_GROUP_WORDS = re.compile(
+    r"(?<!sorted )(?<!ordered )(?<!ranked )(?<!divided )(?<!multiplied )"
+    r"\b(?:per|each|by)\s+((?:[\w-]+\s*){1,4})",
+    re.I,
+)
+_NOT_GROUP_WORDS = frozenset({"a", "an", "the", "and", "of", "its", "their", "calendar"})
 _AGGREGATE = re.compile(r"\b(?:count|number of|how many|total|sum|mean|average|median)", re.I)
 
 
@@ -162,19 +194,29 @@ def asks_per_group(task: str) -> bool:
     return bool(_PER_GROUP.search(task) and _AGGREGATE.search(task))
 
 
+def group_words(task: str) -> set[str]:
+    """The words after "per", "each" or "by" in ``task``: a named artifact's column that holds
+    one of them is the group, so its values may not repeat."""
+    words = {w.lower() for m in _GROUP_WORDS.finditer(task) for w in m.group(1).split()}
+    return words - _NOT_GROUP_WORDS
+
+
 def inspection_cell(
     targets: list[str],
     shapes: list[tuple[str, list[str]]],
     inputs: list[str],
     *,
     grouped: bool = False,
+    keys: set[str] | frozenset[str] = frozenset(),
 ) -> str:
     """The host cell that inspects ``targets`` (``shapes``: the JSON ones and their keys;
     ``inputs``: the workspace's input files, for the copy check; ``grouped``: the task asks for
-    a figure per group, so a CSV of one row is doubted)."""
+    a figure per group, so a CSV of one row is doubted; ``keys``: the words that name its group,
+    so a CSV whose group column repeats a value is doubted)."""
     arguments = (
         f"{targets!r}, {dict(shapes)!r}, {inputs[:INPUTS_MAX]!r}, {HEAD_LINES}, "
-        f"{SHAPE_SAMPLE_CHARS}, {CHECK_BYTES}, {grouped!r}, {PER_LINE_MIN}"
+        f"{SHAPE_SAMPLE_CHARS}, {CHECK_BYTES}, {grouped!r}, {PER_LINE_MIN}, "
+        f"{sorted(keys)!r}"
     )
     source = _SOURCE.replace("MARK + ", f"{MARK!r} + ")
     return f"{source}\n_fleet_inspect({arguments})\ndel _fleet_inspect"

@@ -28,7 +28,7 @@ import csv
 import difflib
 import io
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from fleet_core.engine.profile import dataset_preview
 from fleet_core.engine.sourceedits import Edit, called_name, parse, splice
@@ -636,8 +636,9 @@ def printed_index(output: str) -> bool:
     return False
 
 
-def format_problem(task: str, output: str) -> str | None:
-    """What the printed answer misses of the task's stated format, or a table's index column."""
+def format_problem(task: str, output: str, earlier: Mapping[str, str] | None = None) -> str | None:
+    """What the printed answer misses of the task's stated format, or a table's index column
+    (``earlier``: each tag's value that an earlier program printed in the wrong shape)."""
     found = {m.group("name"): m.group("value") for m in _TAG.finditer(output)}
     missing = [t for t in answer_tags(task) if t not in found]
     if missing:
@@ -662,17 +663,20 @@ def format_problem(task: str, output: str) -> str | None:
             "read from the wrong place, missing values not dropped, text not converted to "
             "numbers, or a filter that matched no row); find that step and compute the value"
         )
-    shapes = [
-        (t, want)
-        for t in answer_tags(task)
-        if (want := placeholder_shape(asked.get(t, ""))) is not None
-        and not want[1].match(found[t].strip().strip("'\""))
-    ]
+    shapes = misshapen(task, output)
     if shapes:
         return "; ".join(
-            f"@{t}[{found[t].strip()}] is not {what}, as the task's @{t}[{asked[t]}] asks: "
-            f"print the value the task asks for"
-            for t, (what, _) in shapes
+            f"@{t}[{found[t].strip()}] is not {what}, as the task's @{t}[{asked[t]}] asks: the "
+            "program computed another quantity; fix the step that computes it, not the print"
+            for t, what in shapes.items()
+        )
+    shaped = hand_shaped(output, earlier)
+    if shaped:
+        return "; ".join(
+            f"@{t}[{found[t].strip()}] is the earlier {old} with the shape's characters added "
+            f"by hand: the value is still not {asked.get(t, 'what the task asks')!r}; compute "
+            "it from the data (the field that holds values of that kind)"
+            for t, old in shaped.items()
         )
     if printed_index(output):
         return (
@@ -680,6 +684,34 @@ def format_problem(task: str, output: str) -> str | None:
             "print(table.to_string(index=False))"
         )
     return None
+
+
+def misshapen(task: str, output: str) -> dict[str, str]:
+    """The printed tags whose value is not of the shape the task's bracket text says, each with
+    what that shape is (:func:`placeholder_shape`)."""
+    asked, found = tag_values(task), tag_values(output)
+    return {
+        t: want[0]
+        for t in answer_tags(task)
+        if t in found
+        and (want := placeholder_shape(asked.get(t, ""))) is not None
+        and not want[1].match(found[t].strip("'\""))
+    }
+
+
+def _bare(value: str) -> str:
+    return re.sub(r"\W+", "", value).lower()
+
+
+def hand_shaped(output: str, earlier: Mapping[str, str] | None) -> dict[str, str]:
+    """The tags printed in the right shape now whose value is the one an earlier program
+    printed in the wrong shape, with only punctuation added (``200`` resent as ``/200``)."""
+    found = tag_values(output)
+    return {
+        t: old
+        for t, old in (earlier or {}).items()
+        if t in found and found[t] != old and _bare(found[t]) == _bare(old) and _bare(old)
+    }
 
 
 def missing_tags(task: str, output: str) -> list[str]:
