@@ -83,7 +83,9 @@ async def test_a_figure_printed_where_the_task_asks_a_month_is_asked_again(
 
 
 REQUESTS = "path,status\n/a,200\n/b,500\n/b,503\n/a,200\n/c,500\n"
-PATH_TASK = "Print the path with the most 5xx responses in files/requests.csv as @worst_path[/path]."
+PATH_TASK = (
+    "Print the path with the most 5xx responses in files/requests.csv as @worst_path[/path]."
+)
 STATUS = "df = pd.read_csv('files/requests.csv')\nworst = df['status'].value_counts().idxmax()\n"
 NO_PATH = STATUS + 'print(f"@worst_path[{worst}]")'
 SHAPED_BY_HAND = STATUS + 'print(f"@worst_path[/{worst}]")'
@@ -258,6 +260,39 @@ async def test_one_row_per_group_is_not_doubted(open_runtime, lms, tmp_path) -> 
     result, events = await turn(runtime, REVENUE_TASK)
     assert result.status == "completed", result.error
     assert len(task_cells(events)) == 1 and len(lms.root.engine_script.requests) == 1
+
+
+MORE_ITEMS = ITEMS + "Kenya,1,1\n"  # Kenya on three rows
+TOP_OF = (
+    "os.makedirs('artifacts', exist_ok=True)\n"
+    "df = pd.read_csv('files/items.csv')\n"
+    "df['revenue'] = df['qty'] * df['price']\n"
+    "t = df.groupby('country', as_index=False)[COLUMNS].sum().sort_values('revenue')\n"
+    "t.to_csv('artifacts/revenue.csv', index=False)\n"
+    "print(f\"@top[{t.iloc[-1]['country']}]\")"
+)
+SUMMED_TEXT = TOP_OF.replace("COLUMNS", "['country', 'revenue']")  # joins the countries
+SUMMED_FIGURE = TOP_OF.replace("COLUMNS", "['revenue']")
+
+
+def test_a_label_joined_to_itself_is_a_summed_text_column() -> None:
+    said = format_problem("print @top[name]", "@top[KenyaKenyaKenya]") or ""
+    assert said.startswith("@top[KenyaKenyaKenya] holds 'Kenya' repeated 3 times")
+    assert "a column of text was summed" in said
+    for fine in ("@top[Kenya]", "@top[Hahn]", "@top[101010]", "@top[aa]"):
+        assert format_problem("print @top[name]", fine) is None, fine
+
+
+async def test_a_label_joined_to_itself_is_asked_again(open_runtime, lms, tmp_path) -> None:
+    runtime = await open_runtime(**SMALL)
+    await dataset_session(runtime, tmp_path, "items.csv", MORE_ITEMS)
+    lms.root = scripted_lm([fenced(SUMMED_TEXT), fenced(SUMMED_FIGURE)])
+    result, events = await turn(runtime, REVENUE_TASK)
+    assert result.status == "completed", result.error
+    assert result.answer.startswith("@top[Kenya]")
+    said = lms.root.engine_script.requests[1]
+    assert "@top[KenyaKenyaKenya] holds 'Kenya' repeated 3 times" in said
+    assert task_cells(events) == [SUMMED_TEXT, SUMMED_FIGURE]
 
 
 # --- a library call's result unpacked into the wrong number of names -----------------------------

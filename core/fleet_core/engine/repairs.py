@@ -568,6 +568,8 @@ SIMPLER = (
 
 _TAG = re.compile(r"@(?P<name>[A-Za-z_]\w{0,40})\[(?P<value>[^\]]*)\]")
 _PLACEHOLDER = re.compile(r"^\s*(?:value|\.\.\.|x|n|yes or no|YYYY-MM(?:-DD)?|\{.*\})?\s*$", re.I)
+#: A label joined to itself (``CanadaCanadaCanada``: a text column summed by a groupby).
+_REPEATED = re.compile(r"^(?P<unit>(?=[^\n]*[A-Za-z])[^\n]{2,40}?)(?P=unit){2,}$")
 _INDEXED = re.compile(r"^(?P<n>\d+)\s{2,}\S")
 
 
@@ -663,6 +665,16 @@ def format_problem(task: str, output: str, earlier: Mapping[str, str] | None = N
             "read from the wrong place, missing values not dropped, text not converted to "
             "numbers, or a filter that matched no row); find that step and compute the value"
         )
+    repeated = {t: m for t in answer_tags(task) if (m := _REPEATED.match(found[t].strip()))}
+    if repeated:
+        return "; ".join(
+            f"@{t}[{_clipped(found[t].strip(), 40)}] holds {m.group('unit')!r} repeated "
+            f"{len(found[t].strip()) // len(m.group('unit'))} times: a column of text was summed "
+            "(a groupby's .sum() over the group's own column or another text column joins its "
+            "strings); sum only the figure's column, df.groupby(key, as_index=False)[figure]"
+            ".sum()"
+            for t, m in repeated.items()
+        )
     shapes = misshapen(task, output)
     if shapes:
         return "; ".join(
@@ -684,6 +696,10 @@ def format_problem(task: str, output: str, earlier: Mapping[str, str] | None = N
             "print(table.to_string(index=False))"
         )
     return None
+
+
+def _clipped(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def misshapen(task: str, output: str) -> dict[str, str]:

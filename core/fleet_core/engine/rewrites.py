@@ -16,6 +16,8 @@ cell shows the program as it ran.
 - a top-level ``def`` of a helper's name and required parameters (``def
   log_fields(line):``, the program's own version) is renamed ``_own_log_fields``, so the calls
   reach the prelude's helper;
+- a variable named after an answer tag (``@server_errors = ...``, a SyntaxError) loses its
+  ``@`` wherever it is used as a name, when that makes the program parse;
 - a format spec written after a value outside an f-string (``{"p": p_value:.4f}``, a
   SyntaxError) becomes ``round(p_value, 4)``, when that makes the program parse;
 - scipy's ``linregress`` result unpacked by the names it was given, and r taken for r squared
@@ -296,9 +298,24 @@ def stray_format_specs(code: str) -> str:
     return fixed if fixed != code and parse(fixed) is not None else code
 
 
+_TAG_ASSIGNED = re.compile(r"^[ \t]*@([A-Za-z_]\w*)[ \t]*=(?!=)", re.M)
+
+
+def tag_named_variables(code: str) -> str:
+    """``code`` with each variable named after an answer tag (``@server_errors = ...``, then
+    ``{@server_errors}``: a SyntaxError) written without its ``@``, when the program does not
+    parse as it is and does once they are; the tags themselves (``@server_errors[``) stay."""
+    names = set(_TAG_ASSIGNED.findall(code))
+    if not names or parse(code) is not None:
+        return code
+    used = re.compile(rf"@({'|'.join(sorted(map(re.escape, names)))})\b(?!\[)")
+    fixed = used.sub(r"\1", code)
+    return fixed if parse(fixed) is not None else code
+
+
 def prepare(code: str, context: str = "") -> str:
     """The program (or a continuation step of ``context``) as the host runs it: every fix
     above applied."""
-    parsed = unshadowed_helpers(stray_format_specs(code))
+    parsed = unshadowed_helpers(stray_format_specs(tag_named_variables(code)))
     fixed = modern_frequencies(keep_index_labels(drop_helper_imports(parsed), context))
     return fit_by_name(squared_r(fixed))
