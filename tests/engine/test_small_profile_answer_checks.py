@@ -253,6 +253,24 @@ async def test_a_group_column_that_repeats_a_value_is_doubted(open_runtime, lms,
     assert task_cells(events) == [UNGROUPED, GROUPED]
 
 
+QUIET_GROUPED = GROUPED.replace("\nprint('@top[Kenya]')", "")
+RAISES = "raise RuntimeError('a slip')"
+
+
+async def test_a_quiet_correction_that_then_fails_answers_with_what_was_printed_before(
+    open_runtime, lms, tmp_path
+) -> None:
+    runtime = await open_runtime(**SMALL)
+    await dataset_session(runtime, tmp_path, "items.csv", ITEMS)
+    lms.root = scripted_lm([fenced(UNGROUPED), fenced(QUIET_GROUPED)] + [fenced(RAISES)] * 4)
+    result, events = await turn(runtime, REVENUE_TASK)
+    assert result.status == "completed", result.error
+    assert result.outcome is not None and result.outcome.kind == "partial"
+    assert result.answer.startswith("@top[Kenya]\n\nSaved artifacts/revenue.csv:\n")
+    assert "Kenya,12.0" in result.answer and "Kenya,9.0" not in result.answer
+    assert task_cells(events)[:2] == [UNGROUPED, QUIET_GROUPED]
+
+
 async def test_one_row_per_group_is_not_doubted(open_runtime, lms, tmp_path) -> None:
     runtime = await open_runtime(**SMALL)
     await dataset_session(runtime, tmp_path, "items.csv", ITEMS)

@@ -774,11 +774,15 @@ class CodeFirst:
         self, interpreter: TurnInterpreter, attempts: list[Attempt], before: list[ArtifactReport]
     ) -> str | None:
         """The answer when no program fully succeeded, if one still did the task's work: from
-        the last that ran and wrote the artifacts (printing nothing, or doubted), else from the
-        artifacts when every named one was written this Turn before a later step failed."""
+        the last that ran and wrote the artifacts (printing nothing, or doubted; when it printed
+        nothing, with what the last such program that printed printed), else from the artifacts
+        when every named one was written this Turn before a later step failed."""
         quiet = next((a for a in reversed(attempts) if a.ran_to_end), None)
         if quiet is not None:
-            return self._answer(quiet)
+            said = next(
+                (a for a in reversed(attempts) if a.ran_to_end and a.output.strip()), quiet
+            )  # a correction that printed nothing: what the program it corrected printed
+            return self._answer(Attempt(quiet.code, None, said.output, reports=quiet.reports))
         after = self._inspect(interpreter)
         if not after or not all(
             a.written and not a.problem and a.sha256 != b.sha256

@@ -422,9 +422,10 @@ def _line_changed(code: str, number: int, change: Callable[[str], str]) -> str |
 
 def grouped_key_kept(error: str, code: str) -> str | None:
     """For ``KeyError: 'k'`` on a line that groups by the column ``k`` (``groupby('k')``, so
-    ``k`` went into the index, and the line then reads it as a column): ``code`` with that
-    line's ``groupby('k')`` keeping ``k`` a column (``as_index=False``), the line numbers kept;
-    None when the error is another or the failing line does not group by ``k`` so."""
+    ``k`` went into the index, and the line then reads it as a column), or that reads
+    ``v['k']`` of a ``v`` an earlier line assigned so grouped: ``code`` with that grouping
+    keeping ``k`` a column (``as_index=False``), the line numbers kept; None when the error is
+    another or neither line groups by ``k`` so."""
     match = _KEY_ERROR.search(error)
     located = failing_line(error, code) if match is not None else None
     if match is None or located is None:
@@ -435,7 +436,20 @@ def grouped_key_kept(error: str, code: str) -> str | None:
     def kept(m: re.Match[str]) -> str:
         return f".groupby({m['q']}{name}{m['q']}, as_index=False)"
 
-    return _line_changed(code, number, lambda line: grouped.sub(kept, line))
+    def keep(line: str) -> str:
+        return grouped.sub(kept, line)
+
+    here = _line_changed(code, number, keep)
+    if here is not None:
+        return here
+    read = re.compile(rf"\b(\w+)\[\s*(['\"]){re.escape(name)}\2\s*\]")
+    lines = code.splitlines()
+    for variable in dict.fromkeys(read.findall(located[1])):
+        assigned = re.compile(rf"^\s*{re.escape(variable[0])}\s*=[^=]")
+        line = next((i for i in range(number - 1, 0, -1) if assigned.match(lines[i - 1])), None)
+        if line is not None and (fixed := _line_changed(code, line, keep)) is not None:
+            return fixed
+    return None
 
 
 _UNDEFINED = re.compile(r"NameError: name '(?P<name>\w+)' is not defined")
