@@ -554,6 +554,7 @@ class OutcomeReasonWire(TypedDict):
         "fallback_answer",
         "error_answer",
         "turn_failed",
+        "format_unmet",
     ]
     count: int
     detail: str

@@ -93,6 +93,7 @@ ReasonKind = Literal[
     "fallback_answer",
     "error_answer",
     "turn_failed",
+    "format_unmet",
 ]
 
 

@@ -3,7 +3,9 @@
 A Turn that completed is ``submitted`` only when its program or RLM submitted the answer and
 nothing failed on the way. The loop running out (DSPy's extract step answered from the
 trajectory) is ``extracted``; failed cells or children behind an answer that stands on the rest,
-or the host answering from what a failing program left, is ``partial``; an answer that is the
+or the host answering from what a failing program left, or an answer that leaves one of the
+task's ``@name[...]`` tags unfilled (its placeholder printed as it stands, ``format_unmet``), is
+``partial``; an answer that is the
 program's own error message (it caught an exception and printed it, or printed that a column or
 file does not exist) is ``failed``, as is a Turn that failed or was cancelled.
 """
@@ -74,6 +76,7 @@ class TurnFacts:
     sandbox_errors: int = 0
     children_failed: int = 0
     detail: str = ""  # what the route said about how it answered (e.g. the last failed step)
+    unfilled: tuple[str, ...] = ()  # the task's @name[...] tags the answer left unfilled
 
 
 def error_answer(answer: str) -> str | None:
@@ -121,6 +124,16 @@ def completed_outcome(facts: TurnFacts) -> AnswerOutcome:
                 kind="child_failed",
                 count=facts.children_failed,
                 detail=f"{_count(facts.children_failed, 'child agent')} failed",
+            )
+        )
+    if facts.unfilled:
+        reasons.append(
+            OutcomeReason(
+                kind="format_unmet",
+                count=len(facts.unfilled),
+                detail="the answer leaves the task's "
+                + " ".join(f"@{t}[...]" for t in facts.unfilled)
+                + " without a computed value",
             )
         )
     said = error_answer(facts.answer)

@@ -51,6 +51,7 @@ from fleet_core.engine.lm import (
     select_models,
     session_models,
 )
+from fleet_core.engine.repairs import unfilled_tags
 from fleet_core.engine.stream import EventChannel
 from fleet_core.errors import REPORTED, FleetError, InvalidInput, SessionOwned, TurnBusy
 from fleet_core.event_payloads import SandboxEnvironmentIncompletePayload, TurnStartedPayload
@@ -668,6 +669,7 @@ class TurnService:
                 sandbox_errors=usage.sandbox_errors,
                 children_failed=engine.children_failed,
                 detail=redact(engine.reached_detail, 300),
+                unfilled=tuple(unfilled_tags(request.task, answer)),
             )
             result = TurnResult(
                 turn_id=turn_id,

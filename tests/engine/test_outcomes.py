@@ -10,7 +10,7 @@ from fleet_core.api import FleetRuntime
 from fleet_core.engine.scripted_lm import SwitchableLms, action, fields, scripted_lm, submit
 from fleet_core.evaluation.metric import JudgeVerdict, TurnObservation, fleet_metric
 from fleet_core.models import TurnRequest, TurnResult
-from fleet_core.outcomes import error_answer
+from fleet_core.outcomes import TurnFacts, completed_outcome, error_answer
 from tests.engine.conftest import OpenRuntime
 
 
@@ -167,3 +167,12 @@ def test_the_metric_scores_an_extracted_or_failed_answer_zero(kind: str, passes:
 )
 def test_an_error_message_is_told_from_an_answer(answer: str, is_error: bool) -> None:
     assert (error_answer(answer) is not None) is is_error
+
+
+def test_an_answer_that_leaves_a_tag_unfilled_is_partial() -> None:
+    facts = TurnFacts(reached="submitted", answer="@r[0.41] @p[value]", unfilled=("p",))
+    outcome = completed_outcome(facts)
+    assert outcome.kind == "partial" and outcome.reasons[0].kind == "format_unmet"
+    assert completed_outcome(TurnFacts(reached="submitted", answer="@r[0.41]")).kind == (
+        "submitted"
+    )

@@ -117,6 +117,24 @@ async def test_a_wrong_value_shaped_by_hand_is_asked_again(open_runtime, lms, tm
     assert task_cells(events) == [NO_PATH, SHAPED_BY_HAND, WORST_PATH]
 
 
+PLACEHOLDER_KEPT = STATUS + 'print("@worst_path[/path]")'
+
+
+async def test_a_placeholder_sent_again_is_taken_as_meant_but_not_as_a_clean_success(
+    open_runtime, lms, tmp_path
+) -> None:
+    runtime = await open_runtime(**SMALL)
+    await dataset_session(runtime, tmp_path, "requests.csv", REQUESTS)
+    lms.root = scripted_lm([fenced(PLACEHOLDER_KEPT), fenced(PLACEHOLDER_KEPT)])
+    result, _ = await turn(runtime, PATH_TASK)
+    assert result.status == "completed", result.error
+    assert "it prints no computed value in @worst_path[...]" in lms.root.engine_script.requests[1]
+    outcome = result.outcome
+    assert outcome is not None and outcome.kind == "partial"
+    assert [r.kind for r in outcome.reasons] == ["format_unmet"]
+    assert "leaves the task's @worst_path[...] without a computed value" in outcome.summary()
+
+
 # --- a table of one row where the task asks for a figure per group -------------------------------
 
 ACCESS = (

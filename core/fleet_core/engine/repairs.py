@@ -660,11 +660,7 @@ def format_problem(task: str, output: str, earlier: Mapping[str, str] | None = N
     if missing:
         return f"it does not print the task's format: end it with {_fstring(missing)}"
     asked = tag_values(task)
-    empty = [  # a generic placeholder, or the task's own bracket text copied (@path[/path])
-        t
-        for t in answer_tags(task)
-        if _PLACEHOLDER.match(found[t]) or found[t].strip() == asked.get(t)
-    ]
+    empty = unfilled_tags(task, output)
     if empty:
         return (
             "it prints no computed value in "
@@ -710,6 +706,17 @@ def format_problem(task: str, output: str, earlier: Mapping[str, str] | None = N
             "print(table.to_string(index=False))"
         )
     return None
+
+
+def unfilled_tags(task: str, output: str) -> list[str]:
+    """The task's tags that ``output`` prints holding no computed value: a generic placeholder
+    (``value``, ``...``) or the task's own bracket text copied (``@worst_path[/path]``)."""
+    asked, found = tag_values(task), tag_values(output)
+    return [
+        t
+        for t in answer_tags(task)
+        if t in found and (_PLACEHOLDER.match(found[t]) or found[t] == asked.get(t))
+    ]
 
 
 def _clipped(text: str, limit: int) -> str:

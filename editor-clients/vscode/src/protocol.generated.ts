@@ -403,14 +403,14 @@ export interface OptimizeStatusResult {
 
 /** Why an outcome is not ``submitted``: a kind, how many times, and a line saying what. */
 export interface OutcomeReason {
-  kind: "iterations_exhausted" | "sandbox_errors" | "child_failed" | "fallback_answer" | "error_answer" | "turn_failed";
+  kind: "iterations_exhausted" | "sandbox_errors" | "child_failed" | "fallback_answer" | "error_answer" | "turn_failed" | "format_unmet";
   count?: number;
   detail?: string;
 }
 
 /** Why an outcome is not `submitted` (`fleet_core.models.OutcomeReason`). */
 export interface OutcomeReasonWire {
-  kind: "iterations_exhausted" | "sandbox_errors" | "child_failed" | "fallback_answer" | "error_answer" | "turn_failed";
+  kind: "iterations_exhausted" | "sandbox_errors" | "child_failed" | "fallback_answer" | "error_answer" | "turn_failed" | "format_unmet";
   count: number;
   detail: string;
 }
