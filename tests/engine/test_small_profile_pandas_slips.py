@@ -7,6 +7,8 @@ scripted model, the real local sandbox."""
 
 from __future__ import annotations
 
+import pytest
+
 from fleet_core.engine.repairs import (
     accessor_hint,
     converted_accessor,
@@ -195,12 +197,21 @@ GROUPED_KEY = (
 )
 
 
+#: The grouped row read on the next line (a seed-76 orders_json tune transcript).
+GROUPED_ROW_READ_LATER = (
+    "df = pd.read_csv('files/sales.csv')\n"
+    "top = df.groupby('region').sum().sort_values('revenue', ascending=False).iloc[0]\n"
+    "print(f\"@top_region[{top['region']}]\")"
+)
+
+
+@pytest.mark.parametrize("program", [GROUPED_KEY, GROUPED_ROW_READ_LATER])
 async def test_a_group_key_read_as_a_column_is_kept_a_column_by_the_host(
-    open_runtime, lms, tmp_path
+    open_runtime, lms, tmp_path, program: str
 ) -> None:
     runtime = await open_runtime(FLEET_ENGINE_PROFILE="small")
     await quick_session(runtime, tmp_path)
-    lms.root = scripted_lm([fenced(GROUPED_KEY)])
+    lms.root = scripted_lm([fenced(program)])
     result, events = await turn(
         runtime, "Which region of files/sales.csv has the most revenue? Print @top_region[name]."
     )
@@ -220,14 +231,6 @@ def test_only_a_grouping_by_the_missing_key_on_the_failing_line_is_changed() -> 
     assert grouped_key_kept("ValueError: x", GROUPED_KEY) is None
 
 
-#: The grouped row read on the next line (a seed-76 orders_json tune transcript).
-GROUPED_ROW_READ_LATER = (
-    "df = pd.read_csv('files/sales.csv')\n"
-    "top = df.groupby('region').sum().sort_values('revenue', ascending=False).iloc[0]\n"
-    "print(f\"@top_region[{top['region']}]\")"
-)
-
-
 def test_a_group_key_read_from_an_earlier_grouped_row_is_kept_a_column() -> None:
     error = "File \"<cell-4>\", line 3, in <module>\nKeyError: 'region'"
     fixed = grouped_key_kept(error, GROUPED_ROW_READ_LATER)
@@ -236,15 +239,3 @@ def test_a_group_key_read_from_an_earlier_grouped_row_is_kept_a_column() -> None
     assert fixed.splitlines()[2] == GROUPED_ROW_READ_LATER.splitlines()[2]
     other = GROUPED_ROW_READ_LATER.replace("{top['region']}", "{df['region']}")
     assert grouped_key_kept(error, other) is None  # df was not grouped
-
-
-async def test_a_group_key_read_on_a_later_line_runs_kept(open_runtime, lms, tmp_path) -> None:
-    runtime = await open_runtime(FLEET_ENGINE_PROFILE="small")
-    await quick_session(runtime, tmp_path)
-    lms.root = scripted_lm([fenced(GROUPED_ROW_READ_LATER)])
-    result, _ = await turn(
-        runtime, "Which region of files/sales.csv has the most revenue? Print @top_region[name]."
-    )
-    assert result.status == "completed", result.error
-    assert result.answer.strip() == "@top_region[south]"
-    assert len(lms.root.engine_script.requests) == 1

@@ -79,10 +79,12 @@ def _fleet_inspect(targets, shapes, inputs, head_lines, sample, cap, grouped, pe
         source = next((s for s in inputs if os.path.isfile(s)), None)
         return first_lines(source) if source else ""
 
+    named = set(group_words)
+
     def repeated_group(rows):
         # the columns the task groups by (a header word the task names after per/by/each)
         keys = [i for i, h in enumerate(rows[0])
-                if set(h.lower().replace("_", " ").split()) & set(group_words)]
+                if set(h.lower().replace("_", " ").split()) & named]
         if not keys or len(rows) < 3 or any(len(r) != len(rows[0]) for r in rows):
             return ""
         seen = {}

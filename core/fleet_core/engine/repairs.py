@@ -655,7 +655,7 @@ def printed_index(output: str) -> bool:
 def format_problem(task: str, output: str, earlier: Mapping[str, str] | None = None) -> str | None:
     """What the printed answer misses of the task's stated format, or a table's index column
     (``earlier``: each tag's value that an earlier program printed in the wrong shape)."""
-    found = {m.group("name"): m.group("value") for m in _TAG.finditer(output)}
+    found = tag_values(output)
     missing = [t for t in answer_tags(task) if t not in found]
     if missing:
         return f"it does not print the task's format: end it with {_fstring(missing)}"
@@ -669,17 +669,17 @@ def format_problem(task: str, output: str, earlier: Mapping[str, str] | None = N
         )
     degenerate = [t for t in answer_tags(task) if _DEGENERATE.match(found[t])]
     if degenerate:
-        shown = " ".join(f"@{t}[{found[t].strip()}]" for t in degenerate)
+        shown = " ".join(f"@{t}[{found[t]}]" for t in degenerate)
         return (
             f"{shown} holds no real value: a step on the way gave nothing (a field or column "
             "read from the wrong place, missing values not dropped, text not converted to "
             "numbers, or a filter that matched no row); find that step and compute the value"
         )
-    repeated = {t: m for t in answer_tags(task) if (m := _REPEATED.match(found[t].strip()))}
+    repeated = {t: m for t in answer_tags(task) if (m := _REPEATED.match(found[t]))}
     if repeated:
         return "; ".join(
-            f"@{t}[{_clipped(found[t].strip(), 40)}] holds {m.group('unit')!r} repeated "
-            f"{len(found[t].strip()) // len(m.group('unit'))} times: a column of text was summed "
+            f"@{t}[{_clipped(found[t], 40)}] holds {m.group('unit')!r} repeated "
+            f"{len(found[t]) // len(m.group('unit'))} times: a column of text was summed "
             "(a groupby's .sum() over the group's own column or another text column joins its "
             "strings); sum only the figure's column, df.groupby(key, as_index=False)[figure]"
             ".sum()"
@@ -688,14 +688,14 @@ def format_problem(task: str, output: str, earlier: Mapping[str, str] | None = N
     shapes = misshapen(task, output)
     if shapes:
         return "; ".join(
-            f"@{t}[{found[t].strip()}] is not {what}, as the task's @{t}[{asked[t]}] asks: the "
+            f"@{t}[{found[t]}] is not {what}, as the task's @{t}[{asked[t]}] asks: the "
             "program computed another quantity; fix the step that computes it, not the print"
             for t, what in shapes.items()
         )
     shaped = hand_shaped(output, earlier)
     if shaped:
         return "; ".join(
-            f"@{t}[{found[t].strip()}] is the earlier {old} with the shape's characters added "
+            f"@{t}[{found[t]}] is the earlier {old} with the shape's characters added "
             f"by hand: the value is still not {asked.get(t, 'what the task asks')!r}; compute "
             "it from the data (the field that holds values of that kind)"
             for t, old in shaped.items()
