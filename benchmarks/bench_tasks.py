@@ -148,19 +148,25 @@ class ArmResult:
     split: dict[str, float | None] = field(default_factory=dict)
 
 
+PARTS = ("prompt", "generation", "model_other", "model_start", "sandbox", "host")
+
+
 def time_split(seconds: float, usage: Any) -> dict[str, float | None]:
     """A Turn's seconds by where they went: the server's prompt processing and generation,
-    other time inside model calls, cells in the sandbox, and the host (the rest)."""
+    other time inside model calls, getting the model (the embedded server's start), cells in the
+    sandbox, and the host (the rest)."""
     model = usage.model_seconds or 0.0
     sandbox = usage.sandbox_seconds or 0.0
+    start = usage.model_start_seconds or 0.0
     prompt, generation = usage.prompt_seconds, usage.generation_seconds
     known = (prompt or 0.0) + (generation or 0.0)
     return {
         "prompt": None if prompt is None else round(prompt, 2),
         "generation": None if generation is None else round(generation, 2),
         "model_other": round(max(0.0, model - known), 2),
+        "model_start": round(start, 2),
         "sandbox": round(sandbox, 2),
-        "host": round(max(0.0, seconds - model - sandbox), 2),
+        "host": round(max(0.0, seconds - model - sandbox - start), 2),
     }
 
 
@@ -458,16 +464,14 @@ def table(summary: dict[str, dict[str, dict[str, Any]]]) -> str:
     if splits:
         lines += [
             "",
-            "| half | arm | answers | median s: prompt / generation / other model / sandbox "
-            "/ host | host + sandbox share |",
+            "| half | arm | answers | median s: prompt / generation / other model / model start "
+            "/ sandbox / host | host + sandbox share |",
             "|---|---|---|---|---|",
         ]
     for half, arm, s in splits:
         m = s["median_split"]
         kinds = ", ".join(f"{k} {n}" for k, n in sorted(s["answer_kinds"].items())) or "-"
-        parts = " / ".join(
-            str(m.get(p, "-")) for p in ("prompt", "generation", "model_other", "sandbox", "host")
-        )
+        parts = " / ".join(str(m.get(p, "-")) for p in PARTS)
         share = m.get("host_sandbox_share")
         lines.append(
             f"| {half} | {arm} | {kinds} | {parts} | {'-' if share is None else f'{share:.1%}'} |"

@@ -542,6 +542,7 @@ class UsageWire(TypedDict):
     promptSeconds: NotRequired[float]
     generationSeconds: NotRequired[float]
     sandboxSeconds: NotRequired[float]
+    modelStartSeconds: NotRequired[float]
 
 
 class OutcomeReasonWire(TypedDict):

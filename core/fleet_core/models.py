@@ -191,11 +191,13 @@ class Usage(Record):
     jev_decisions_by_category: dict[str, int] = Field(default_factory=dict)
     # where the Turn's time went (docs/protocol.md): inside model calls, and of that the
     # server's prompt processing and generation (the embedded llama.cpp server's timings; None
-    # for an endpoint that reports none), and running cells in the sandbox
+    # for an endpoint that reports none), running cells in the sandbox, and getting the models
+    # outside any call (starting the embedded server, or proving the running one)
     model_seconds: float | None = None
     prompt_seconds: float | None = None
     generation_seconds: float | None = None
     sandbox_seconds: float | None = None
+    model_start_seconds: float | None = None
 
 
 class ArtifactRef(Record):

@@ -171,14 +171,16 @@ def time_line(result: dict[str, Any]) -> str:
 
     model, sandbox = seconds("modelSeconds") or 0.0, seconds("sandboxSeconds") or 0.0
     prompt, generation = seconds("promptSeconds"), seconds("generationSeconds")
+    start = seconds("modelStartSeconds") or 0.0
     server = (
         f" (prompt {prompt:.1f} s, generation {generation:.1f} s)"
         if prompt is not None and generation is not None
         else ""
     )
-    host = max(0.0, total - model - sandbox)
+    starting = f" + model start {start:.1f} s" if start >= 0.05 else ""
+    host = max(0.0, total - model - sandbox - start)
     return (
-        f"time: {total:.1f} s = model {model:.1f} s{server} + sandbox {sandbox:.1f} s "
+        f"time: {total:.1f} s = model {model:.1f} s{server}{starting} + sandbox {sandbox:.1f} s "
         f"+ host {host:.1f} s"
     )
 

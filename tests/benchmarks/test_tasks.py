@@ -557,7 +557,8 @@ def test_the_report_gives_each_arm_its_answer_kinds_and_time_split() -> None:
             prompt_tokens=10, completion_tokens=5, answer_kind=kind, split=split,
         )  # fmt: skip
 
-    split = {"prompt": 6.0, "generation": 2.0, "model_other": 0.0, "sandbox": 1.0, "host": 1.0}
+    split = {"prompt": 6.0, "generation": 2.0, "model_other": 0.0, "model_start": 3.0,
+             "sandbox": 1.0, "host": 1.0}  # fmt: skip
     outcomes = [
         run("product", 10.0, "submitted", split),
         run("product", 20.0, "extracted", {**split, "prompt": 16.0}),
@@ -570,7 +571,5 @@ def test_the_report_gives_each_arm_its_answer_kinds_and_time_split() -> None:
     assert product["median_split"]["host_sandbox_share"] == round(4 / 30, 4)
     assert summary["heldout"]["baseline"]["median_split"] == {}
     rendered = bench_tasks.table(summary)
-    assert "| heldout | product | extracted 1, submitted 1 | 11.0 / 2.0 / 0.0 / 1.0 / 1.0 |" in (
-        rendered
-    )
+    assert "| extracted 1, submitted 1 | 11.0 / 2.0 / 0.0 / 3.0 / 1.0 / 1.0 |" in rendered
     assert "13.3%" in rendered and "| heldout | baseline | -" not in rendered

@@ -115,6 +115,14 @@ def test_the_cli_line_splits_a_turns_time() -> None:
     hosted = {"durationSeconds": 3.0, "usage": {"modelSeconds": 2.0}}  # no server timings
     assert time_line(hosted) == "time: 3.0 s = model 2.0 s + sandbox 0.0 s + host 1.0 s"
     assert time_line({"usage": {}}) == ""
+    # the embedded server started inside the Turn: its start is its own part, not the host's
+    started = {
+        "durationSeconds": 10.0,
+        "usage": {"modelSeconds": 5.0, "sandboxSeconds": 0.5, "modelStartSeconds": 4.0},
+    }
+    assert time_line(started) == (
+        "time: 10.0 s = model 5.0 s + model start 4.0 s + sandbox 0.5 s + host 0.5 s"
+    )  # fmt: skip
 
 
 async def test_a_turn_on_the_embedded_model_reports_its_time_split_and_saves_the_state(
@@ -141,12 +149,15 @@ async def test_a_turn_on_the_embedded_model_reports_its_time_split_and_saves_the
     assert result.usage.generation_seconds == round(0.25 * len(chats), 3)
     assert result.usage.model_seconds is not None and result.usage.model_seconds > 0
     assert result.duration_seconds is not None
-    assert result.duration_seconds >= result.usage.model_seconds
+    # getting the model (the stand-in server's start) is timed apart from the host's time
+    start = result.usage.model_start_seconds
+    assert start is not None and start > 0
+    assert result.duration_seconds >= result.usage.model_seconds + start
     # the system prompt's state was saved beside the weights after the first call
     saves = [name for action, name in _slot_requests(record) if action == "save"]
     assert saves and (local_model.home / "slots" / saves[0]).is_file()
     wire = result.wire()["usage"]
-    assert {"modelSeconds", "promptSeconds", "generationSeconds"} <= set(wire)
+    assert {"modelSeconds", "promptSeconds", "generationSeconds", "modelStartSeconds"} <= set(wire)
 
 
 def test_the_provider_shares_one_keeper_per_server(tmp_path: Path, local_model: LocalModel) -> None:

@@ -152,6 +152,7 @@ class TurnControl:
         self.model_ms = 0.0  # wall time inside model calls
         self.server_ms: tuple[float, float] | None = None  # the server's prompt, generation ms
         self.sandbox_ms = 0.0  # wall time running cells
+        self.model_start_ms: float | None = None  # getting the models (the embedded server's start)
         # agent tree
         self.children_started = 0
         self.live_children = 0
@@ -307,6 +308,12 @@ class TurnControl:
                 prompt, generation = self.server_ms or (0.0, 0.0)
                 self.server_ms = (prompt + server[0], generation + server[1])
 
+    def add_model_start_time(self, ms: float) -> None:
+        """Time spent getting a model before its calls (starting or proving the embedded
+        server), which is inside no model call."""
+        with self._lock:
+            self.model_start_ms = (self.model_start_ms or 0.0) + ms
+
     def add_sandbox_time(self, ms: float) -> None:
         with self._lock:
             self.sandbox_ms += ms
@@ -346,6 +353,9 @@ class TurnControl:
                 prompt_seconds=round(self.server_ms[0] / 1000, 3) if self.server_ms else None,
                 generation_seconds=round(self.server_ms[1] / 1000, 3) if self.server_ms else None,
                 sandbox_seconds=round(self.sandbox_ms / 1000, 3) if self.sandbox_ms else None,
+                model_start_seconds=(
+                    None if self.model_start_ms is None else round(self.model_start_ms / 1000, 3)
+                ),
             )
 
     # --- agent tree --------------------------------------------------------------------------

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -41,6 +42,29 @@ class LmProvider(Protocol):
 
     def uses_embedded(self, role: Role) -> bool:
         """Whether ``role`` runs on the embedded offline model (it selects the small profile)."""
+
+
+class StartTimedLms:
+    """``base`` whose ``lm()`` reports the milliseconds it took to ``on_time``: getting a model
+    may start the embedded server (seconds, before any model call), which a Turn reports as its
+    own part of its time rather than as the host's."""
+
+    def __init__(self, base: LmProvider, on_time: Callable[[float], None]) -> None:
+        self._base = base
+        self._on_time = on_time
+
+    def check(self, *roles: Role) -> None:
+        self._base.check(*roles)
+
+    def uses_embedded(self, role: Role) -> bool:
+        return self._base.uses_embedded(role)
+
+    def lm(self, role: Role) -> dspy.BaseLM:
+        started = time.perf_counter()
+        try:
+            return self._base.lm(role)
+        finally:
+            self._on_time((time.perf_counter() - started) * 1000)
 
 
 # A Session's model selection (fleet/session/setModels): a model id per role, nothing else.

@@ -30,7 +30,7 @@ from fleet_core.engine.decisions import Decider, check_request, triage_with_jev
 from fleet_core.engine.interpreter import TURN_EXECUTION_INSTRUCTIONS, TurnInterpreter
 from fleet_core.engine.jev import JevClient, JevError
 from fleet_core.engine.learning import TurnLearning
-from fleet_core.engine.lm import LmProvider
+from fleet_core.engine.lm import LmProvider, StartTimedLms
 from fleet_core.engine.metering import MeteredLM
 from fleet_core.engine.preload import preload
 from fleet_core.engine.profile import DEFAULT, EngineProfile
@@ -175,7 +175,8 @@ class TurnProgram:
         profile: EngineProfile = DEFAULT,
     ) -> None:
         self.profile = profile  # default or small (engine/profile.py, engine/small.py)
-        self.lms = lms
+        # getting a model may start the embedded server: its own part of the Turn's time
+        self.lms: LmProvider = StartTimedLms(lms, control.add_model_start_time)
         self.jev = jev  # the optional Jev decision API (engine/jev.py); None when off
         self.learning = learning  # workspace.remember and save_skill (engine/learning.py)
         # the served program's component texts (fleet_core.optimization.program): instructions

@@ -810,6 +810,7 @@ export interface Usage {
   promptSeconds?: number | null;
   generationSeconds?: number | null;
   sandboxSeconds?: number | null;
+  modelStartSeconds?: number | null;
 }
 
 /** What the host observed of a Turn (`fleet_core.models.Usage`). */
@@ -825,6 +826,7 @@ export interface UsageWire {
   promptSeconds?: number;
   generationSeconds?: number;
   sandboxSeconds?: number;
+  modelStartSeconds?: number;
 }
 
 export interface WorkspaceFileWire {
