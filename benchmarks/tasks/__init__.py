@@ -1,6 +1,6 @@
 """A general task suite for the small-model profile (docs/benchmarks.md#task-suite).
 
-Fourteen families of the data tasks users bring, one module each (two added after the split).
+Eighteen families of the data tasks users bring, one module each (six added after the split).
 A family makes fresh instances from a seed: the files to attach, the task a user would write
 (naming its inputs and the artifact to write, some with an answer format such as
 ``@name[value]``), the ground truth computed here from the generated data (plain Python, scipy
@@ -19,6 +19,8 @@ from . import (
     correlation_test,
     dedupe_contacts,
     describe_column,
+    events_jsonl,
+    fill_gaps,
     filter_rows,
     group_aggregate,
     join_tables,
@@ -28,6 +30,8 @@ from . import (
     nested_tickets,
     orders_json,
     pivot_wide,
+    sensor_summary,
+    stock_counts,
     top_k,
 )
 from .base import Checker, TaskFamily, TaskFile, TaskInstance, Verdict
@@ -50,6 +54,10 @@ FAMILIES: dict[str, TaskFamily] = {
         pivot_wide,
         orders_json,
         dedupe_contacts,
+        sensor_summary,
+        stock_counts,
+        events_jsonl,
+        fill_gaps,
     )
 }
 

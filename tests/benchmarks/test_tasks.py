@@ -29,6 +29,8 @@ from tasks import (  # noqa: E402
     correlation_test,
     dedupe_contacts,
     describe_column,
+    events_jsonl,
+    fill_gaps,
     filter_rows,
     group_aggregate,
     join_tables,
@@ -38,6 +40,8 @@ from tasks import (  # noqa: E402
     nested_tickets,
     orders_json,
     pivot_wide,
+    sensor_summary,
+    stock_counts,
     top_k,
 )
 from tasks.base import TaskInstance  # noqa: E402
@@ -489,6 +493,85 @@ def test_dedupe_contacts_by_hand() -> None:
     case_only = kept + b"Cai Cruz,cai.cruz2@corp.example ,2024-08-09,pro\n"
     assert not instance.check("@unique_contacts[3] @rows_removed[3]", {out: case_only}).ok
     assert not instance.check("@unique_contacts[4] @rows_removed[2]", {out: kept}).ok
+
+
+def test_sensor_summary_by_hand() -> None:
+    hours = [10.0, 11.0, 12.0, 12.5, 13.0, 14.0, 40.0, "", "NA", 1.0]
+    rows = [[f"P{i}", "Leeds", 100.0, h, 2.0] for i, h in enumerate(hours)]
+    instance = sensor_summary.build(0, rows)
+    # known: 1, 10, 11, 12, 12.5, 13, 14, 40; Q1 = 10.75, Q3 = 13.25 (linear), fences 7, 17
+    assert (instance.truth["q1"], instance.truth["q3"]) == (10.75, 13.25)
+    assert instance.truth["outlier_parcels"] == ["P6", "P9"]
+    out = instance.artifacts[0]
+    right = b("Parcel #,Depot,Transit Time (h)\nP6,Leeds,40.0\nP9,Leeds,1.0\n")
+    assert instance.check("@q1[10.75] @q3[13.25] @outliers[2]", {out: right}).ok
+    one_missed = right.split(b"P9")[0]
+    assert not instance.check("@q1[10.75] @q3[13.25] @outliers[2]", {out: one_missed}).ok
+    exclusive = "@q1[10.25] @q3[13.75] @outliers[2]"  # another quantile method
+    assert not instance.check(exclusive, {out: right}).ok
+
+
+def test_stock_counts_by_hand() -> None:
+    rows = [
+        ["AB-120", "North", "2025-02-01", 10],
+        ["ab 120", "North", "2025-03-01", 7],
+        [" AB120", "South", "2025-01-01", 5],
+        ["CK-300", "North", "2025-04-01", 20],
+        ["ck300", "North", "2025-02-01", 99],
+    ]
+    instance = stock_counts.build(0, rows)
+    assert instance.truth == {"rows_kept": 3, "total_qty": 32}
+    out = instance.artifacts[0]
+    kept = b(
+        "Item Code,Warehouse,Counted On,Qty\nab 120,North,2025-03-01,7\n"
+        "AB120,South,2025-01-01,5\nCK-300,North,2025-04-01,20\n"
+    )
+    assert instance.check("@rows_kept[3] @total_qty[32]", {out: kept}).ok
+    earliest = kept.replace(b"ab 120,North,2025-03-01,7", b"AB-120,North,2025-02-01,10")
+    assert not instance.check("@rows_kept[3] @total_qty[35]", {out: earliest}).ok
+    by_item_only = b("Item Code,Warehouse,Counted On,Qty\nab 120,North,2025-03-01,7\n"
+                     "CK-300,North,2025-04-01,20\n")  # fmt: skip
+    assert not instance.check("@rows_kept[2] @total_qty[27]", {out: by_item_only}).ok
+
+
+def test_events_jsonl_by_hand() -> None:
+    events = [
+        {"type": "export", "user": {"id": "u1", "plan": "pro"}, "props": {"duration_ms": 1500}},
+        {"type": "export", "user": {"id": "u2", "plan": "pro"}, "props": {"duration_ms": 2500}},
+        {"type": "upload", "user": {"id": "u2", "plan": "pro"}, "props": {"duration_ms": 9000}},
+        {"type": "export", "user": {"id": "u3", "plan": "free"}, "props": {"duration_ms": 3250}},
+        {"type": "login", "user": {"id": "u3", "plan": "free"}},
+    ]
+    instance = events_jsonl.build(0, events)
+    assert instance.truth == {"figures": {"free": [1, 3.25], "pro": [2, 2.0]}, "slowest": "free"}
+    out = instance.artifacts[0]
+    right = b("plan,exports,mean_seconds\npro,2,2.00\nfree,1,3.25\n")
+    assert instance.check("@slowest_plan[free] @mean_seconds[3.25]", {out: right}).ok
+    with_uploads = b("plan,exports,mean_seconds\npro,3,4.33\nfree,1,3.25\n")
+    assert not instance.check("@slowest_plan[pro] @mean_seconds[4.33]", {out: with_uploads}).ok
+
+
+def test_fill_gaps_by_hand() -> None:
+    rows = [
+        ["SKU-1", "Tools", "10.00", 1],
+        ["SKU-2", "Tools", "n/a", 2],
+        ["SKU-3", "Tools", "30.00", 3],
+        ["SKU-4", "Furniture", "1,200.00", 4],
+        ["SKU-5", "Furniture", "", 5],
+        ["SKU-6", "Furniture", "-", 6],
+    ]
+    instance = fill_gaps.build(0, rows)
+    # Tools median 20 fills SKU-2; Furniture median 1200 fills SKU-5 and SKU-6
+    assert (instance.truth["filled"], instance.truth["mean_price"]) == (3, 610.0)
+    out = instance.artifacts[0]
+    right = b("SKU,Category,Unit Price,Stock qty\nSKU-1,Tools,10.0,1\nSKU-2,Tools,20.0,2\n"
+              "SKU-3,Tools,30.0,3\nSKU-4,Furniture,1200.0,4\nSKU-5,Furniture,1200.0,5\n"
+              "SKU-6,Furniture,1200.0,6\n")  # fmt: skip
+    assert instance.check("@filled[3] @mean_price[610.00]", {out: right}).ok
+    overall = right.replace(b"SKU-2,Tools,20.0", b"SKU-2,Tools,1200.0")  # not per category
+    assert not instance.check("@filled[3] @mean_price[610.00]", {out: overall}).ok
+    dropped = b"\n".join(right.split(b"\n")[:-2]) + b"\n"
+    assert not instance.check("@filled[3] @mean_price[610.00]", {out: dropped}).ok
 
 
 def test_tolerant_reading() -> None:
