@@ -14,6 +14,7 @@ from fleet_core.engine.repairs import (
     converted_accessor,
     dated_grouping,
     grouped_key_kept,
+    grouped_label_read,
 )
 from fleet_core.engine.rewrites import modern_frequencies, modern_frequency
 from fleet_core.engine.scripted_lm import scripted_lm
@@ -239,3 +240,51 @@ def test_a_group_key_read_from_an_earlier_grouped_row_is_kept_a_column() -> None
     assert fixed.splitlines()[2] == GROUPED_ROW_READ_LATER.splitlines()[2]
     other = GROUPED_ROW_READ_LATER.replace("{top['region']}", "{df['region']}")
     assert grouped_key_kept(error, other) is None  # df was not grouped
+
+
+#: A group's label looked up in the table before grouping (a seed-78 orders_json tune
+#: transcript: the repair then rewrote the lookup as an iterrows loop that failed twice).
+LABEL_IN_UNGROUPED = (
+    "df = pd.read_csv('files/sales.csv')\n"
+    "top = df.groupby('region').sum().sort_values(by='revenue', ascending=False).index[0]\n"
+    "best = df.loc[top, 'revenue']\n"
+    'print(f"@top_region[{top}] @top_revenue[{best}]")'
+)
+
+
+def test_a_group_label_looked_up_in_the_ungrouped_table_is_read_from_the_grouped_one() -> None:
+    error = "File \"<cell-4>\", line 3, in <module>\nKeyError: 'south'"
+    fixed = grouped_label_read(error, LABEL_IN_UNGROUPED)
+    assert fixed is not None
+    lines = fixed.splitlines()
+    assert len(lines) == 4, "line numbers kept"
+    assert lines[1] == (
+        "grouped = df.groupby('region').sum().sort_values(by='revenue', ascending=False); "
+        "top = grouped.index[0]"
+    )
+    assert lines[2] == "best = grouped.loc[top, 'revenue']"
+    series = LABEL_IN_UNGROUPED.replace(".groupby('region')", ".groupby('region')['revenue']")
+    series = series.replace("sort_values(by='revenue', ascending=False)", "sort_values()")
+    fixed_series = grouped_label_read(error, series)
+    assert fixed_series is not None and fixed_series.splitlines()[2] == "best = grouped.loc[top]"
+    assert grouped_label_read(error.replace("line 3", "line 1"), LABEL_IN_UNGROUPED) is None
+    assert grouped_label_read("ValueError: x", LABEL_IN_UNGROUPED) is None
+    other = LABEL_IN_UNGROUPED.replace("df.loc[top", "totals.loc[top")  # not the same table
+    assert grouped_label_read(error, other) is None
+
+
+async def test_a_turn_reads_a_group_label_from_the_grouped_table_without_a_model_call(
+    open_runtime, lms, tmp_path
+) -> None:
+    runtime = await open_runtime(FLEET_ENGINE_PROFILE="small")
+    await quick_session(runtime, tmp_path)
+    lms.root = scripted_lm([fenced(LABEL_IN_UNGROUPED)])
+    result, events = await turn(
+        runtime,
+        "Which region of files/sales.csv has the most revenue? "
+        "Print @top_region[name] @top_revenue[value].",
+    )
+    assert result.status == "completed", result.error
+    assert result.answer.strip().startswith("@top_region[south] @top_revenue[")
+    assert len(lms.root.engine_script.requests) == 1
+    assert "best = grouped.loc[top, 'revenue']" in task_cells(events)[-1]

@@ -72,6 +72,7 @@ from fleet_core.engine.repairs import (
     format_line,
     format_problem,
     grouped_key_kept,
+    grouped_label_read,
     hidden_error,
     looks_cut,
     misshapen,
@@ -823,7 +824,8 @@ class CodeFirst:
         """``code`` mended for its failure, or None: a column it misspelled (exactly one real
         column meant: ``repairs.respelled``), a ``.dt``/``.str`` accessor used on the other
         kind of column (``repairs.converted_accessor``), a group key read as a column after
-        ``groupby`` put it in the index (``repairs.grouped_key_kept``), a grouping by month
+        ``groupby`` put it in the index (``repairs.grouped_key_kept``), a group's label looked
+        up in the ungrouped table (``repairs.grouped_label_read``), a grouping by month
         that did not name the date column (``repairs.dated_grouping``), or an input an earlier
         program read into a name this one uses without reading it (``repairs.restored_read``)."""
         error = attempt.error or ""
@@ -832,6 +834,7 @@ class CodeFirst:
             respelled(code, attempt.exception, self._tables)
             or converted_accessor(error, code)
             or grouped_key_kept(error, code)
+            or grouped_label_read(error, code)
             or dated_grouping(error, code, self._tables)
             or restored_read(error, code, earlier)
         )

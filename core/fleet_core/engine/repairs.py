@@ -452,6 +452,59 @@ def grouped_key_kept(error: str, code: str) -> str | None:
     return None
 
 
+_GROUPED_LABEL = re.compile(
+    r"^(?P<indent>\s*)(?P<key>\w+)\s*=\s*(?P<frame>\w+)(?P<chain>\.groupby\(.*?)"
+    r"(?P<pick>\.index\[\s*-?\d+\s*\]|\.idxmax\(\s*\)|\.idxmin\(\s*\))\s*$"
+)
+GROUPED_NAME = "grouped"
+
+
+def grouped_label_read(error: str, code: str) -> str | None:
+    """For ``KeyError: 'v'`` where a line looks up a group label in the ungrouped table (``top
+    = df.groupby('k').sum()...index[0]``, then ``df.loc[top, 'x']``: ``df``'s row labels are
+    0..n-1, ``v`` a value of its column ``k``): ``code`` with the grouped result kept (``grouped
+    = df.groupby(...)...; top = grouped.index[0]``, one line) and the lookup reading it (a
+    grouped Series is read by its label alone); line numbers kept. None otherwise."""
+    match = _KEY_ERROR.search(error)
+    located = failing_line(error, code) if match is not None else None
+    if located is None or re.search(rf"\b{GROUPED_NAME}\b", code):
+        return None
+    number, text = located
+    lines = code.splitlines()
+    found = next(
+        (
+            (earlier, made, lookup)
+            for earlier in range(number - 1, 0, -1)
+            if (made := _GROUPED_LABEL.match(lines[earlier - 1])) is not None
+            and (lookup := _label_lookup(made["frame"], made["key"])).search(text)
+        ),
+        None,
+    )
+    if found is None:
+        return None
+    earlier, made, lookup = found
+    key, frame, chain = made["key"], made["frame"], made["chain"]
+    series = re.search(r"\.groupby\(.*?\)\s*\[[^\]]+\]", chain) is not None
+
+    def read(m: re.Match[str]) -> str:
+        column = "" if series or m["column"] is None else m["column"]
+        return f"{GROUPED_NAME}.{m['by']}[{key}{column}]"
+
+    lines[earlier - 1] = (
+        f"{made['indent']}{GROUPED_NAME} = {frame}{chain}; {key} = {GROUPED_NAME}{made['pick']}"
+    )
+    lines[number - 1] = lookup.sub(read, lines[number - 1])
+    return "\n".join(lines)
+
+
+def _label_lookup(frame: str, key: str) -> re.Pattern[str]:
+    """``frame.loc[key]``, ``frame.loc[key, 'column']`` (or ``.at``)."""
+    return re.compile(
+        rf"\b{re.escape(frame)}\.(?P<by>loc|at)\[\s*{re.escape(key)}\s*"
+        r"(?P<column>,\s*(?P<q>['\"])[^'\"\n]+(?P=q)\s*)?\]"
+    )
+
+
 _UNDEFINED = re.compile(r"NameError: name '(?P<name>\w+)' is not defined")
 #: Calls that read an input file into a value (``pd.read_csv('files/a.csv')``).
 INPUT_READS = frozenset(
