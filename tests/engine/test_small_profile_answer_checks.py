@@ -13,7 +13,12 @@ from __future__ import annotations
 import csv
 import io
 
-from fleet_core.engine.inspection import asks_per_group, group_words
+from fleet_core.engine.inspection import (
+    asks_about_variants,
+    asks_per_group,
+    asks_whole_rows,
+    group_words,
+)
 from fleet_core.engine.repairs import format_problem, hand_shaped, placeholder_shape
 from fleet_core.engine.scripted_lm import scripted_lm
 from fleet_core.engine.statprompt import result_hint, unpacked_call
@@ -381,3 +386,114 @@ async def test_a_library_result_unpacked_wrongly_is_told_what_it_returns(
         "slope, intercept, rvalue, pvalue, stderr (and by name only: intercept_stderr)."
     ) in repair
     assert "Or use the defined helper (no import): slope, intercept, r_squared" in repair
+
+
+# --- rows asked for with all their columns; rows kept twice where the task is about duplicates --
+
+DELIVERIES = "Parcel #,Depot,Transit Time (h)\n" + "".join(
+    f"P{i},{'Leeds' if i % 2 else 'Derby'},{h}\n"
+    for i, h in enumerate([10, 11, 12, 12.5, 13, 14, 40, 11.5, 12.2, 1])
+)
+OUTLIER_TASK = (
+    "In files/deliveries.csv, call a parcel an outlier when its 'Transit Time (h)' is outside "
+    "the IQR fences. Save the outlier rows with all their columns to artifacts/outliers.csv and "
+    "print @outliers[count]."
+)
+OUTLIERS = (
+    "os.makedirs('artifacts', exist_ok=True)\n"
+    "df = pd.read_csv('files/deliveries.csv')\n"
+    "t = df['Transit Time (h)']\n"
+    "q1, q3 = t.quantile([0.25, 0.75])\n"
+    "mask = (t < q1 - 1.5 * (q3 - q1)) | (t > q3 + 1.5 * (q3 - q1))\n"
+    "SAVED.to_csv('artifacts/outliers.csv', index=False)\n"
+    "print(f'@outliers[{int(mask.sum())}]')"
+)
+ONE_COLUMN = OUTLIERS.replace("SAVED", "t[mask]")  # seed-79 sensor_summary: values, not rows
+WHOLE_ROWS = OUTLIERS.replace("SAVED", "df[mask]")
+
+
+def test_which_tasks_ask_for_whole_rows_or_are_about_duplicates() -> None:
+    assert asks_whole_rows(OUTLIER_TASK)
+    assert asks_whole_rows("Keep the latest row of each item and save the full rows.")
+    assert not asks_whole_rows("Save the revenue per country to artifacts/r.csv.")
+    assert asks_about_variants(STOCK_TASK)
+    assert asks_about_variants("Remove the duplicate contacts and save the rest.")
+    assert not asks_about_variants(OUTLIER_TASK)
+
+
+async def test_one_column_where_the_task_asks_for_whole_rows_is_doubted(
+    open_runtime, lms, tmp_path
+):
+    runtime = await open_runtime(**SMALL)
+    await dataset_session(runtime, tmp_path, "deliveries.csv", DELIVERIES)
+    lms.root = scripted_lm([fenced(ONE_COLUMN), fenced(WHOLE_ROWS)])
+    result, _ = await turn(runtime, OUTLIER_TASK)
+    assert result.status == "completed", result.error
+    saved = (await runtime.read_file("s", "artifacts/outliers.csv")).decode()
+    assert saved.splitlines() == [
+        "Parcel #,Depot,Transit Time (h)",
+        "P6,Derby,40.0",
+        "P9,Leeds,1.0",
+    ]
+    follow_up = lms.root.engine_script.requests[1]
+    assert "the task asks for the rows with all their columns" in follow_up
+    assert "Parcel #, Depot missing" in follow_up
+
+
+STOCK = "Item Code,Warehouse,Counted On,Qty\n" + "".join(
+    f"{code},{house},2025-0{month}-01,{qty}\n"
+    for code, house, month, qty in [
+        ("AB-120", "North", 1, 10), ("ab 120", "North", 3, 7), (" AB120", "South", 2, 5),
+        ("CK-300", "North", 4, 20), ("ck300", "North", 2, 99), ("MX-1", "East", 1, 3),
+        ("QT-9", "East", 5, 1), ("QT 9", "South", 6, 2),
+    ]
+)  # fmt: skip
+STOCK_TASK = (
+    "files/stock.csv lists stock counts; an Item Code is not always typed the same way. Keep "
+    "the latest count of each item in each Warehouse, save those rows with all their columns "
+    "to artifacts/latest.csv, and print how many rows you kept and their total Qty as "
+    "@rows_kept[N] @total_qty[N]."
+)
+LATEST = (
+    "os.makedirs('artifacts', exist_ok=True)\n"
+    "df = pd.read_csv('files/stock.csv')\n"
+    "KEYED"
+    "latest = df.sort_values('Counted On').drop_duplicates(subset=[KEY, 'Warehouse'], "
+    "keep='last')\n"
+    "latest[['Item Code', 'Warehouse', 'Counted On', 'Qty']].to_csv('artifacts/latest.csv', "
+    "index=False)\n"
+    "print(f'@rows_kept[{len(latest)}] @total_qty[{latest[\"Qty\"].sum()}]')"
+)
+#: The seed-79 stock_counts programs: duplicates dropped on the raw codes.
+RAW_CODES = LATEST.replace("KEYED", "").replace("KEY", "'Item Code'")
+KEYED_CODES = LATEST.replace(
+    "KEYED",
+    "df['key'] = df['Item Code'].str.replace(r'[^0-9A-Za-z]', '', regex=True).str.upper()\n",
+).replace("KEY", "'key'")
+
+
+async def test_rows_kept_twice_up_to_case_where_the_task_is_about_duplicates_are_doubted(
+    open_runtime, lms, tmp_path
+):
+    runtime = await open_runtime(**SMALL)
+    await dataset_session(runtime, tmp_path, "stock.csv", STOCK)
+    lms.root = scripted_lm([fenced(RAW_CODES), fenced(KEYED_CODES)])
+    result, _ = await turn(runtime, STOCK_TASK)
+    assert result.status == "completed", result.error
+    assert "@rows_kept[6] @total_qty[38]" in result.answer
+    follow_up = lms.root.engine_script.requests[1]
+    assert "whose Item Code differ only in case, spaces or punctuation" in follow_up
+    assert "both with Warehouse North" in follow_up
+    # rows kept whole are no groups: 8 input lines, 5 rows is not "a group per line"
+    assert "almost every line became a group of its own" not in follow_up
+
+
+async def test_codes_typed_differently_in_other_warehouses_are_not_doubted(
+    open_runtime, lms, tmp_path
+):
+    runtime = await open_runtime(**SMALL)
+    await dataset_session(runtime, tmp_path, "stock.csv", STOCK)
+    lms.root = scripted_lm([fenced(KEYED_CODES)])
+    result, events = await turn(runtime, STOCK_TASK)
+    assert result.status == "completed", result.error
+    assert len(task_cells(events)) == 1 and len(lms.root.engine_script.requests) == 1

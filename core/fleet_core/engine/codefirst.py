@@ -44,7 +44,9 @@ from fleet_core.engine.control import TurnControl, TurnStopped
 from fleet_core.engine.fitrewrites import FIT_BY_NAME_SOURCE
 from fleet_core.engine.inspection import (
     ArtifactReport,
+    asks_about_variants,
     asks_per_group,
+    asks_whole_rows,
     group_words,
     inspection_cell,
     parse_inspection,
@@ -546,13 +548,16 @@ class CodeFirst:
             manifest_inputs(inputs.workspace_manifest),
             key=lambda path: (path not in inputs.task, path != dataset),
         )
+        whole_rows = asks_whole_rows(inputs.task)  # rows kept, not groups: no per-group doubt
         self._inspect_code = (
             inspection_cell(
                 targets,
                 shapes,
                 sources,
-                grouped=asks_per_group(inputs.task),
+                grouped=asks_per_group(inputs.task) and not whole_rows,
                 keys=group_words(inputs.task),
+                whole_rows=whole_rows,
+                variants=asks_about_variants(inputs.task),
             )
             if targets
             else ""

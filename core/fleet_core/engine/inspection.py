@@ -7,7 +7,10 @@ template keys) and a *doubt* the host raises until the same program is sent agai
 content may be meant: the file is empty (or a CSV header with no rows), or a copy of every line
 of an input, or one column of numbers without their labels, or, where the task asks for a figure
 per group, one row (every row in one group) or about one row per input line (every line its own
-group) (docs/engine.md#code-first-flex).
+group); where it asks for rows with all their columns, a CSV lacking some of its input's
+columns (and then no per-group doubt: such rows are not groups); where it is about duplicates
+or things typed differently, rows whose text differs only in case, spaces or punctuation and
+that agree on every categorical column (docs/engine.md#code-first-flex).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ PER_LINE_MIN = 8  # groups, at least, before a table of about one group per inpu
 
 _SOURCE = r"""
 def _fleet_inspect(targets, shapes, inputs, head_lines, sample, cap, grouped, per_line_min,
-                   group_words):
+                   group_words, whole_rows, variants):
     import csv, hashlib, io, json, os
 
     def digest(path):
@@ -101,6 +104,61 @@ def _fleet_inspect(targets, shapes, inputs, head_lines, sample, cap, grouped, pe
                 "aggregate first, for example table = df.groupby([...], as_index=False)[...]"
                 ".sum(), and save that table")
 
+    def header(source):
+        first = input_lines(source)[:1]
+        return [h.strip() for h in next(csv.reader(io.StringIO(first[0])), [])] if first else []
+
+    def narrowed(path, rows):
+        # the task asks for whole rows: the columns of the input they come from that they lack
+        have = {h.strip() for h in rows[0]}
+        tables = [(len(have & set(header(s))), s) for s in inputs
+                  if s.lower().endswith(".csv") and os.path.isfile(s) and header(s)]
+        if not tables:
+            return ""
+        source = max(tables)[1]
+        columns = header(source)
+        missing = [c for c in columns if c not in have]
+        if not missing:
+            return ""
+        return (f"wrote {path} with the columns {', '.join(rows[0])[:120]}, but the task asks "
+                f"for the rows with all their columns, and {source} has {len(columns)}: "
+                f"{', '.join(columns)[:200]} ({', '.join(missing)[:120]} missing). Save whole "
+                "rows of the table, for example rows = df[condition] and then "
+                "rows.to_csv(path, index=False), not the values of one column")
+
+    def folded(value):
+        return "".join(ch for ch in value.lower() if ch.isalnum())
+
+    def respelled_rows(path, rows):
+        # the task is about duplicates: rows whose text differs only in case, spaces or
+        # punctuation, and that agree on every categorical column, are one thing kept twice
+        head = rows[0]
+        body = [r for r in rows[1:] if len(r) == len(head)]
+        if len(body) < 2:
+            return ""
+        texts = [i for i in range(len(head))
+                 if not all(number(r[i]) for r in body if r[i].strip())]
+        few = max(2, len(body) // 2)
+        kinds = [i for i in texts if len({r[i] for r in body}) <= few]
+        for i in texts:
+            seen = {}
+            for r in body:
+                label = folded(r[i])
+                if not label:
+                    continue
+                first = seen.setdefault((label,) + tuple(r[j] for j in kinds if j != i), r[i])
+                if first != r[i]:
+                    same = ", ".join(f"{head[j]} {r[j]}" for j in kinds if j != i)[:80]
+                    both = f", both with {same}" if same else ""
+                    return (f"wrote {path} with rows whose {head[i]} differ only in case, spaces "
+                            f"or punctuation ({first.strip()!r} and {r[i].strip()!r}{both}), "
+                            "so the same one is kept twice. Deduplicate or group on a normalized "
+                            f"key, for example key = df[{head[i]!r}].str.strip().str.upper()"
+                            ".str.replace(r'[^0-9A-Z]', '', regex=True), and for the latest or "
+                            "earliest row sort by the date column before keeping the last or "
+                            "first of each key")
+        return ""
+
     def doubt(path, t):
         if not t.strip() or (path in shapes and t.strip() in ("[]", "{}", "null", '""')):
             head = input_head()
@@ -120,6 +178,14 @@ def _fleet_inspect(targets, shapes, inputs, head_lines, sample, cap, grouped, pe
                         "If the task's answer is not empty, a table the program built is empty "
                         f"(a wrong condition, field or constructor). {head}Check each step "
                         "against them")
+            if whole_rows:
+                narrow = narrowed(path, rows)
+                if narrow:
+                    return narrow
+            if variants:
+                twice = respelled_rows(path, rows)
+                if twice:
+                    return twice
             if grouped and len(rows) == 2 and len(rows[0]) >= 2:
                 head = input_head()
                 return (f"wrote {path} with one row ({','.join(rows[1])[:80]}): the task asks "
@@ -188,12 +254,34 @@ _GROUP_WORDS = re.compile(
     re.I,
 )
 _NOT_GROUP_WORDS = frozenset({"a", "an", "the", "and", "of", "its", "their", "calendar"})
+#: A task that asks for whole input rows ("save those rows with all their columns").
+_WHOLE_ROWS = re.compile(
+    r"\ball (?:of )?(?:their|its|the|the original) columns\b|\ball columns\b"
+    r"|\bevery column\b|\b(?:whole|full|entire) rows?\b",
+    re.I,
+)
+#: A task about duplicates, or values typed more than one way.
+_VARIANTS = re.compile(
+    r"\b(?:duplicat\w*|dedup\w*|more than once|the same way|typed|spelled|ignoring case"
+    r"|(?:upper|lower)[ -]?case|capital (?:letters?)?)",
+    re.I,
+)
 _AGGREGATE = re.compile(r"\b(?:count|number of|how many|total|sum|mean|average|median)", re.I)
 
 
 def asks_per_group(task: str) -> bool:
     """Whether the task asks for an aggregate per group (a one-row table is then doubted)."""
     return bool(_PER_GROUP.search(task) and _AGGREGATE.search(task))
+
+
+def asks_whole_rows(task: str) -> bool:
+    """Whether the task asks to save input rows with all their columns."""
+    return bool(_WHOLE_ROWS.search(task))
+
+
+def asks_about_variants(task: str) -> bool:
+    """Whether the task is about duplicates or values typed more than one way."""
+    return bool(_VARIANTS.search(task))
 
 
 def group_words(task: str) -> set[str]:
@@ -210,15 +298,19 @@ def inspection_cell(
     *,
     grouped: bool = False,
     keys: set[str] | frozenset[str] = frozenset(),
+    whole_rows: bool = False,
+    variants: bool = False,
 ) -> str:
     """The host cell that inspects ``targets`` (``shapes``: the JSON ones and their keys;
     ``inputs``: the workspace's input files, for the copy check; ``grouped``: the task asks for
     a figure per group, so a CSV of one row is doubted; ``keys``: the words that name its group,
-    so a CSV whose group column repeats a value is doubted)."""
+    so a CSV whose group column repeats a value is doubted; ``whole_rows``: the task asks for
+    input rows with all their columns, so a CSV lacking some is doubted; ``variants``: the task
+    is about duplicates, so rows differing only in case or punctuation are doubted)."""
     arguments = (
         f"{targets!r}, {dict(shapes)!r}, {inputs[:INPUTS_MAX]!r}, {HEAD_LINES}, "
         f"{SHAPE_SAMPLE_CHARS}, {CHECK_BYTES}, {grouped!r}, {PER_LINE_MIN}, "
-        f"{sorted(keys)!r}"
+        f"{sorted(keys)!r}, {whole_rows!r}, {variants!r}"
     )
     source = _SOURCE.replace("MARK + ", f"{MARK!r} + ")
     return f"{source}\n_fleet_inspect({arguments})\ndel _fleet_inspect"
