@@ -41,6 +41,7 @@ from dspy.primitives.code_interpreter import CodeExecutionError
 
 from fleet_core.engine.context import TurnInputs
 from fleet_core.engine.control import TurnControl, TurnStopped
+from fleet_core.engine.daterewrites import DateOrder, date_order, sorted_by_date
 from fleet_core.engine.fitrewrites import FIT_BY_NAME_SOURCE
 from fleet_core.engine.inspection import (
     ArtifactReport,
@@ -460,6 +461,7 @@ class CodeFirst:
         self._help_level = 0  # how far the help for a failure seen again has gone
         self._raised = False  # the last program raised: the next whole one starts afresh
         self._yes_no: list[str] = []  # the task's @name[yes or no] tags
+        self._date_order: DateOrder | None = None  # the one date column, and the end kept
         self._kept = ""  # the code whose names the sandbox holds (the host's fixes read it)
         self._calls = 0  # model calls made by this run (a vote's cost estimate)
         self._started = time.monotonic()
@@ -567,6 +569,7 @@ class CodeFirst:
         self._task = inputs.task
         self._yes_no = yes_no_names(inputs.task)
         self._tables = task_tables(inputs)
+        self._date_order = date_order(inputs.task, self._tables)  # the latest row kept: by date
         self._texts = task_texts(inputs)
         self._sources = [p for p in sources if p in inputs.task or p == dataset][:4]
         self._seen, self._help_level, self._raised, self._kept = set(), 0, False, ""
@@ -947,7 +950,7 @@ class CodeFirst:
         # use without defining them come from the steps it continues, or from the last
         # program that ran to its end (its namespace is kept)
         kept = before.code if before is not None else self._kept  # "" after a raise
-        code = yes_no_fields(prepare(code, kept), self._yes_no)
+        code = sorted_by_date(yes_no_fields(prepare(code, kept), self._yes_no), self._date_order)
         if before is None and self._raised:  # a whole program: none of a half-run one's names
             self._host_cell(interpreter, f"{FRESH_NAMESPACE}()", "(host: a fresh namespace)")
         self._raised = False

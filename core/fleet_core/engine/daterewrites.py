@@ -1,0 +1,105 @@
+"""The latest (or earliest) row of each key, kept after sorting by the date
+(docs/engine.md#code-first-flex).
+
+A small model asked for "the latest count of each item" writes
+``df.drop_duplicates(subset=[...], keep='last')`` on a table in file order, which keeps the last
+row written, not the latest one (the seed-79 and seed-80 ``stock_counts`` tune transcripts).
+Where the task asks for the latest or the earliest, the inputs hold exactly one date column,
+and the program never sorts by it, the host sorts the table by that date (a stable sort, so
+rows already in order stay so) right where such a call keeps the last or first row of each
+key: ``drop_duplicates`` keeping the matching end, or ``groupby(...)`` followed by
+``tail(1)``/``last()`` (``head(1)``/``first()`` for the earliest). Line numbers are kept.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Callable
+from typing import Literal
+
+from fleet_core.engine.sourceedits import Edit, called_name, parse, splice
+
+End = Literal["last", "first"]
+DateOrder = tuple[str, End]  # the one date column, and the end of each key's rows kept
+_LATEST = re.compile(r"\b(?:latest|most recent|newest)\b", re.I)
+_EARLIEST = re.compile(r"\b(?:earliest|oldest)\b", re.I)
+_GROUP_ENDS: dict[End, frozenset[str]] = {
+    "last": frozenset({"tail", "last"}),
+    "first": frozenset({"head", "first"}),
+}
+
+
+def date_order(task: str, tables: dict[str, list[tuple[str, str]]]) -> DateOrder | None:
+    """The one date column of the inputs and the end of it the task keeps ("last" for the
+    latest); None when the task asks for neither or both, or the inputs hold no date column
+    or more than one."""
+    latest, earliest = bool(_LATEST.search(task)), bool(_EARLIEST.search(task))
+    dates = {name for columns in tables.values() for name, kind in columns if "date" in kind}
+    if latest == earliest or len(dates) != 1:
+        return None
+    return dates.pop(), "last" if latest else "first"
+
+
+def _keeps(call: ast.Call, end: End) -> bool:
+    """Whether ``call`` keeps the ``end`` row of each key: ``drop_duplicates`` (``keep``
+    defaults to "first") or an end call on a ``groupby``."""
+    name = called_name(call)
+    if name == "drop_duplicates":
+        keep = next((k.value for k in call.keywords if k.arg == "keep"), None)
+        said = keep.value if isinstance(keep, ast.Constant) else None if keep else "first"
+        return said == end
+    receiver = call.func.value if isinstance(call.func, ast.Attribute) else None
+    return (
+        name in _GROUP_ENDS[end]
+        and isinstance(receiver, ast.Call)
+        and called_name(receiver) == "groupby"
+        and (name in ("last", "first") or _one_row(call))
+    )
+
+
+def _one_row(call: ast.Call) -> bool:
+    """``tail()``/``head()`` asked for one row (``tail(1)``)."""
+    only = call.args[0] if len(call.args) == 1 else None
+    return isinstance(only, ast.Constant) and only.value == 1
+
+
+def _table(call: ast.Call) -> ast.Name | None:
+    """The table a keeping call starts from: ``df`` in ``df.drop_duplicates(...)`` and
+    ``df.groupby(...).tail(1)``, when it is a plain name."""
+    receiver = call.func.value if isinstance(call.func, ast.Attribute) else None
+    if isinstance(receiver, ast.Call) and called_name(receiver) == "groupby":
+        receiver = receiver.func.value if isinstance(receiver.func, ast.Attribute) else None
+    return receiver if isinstance(receiver, ast.Name) else None
+
+
+def _sorts(tree: ast.Module) -> bool:
+    """Whether the program sorts anything (it then chose the order itself)."""
+    return any(
+        isinstance(node, ast.Call) and called_name(node) in ("sort_values", "sort_index", "sorted")
+        for node in ast.walk(tree)
+    )
+
+
+def _put(text: str) -> Callable[[bytes], bytes]:
+    return lambda _old: text.encode()
+
+
+def sorted_by_date(code: str, order: DateOrder | None) -> str:
+    """``code`` with the table sorted by the date column where a call keeps the ``order`` end
+    row of each key and the program never sorts (see the module); ``code`` unchanged else."""
+    tree = parse(code) if order is not None else None
+    if tree is None or order is None:
+        return code
+    column, end = order
+    if _sorts(tree):
+        return code
+    edits: list[Edit] = []
+    for node in ast.walk(tree):
+        table = _table(node) if isinstance(node, ast.Call) and _keeps(node, end) else None
+        if table is None or table.end_col_offset is None or table.lineno != table.end_lineno:
+            continue
+        name, quoted = table.id, repr(column)
+        by_date = f"({name}.sort_values({quoted}, kind='stable') if {quoted} in {name} else {name})"
+        edits.append((table.lineno - 1, table.col_offset, table.end_col_offset, _put(by_date)))
+    return splice(code, edits) if edits else code
