@@ -20,6 +20,7 @@ from fleet_core.engine.inspection import (
     group_words,
 )
 from fleet_core.engine.repairs import format_problem, hand_shaped, placeholder_shape
+from fleet_core.engine.rowsrewrites import parse_rows, rows_saved, saved_name
 from fleet_core.engine.scripted_lm import scripted_lm
 from fleet_core.engine.statprompt import result_hint, unpacked_call
 from tests.engine.support import dataset_session, fenced, task_cells
@@ -497,3 +498,60 @@ async def test_codes_typed_differently_in_other_warehouses_are_not_doubted(
     result, events = await turn(runtime, STOCK_TASK)
     assert result.status == "completed", result.error
     assert len(task_cells(events)) == 1 and len(lms.root.engine_script.requests) == 1
+
+
+#: As the seed-80 sensor_summary programs wrote it, and sent again when doubted: the values of
+#: one column saved, through a file handle.
+NAMED_COLUMN = (
+    "os.makedirs('artifacts', exist_ok=True)\n"
+    "df = pd.read_csv('files/deliveries.csv')\n"
+    "t = df['Transit Time (h)'].dropna()\n"
+    "q1, q3 = t.quantile(0.25), t.quantile(0.75)\n"
+    "outliers = t[(t < q1 - 1.5 * (q3 - q1)) | (t > q3 + 1.5 * (q3 - q1))]\n"
+    "with open('artifacts/outliers.csv', 'w') as f:\n"
+    "    outliers.to_csv(f, index=False)\n"
+    "print(f'@outliers[{len(outliers)}]')"
+)
+
+
+def test_the_rows_a_saved_column_came_from_are_saved_in_its_place() -> None:
+    path = "artifacts/outliers.csv"
+    assert saved_name(NAMED_COLUMN, path) == "outliers"
+    mended = rows_saved(NAMED_COLUMN, path, "outliers", "df")
+    assert mended is not None
+    assert mended.splitlines()[6] == "    df.loc[outliers.index].to_csv(f, index=False)"
+    assert len(mended.splitlines()) == len(NAMED_COLUMN.splitlines())
+    assert saved_name(NAMED_COLUMN, "artifacts/other.csv") is None
+    assert saved_name(ONE_COLUMN, "artifacts/outliers.csv") is None  # not a plain name
+    assert parse_rows('x\n@@fleet-rows "df"\n') == "df"
+    assert parse_rows('@@fleet-rows ""') is None and parse_rows("") is None
+
+
+async def test_a_column_saved_where_whole_rows_are_asked_is_saved_as_rows_by_the_host(
+    open_runtime, lms, tmp_path
+):
+    runtime = await open_runtime(**SMALL)
+    await dataset_session(runtime, tmp_path, "deliveries.csv", DELIVERIES)
+    lms.root = scripted_lm([fenced(NAMED_COLUMN)])
+    result, events = await turn(runtime, OUTLIER_TASK)
+    assert result.status == "completed", result.error
+    saved = (await runtime.read_file("s", "artifacts/outliers.csv")).decode()
+    assert saved.splitlines() == [
+        "Parcel #,Depot,Transit Time (h)",
+        "P6,Derby,40.0",
+        "P9,Leeds,1.0",
+    ]
+    assert len(lms.root.engine_script.requests) == 1, "mended by the host, no model call"
+    assert "df.loc[outliers.index].to_csv(f, index=False)" in task_cells(events)[-1]
+
+
+async def test_a_column_not_selected_from_a_table_is_left_to_the_model(open_runtime, lms, tmp_path):
+    computed = NAMED_COLUMN.replace(
+        "outliers = t[", "outliers = 2 * t["
+    )  # new values: no rows of df hold them
+    runtime = await open_runtime(**SMALL)
+    await dataset_session(runtime, tmp_path, "deliveries.csv", DELIVERIES)
+    lms.root = scripted_lm([fenced(computed), fenced(WHOLE_ROWS)])
+    result, _ = await turn(runtime, OUTLIER_TASK)
+    assert result.status == "completed", result.error
+    assert "the task asks for the rows with all their columns" in lms.root.engine_script.requests[1]

@@ -93,6 +93,7 @@ from fleet_core.engine.rewrites import (
     KEEP_LABELS_SOURCE,
     prepare,
 )
+from fleet_core.engine.rowsrewrites import parse_rows, rows_cell, rows_saved, saved_name
 from fleet_core.engine.statprompt import (
     result_cell,
     result_hint,
@@ -819,7 +820,11 @@ class CodeFirst:
         ``HOST_FIXES`` times, and the chat shows the program so; no model call. The last
         program and its attempt. See ``_mended``."""
         for _ in range(HOST_FIXES):
-            fixed = self._mended(code, attempt, attempts) if attempt.error else None
+            fixed = (
+                self._mended(code, attempt, attempts) or self._whole_rows(interpreter, attempt)
+                if attempt.error
+                else None
+            )
             if fixed is None:
                 break
             code = fixed
@@ -827,6 +832,26 @@ class CodeFirst:
             attempt = self._run(interpreter, code)
             attempts.append(attempt)
         return code, attempt
+
+    def _whole_rows(self, interpreter: TurnInterpreter, attempt: Attempt) -> str | None:
+        """The program saving the whole rows of the table it took a column of, where the task
+        asks for rows with all their columns (``engine/rowsrewrites.py``); None otherwise."""
+        report = next((r for r in attempt.reports if r.rows_from), None)
+        saved = saved_name(attempt.code, report.path) if report is not None else None
+        if report is None or saved is None:
+            return None
+        try:
+            shown = self._host_cell(
+                interpreter,
+                rows_cell(saved, report.rows_from),
+                "(host: the rows a column came from)",
+            )
+        except TurnStopped:
+            raise
+        except Exception:  # the mend is optional; the doubt goes to the model
+            return None
+        table = parse_rows(shown)
+        return rows_saved(attempt.code, report.path, saved, table) if table else None
 
     def _mended(self, code: str, attempt: Attempt, attempts: list[Attempt]) -> str | None:
         """``code`` mended for its failure, or None: a column it misspelled (exactly one real

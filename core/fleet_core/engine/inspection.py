@@ -120,6 +120,7 @@ def _fleet_inspect(targets, shapes, inputs, head_lines, sample, cap, grouped, pe
         missing = [c for c in columns if c not in have]
         if not missing:
             return ""
+        rows_from[path] = source
         return (f"wrote {path} with the columns {', '.join(rows[0])[:120]}, but the task asks "
                 f"for the rows with all their columns, and {source} has {len(columns)}: "
                 f"{', '.join(columns)[:200]} ({', '.join(missing)[:120]} missing). Save whole "
@@ -215,6 +216,7 @@ def _fleet_inspect(targets, shapes, inputs, head_lines, sample, cap, grouped, pe
                         "table = series.reset_index(), then table.to_csv(path, index=False)")
         return ""
 
+    rows_from = {}  # an artifact that lacks its input's columns: the input
     report = []
     for path in targets:
         entry = {"path": path, "sha256": None, "head": "", "problem": "", "doubt": ""}
@@ -224,6 +226,7 @@ def _fleet_inspect(targets, shapes, inputs, head_lines, sample, cap, grouped, pe
             entry["head"] = "\n".join(t.splitlines()[:head_lines]).rstrip()
             entry["problem"] = problem(path, t)
             entry["doubt"] = "" if entry["problem"] else doubt(path, t)
+            entry["rows_from"] = rows_from.get(path, "") if entry["doubt"] else ""
         report.append(entry)
     print(MARK + json.dumps(report))
 """
@@ -238,6 +241,7 @@ class ArtifactReport:
     head: str = ""
     problem: str = ""  # must be repaired
     doubt: str = ""  # questioned until the same program is sent again
+    rows_from: str = ""  # the input whose whole rows the task asks for, which this lacks columns of
 
     @property
     def written(self) -> bool:
