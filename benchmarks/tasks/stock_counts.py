@@ -107,7 +107,7 @@ _CODE = re.compile(r"[A-Za-z]{2}[\s-]?\d{3}")
 def _fields(row: list[str]) -> tuple[str, str, str] | None:
     """A data row's item code, warehouse and date, in whatever column order; None for a header."""
     code = next((c for c in row if _CODE.fullmatch(c.strip())), None)
-    warehouse = next((c for c in row if c in WAREHOUSES), None)
+    warehouse = next((c.title() for c in row if c.title() in WAREHOUSES), None)  # any case
     day = next((c for c in row if _DATE.fullmatch(c)), None)
     return None if code is None or warehouse is None or day is None else (code, warehouse, day)
 

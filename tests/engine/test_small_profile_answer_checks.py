@@ -485,6 +485,7 @@ async def test_rows_kept_twice_up_to_case_where_the_task_is_about_duplicates_are
     follow_up = lms.root.engine_script.requests[1]
     assert "whose Item Code differ only in case, spaces or punctuation" in follow_up
     assert "both with Warehouse North" in follow_up
+    assert "group on ['key', 'Warehouse']" in follow_up  # the task keys on each Warehouse too
     # rows kept whole are no groups: 8 input lines, 5 rows is not "a group per line"
     assert "almost every line became a group of its own" not in follow_up
 

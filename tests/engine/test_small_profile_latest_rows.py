@@ -40,6 +40,12 @@ def test_a_keep_in_file_order_is_sorted_by_the_date_first() -> None:
     ordered = code.replace("df.drop", "df.sort_values('Counted On').drop")
     assert sorted_by_date(ordered, order) == ordered
     assert sorted_by_date(code, None) == code
+    bare = "t = df.copy()\nt.sort_values('Counted On')\nlast = t.drop_duplicates(keep='last')"
+    assert "t.sort_values('Counted On', kind='stable')" in sorted_by_date(bare, order)  # a no-op
+    inplace = bare.replace("'Counted On')", "'Counted On', inplace=True)")
+    assert sorted_by_date(inplace, order) == inplace
+    after = "last = t.drop_duplicates(keep='last')\nt = t.sort_values('Counted On')"
+    assert "kind='stable'" in sorted_by_date(after, order)  # sorted only after the keep
     assert sorted_by_date("last = df.groupby('Item').tail(2)", order).startswith("last = df.")
     first = "first = df.drop_duplicates(subset=['Item'])"  # keep defaults to "first"
     assert sorted_by_date(first, ("Counted On", "first")) == (

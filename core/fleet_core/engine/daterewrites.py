@@ -5,8 +5,9 @@ A small model asked for "the latest count of each item" writes
 ``df.drop_duplicates(subset=[...], keep='last')`` on a table in file order, which keeps the last
 row written, not the latest one (the seed-79 and seed-80 ``stock_counts`` tune transcripts).
 Where the task asks for the latest or the earliest, the inputs hold exactly one date column,
-and the program never sorts by it, the host sorts the table by that date (a stable sort, so
-rows already in order stay so) right where such a call keeps the last or first row of each
+and the program has not sorted that table before (a bare ``t.sort_values(...)`` statement
+sorts nothing), the host sorts the table by that date (a stable sort, so rows already in
+order stay so) right where such a call keeps the last or first row of each
 key: ``drop_duplicates`` keeping the matching end, or ``groupby(...)`` followed by
 ``tail(1)``/``last()`` (``head(1)``/``first()`` for the earliest). Line numbers are kept.
 """
@@ -73,12 +74,30 @@ def _table(call: ast.Call) -> ast.Name | None:
     return receiver if isinstance(receiver, ast.Name) else None
 
 
-def _sorts(tree: ast.Module) -> bool:
-    """Whether the program sorts anything (it then chose the order itself)."""
-    return any(
-        isinstance(node, ast.Call) and called_name(node) in ("sort_values", "sort_index", "sorted")
-        for node in ast.walk(tree)
-    )
+def _sorted_before(tree: ast.Module, table: str, line: int) -> bool:
+    """Whether the program sorts ``table`` on a line before ``line`` in a way that lasts
+    (``table = table.sort_values(...)``, or ``inplace=True``); a bare ``table.sort_values(...)``
+    statement changes nothing."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and node.lineno < line:
+            named = any(isinstance(t, ast.Name) and t.id == table for t in node.targets)
+            if named and any(_is_sort(call) for call in ast.walk(node.value)):
+                return True
+        if (
+            isinstance(node, ast.Call)
+            and _is_sort(node)
+            and node.lineno < line
+            and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == table
+            and any(k.arg == "inplace" for k in node.keywords)
+        ):
+            return True
+    return False
+
+
+def _is_sort(node: ast.AST) -> bool:
+    return isinstance(node, ast.Call) and called_name(node) in ("sort_values", "sort_index")
 
 
 def _put(text: str) -> Callable[[bytes], bytes]:
@@ -87,17 +106,17 @@ def _put(text: str) -> Callable[[bytes], bytes]:
 
 def sorted_by_date(code: str, order: DateOrder | None) -> str:
     """``code`` with the table sorted by the date column where a call keeps the ``order`` end
-    row of each key and the program never sorts (see the module); ``code`` unchanged else."""
+    row of each key of a table not sorted before (see the module); ``code`` unchanged else."""
     tree = parse(code) if order is not None else None
     if tree is None or order is None:
         return code
     column, end = order
-    if _sorts(tree):
-        return code
     edits: list[Edit] = []
     for node in ast.walk(tree):
         table = _table(node) if isinstance(node, ast.Call) and _keeps(node, end) else None
         if table is None or table.end_col_offset is None or table.lineno != table.end_lineno:
+            continue
+        if _sorted_before(tree, table.id, table.lineno):
             continue
         name, quoted = table.id, repr(column)
         by_date = f"({name}.sort_values({quoted}, kind='stable') if {quoted} in {name} else {name})"

@@ -151,13 +151,17 @@ def _fleet_inspect(targets, shapes, inputs, head_lines, sample, cap, grouped, pe
                 if first != r[i]:
                     same = ", ".join(f"{head[j]} {r[j]}" for j in kinds if j != i)[:80]
                     both = f", both with {same}" if same else ""
+                    # the other columns the task keys on ("each item in each warehouse")
+                    also = [head[j] for j in kinds if j != i
+                            and set(head[j].lower().replace("_", " ").split()) & named]
+                    on = ", ".join(repr(c) for c in ["key", *also])
                     return (f"wrote {path} with rows whose {head[i]} differ only in case, spaces "
                             f"or punctuation ({first.strip()!r} and {r[i].strip()!r}{both}), "
-                            "so the same one is kept twice. Deduplicate or group on a normalized "
-                            f"key, for example key = df[{head[i]!r}].str.strip().str.upper()"
-                            ".str.replace(r'[^0-9A-Z]', '', regex=True), and for the latest or "
-                            "earliest row sort by the date column before keeping the last or "
-                            "first of each key")
+                            "so the same one is kept twice. Compare a normalized key column: "
+                            f"df['key'] = df[{head[i]!r}].str.strip().str.upper()"
+                            ".str.replace(r'[^0-9A-Z]', '', regex=True); then deduplicate or "
+                            f"group on [{on}] (for the latest or earliest row, sort by the date "
+                            "column first), and drop the key column before saving")
         return ""
 
     def doubt(path, t):
