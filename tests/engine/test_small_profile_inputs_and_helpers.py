@@ -428,3 +428,20 @@ async def test_a_program_after_a_format_doubt_keeps_the_labels_of_a_result_made_
     assert task_cells(events)[1].startswith("_fleet_keep_labels(counts).to_csv(")
     written = (await runtime.read_file("s", "artifacts/region_counts.csv")).decode()
     assert written.splitlines()[0] == "region,count"
+
+
+def test_the_iqr_fences_helper_agrees_with_pandas_and_is_shown_for_outliers() -> None:
+    import pandas as pd
+
+    from fleet_core.engine.stathelpers import iqr_fences
+
+    values = [10.0, 11.0, None, 12.0, 12.5, 13.0, 14.0, 40.0, float("nan"), 1.0]
+    series = pd.Series(values, dtype="float64")
+    q1, q3, iqr, low, high = iqr_fences(series)
+    assert (q1, q3) == (series.quantile(0.25), series.quantile(0.75)) == (10.75, 13.25)
+    assert (iqr, low, high) == (2.5, 7.0, 17.0)
+    assert iqr_fences(series, k=3).high == 20.75
+    task = "Save the outlier rows outside the IQR fences of 'Transit Time (h)'."
+    assert helpers_for(task) == ["iqr_fences"]
+    assert "q1, q3, iqr, low, high = iqr_fences(x, k=1.5)" in stats_help(task)
+    assert "iqr_fences" not in stats_help("Give the p-value.")  # not among the general ones

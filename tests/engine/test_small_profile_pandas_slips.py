@@ -15,6 +15,7 @@ from fleet_core.engine.repairs import (
     dated_grouping,
     grouped_key_kept,
     grouped_label_read,
+    table_label,
 )
 from fleet_core.engine.rewrites import modern_frequencies, modern_frequency
 from fleet_core.engine.scripted_lm import scripted_lm
@@ -288,3 +289,36 @@ async def test_a_turn_reads_a_group_label_from_the_grouped_table_without_a_model
     assert result.answer.strip().startswith("@top_region[south] @top_revenue[")
     assert len(lms.root.engine_script.requests) == 1
     assert "best = grouped.loc[top, 'revenue']" in task_cells(events)[-1]
+
+
+#: A one-column monthly table's idxmax() read as a date (seed-82 monthly_series: the same
+#: AttributeError three times, then a KeyError).
+TABLE_IDXMAX = (
+    "df = pd.read_csv('files/visits.csv', parse_dates=['Date'])\n"
+    "monthly = df.groupby(pd.Grouper(key='Date', freq='ME')).agg({'Visitors': 'sum'})\n"
+    "top = monthly.idxmax().strftime('%Y-%m')\n"
+    'print(f"@top_month[{top}]")'
+)
+
+
+def test_an_attribute_of_a_tables_idxmax_is_read_from_its_one_column() -> None:
+    error = (
+        'File "<cell-4>", line 3, in <module>\n'
+        "AttributeError: 'Series' object has no attribute 'strftime'"
+    )
+    fixed = table_label(error, TABLE_IDXMAX)
+    assert fixed is not None
+    assert fixed.splitlines()[2] == "top = monthly.squeeze('columns').idxmax().strftime('%Y-%m')"
+    assert table_label(error, fixed) is None  # mended once: no loop
+    assert table_label(error.replace("strftime", "year"), TABLE_IDXMAX) is None
+    assert table_label("ValueError: x", TABLE_IDXMAX) is None
+
+
+async def test_a_turn_reads_the_top_month_of_a_one_column_table(open_runtime, lms, tmp_path):
+    runtime = await open_runtime(FLEET_ENGINE_PROFILE="small")
+    await dataset_session(runtime, tmp_path, "visits.csv", VISITS)
+    lms.root = scripted_lm([fenced(TABLE_IDXMAX)])
+    result, _ = await turn(runtime, TASK + " Print the top month as @top_month[YYYY-MM].")
+    assert result.status == "completed", result.error
+    assert "@top_month[2024-03]" in result.answer
+    assert len(lms.root.engine_script.requests) == 1

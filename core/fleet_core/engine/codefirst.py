@@ -84,6 +84,7 @@ from fleet_core.engine.repairs import (
     restored_read,
     same_answer,
     table_columns,
+    table_label,
     tag_values,
     unfinished,
 )
@@ -858,7 +859,8 @@ class CodeFirst:
         column meant: ``repairs.respelled``), a ``.dt``/``.str`` accessor used on the other
         kind of column (``repairs.converted_accessor``), a group key read as a column after
         ``groupby`` put it in the index (``repairs.grouped_key_kept``), a group's label looked
-        up in the ungrouped table (``repairs.grouped_label_read``), a grouping by month
+        up in the ungrouped table (``repairs.grouped_label_read``), an attribute read of a
+        table's ``idxmax()`` (``repairs.table_label``), a grouping by month
         that did not name the date column (``repairs.dated_grouping``), or an input an earlier
         program read into a name this one uses without reading it (``repairs.restored_read``)."""
         error = attempt.error or ""
@@ -868,6 +870,7 @@ class CodeFirst:
             or converted_accessor(error, code)
             or grouped_key_kept(error, code)
             or grouped_label_read(error, code)
+            or table_label(error, code)
             or dated_grouping(error, code, self._tables)
             or restored_read(error, code, earlier)
         )

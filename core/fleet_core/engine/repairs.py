@@ -505,6 +505,24 @@ def _label_lookup(frame: str, key: str) -> re.Pattern[str]:
     )
 
 
+_SERIES_HAS_NO = re.compile(r"AttributeError: 'Series' object has no attribute '(?P<attr>\w+)'")
+
+
+def table_label(error: str, code: str) -> str | None:
+    """For ``AttributeError: 'Series' object has no attribute 'strftime'`` on a line that reads
+    an attribute of a table's ``idxmax()`` (or ``idxmin()``; a DataFrame's is a Series, one
+    label per column): ``code`` with ``t.idxmax()`` written ``t.squeeze('columns').idxmax()``
+    there (a one-column table's label), the line numbers kept; None otherwise."""
+    match = _SERIES_HAS_NO.search(error)
+    located = failing_line(error, code) if match is not None else None
+    if match is None or located is None:
+        return None
+    read = re.compile(rf"\b(\w+)\.(idxmax|idxmin)\(\s*\)(?=\.{re.escape(match['attr'])}\b)")
+    return _line_changed(
+        code, located[0], lambda line: read.sub(r"\1.squeeze('columns').\2()", line)
+    )
+
+
 _UNDEFINED = re.compile(r"NameError: name '(?P<name>\w+)' is not defined")
 #: Calls that read an input file into a value (``pd.read_csv('files/a.csv')``).
 INPUT_READS = frozenset(

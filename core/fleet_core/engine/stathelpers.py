@@ -24,6 +24,11 @@ SIGNATURES = {  # each helper as the prompt shows it
     "correlation": "r, p_value = correlation(x, y, method='pearson'|'spearman') (also .n)",
     "linear_fit": "slope, intercept, r_squared, p_value = linear_fit(x, y)",
     "regression_metrics": "r_squared, rmse, mae, mse = regression_metrics(y_true, y_pred)",
+    "iqr_fences": (
+        "q1, q3, iqr, low, high = iqr_fences(x, k=1.5) (quartiles by linear interpolation, as "
+        "pandas' quantile; low = q1 - k*iqr, high = q3 + k*iqr; outlier rows: "
+        "df[(df[c] < low) | (df[c] > high)])"
+    ),
 }
 HELP_INTRO = (
     "Helpers already defined (do not import them; use them for these statistics; each result "
@@ -218,4 +223,24 @@ def regression_metrics(y_true: Any, y_pred: Any) -> Result:
             "mse": mse,
         },
         label="regression_metrics",
+    )
+
+
+def iqr_fences(x: Any, k: float = 1.5) -> Result:
+    """The first and third quartiles (linear interpolation between order statistics, pandas'
+    and numpy's default), the IQR, and the fences ``k`` IQRs below and above them."""
+    values = sorted(_floats(x))
+    if len(values) < 2:
+        raise ValueError(f"iqr_fences needs at least 2 values, got {len(values)}")
+
+    def quantile(q: float) -> float:
+        position = (len(values) - 1) * q
+        low, high = math.floor(position), math.ceil(position)
+        return values[low] + (values[high] - values[low]) * (position - low)
+
+    q1, q3 = quantile(0.25), quantile(0.75)
+    iqr = q3 - q1
+    return Result(
+        {"q1": q1, "q3": q3, "iqr": iqr, "low": q1 - k * iqr, "high": q3 + k * iqr},
+        label="iqr_fences",
     )

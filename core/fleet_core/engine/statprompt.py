@@ -14,7 +14,8 @@ from fleet_core.engine.stathelpers import HELP_INTRO, SIGNATURES
 
 STATS_WORDS = re.compile(
     r"correlat|p-value|p_value|significan|t-test|ttest|normal(?:ity|ly)|regress|"
-    r"least.squares|slope|intercept|r.squared|\brmse\b|shapiro",
+    r"least.squares|slope|intercept|r.squared|\brmse\b|shapiro|\biqr\b|interquartile|quartile|"
+    r"outlier",
     re.IGNORECASE,
 )
 #: The words that call for each helper; a statistics task naming none of them gets them all.
@@ -26,7 +27,10 @@ _CALLS_FOR = {
         r"regress|least.squares|slope|intercept|straight line|linear fit", re.I
     ),
     "regression_metrics": re.compile(r"\brmse\b|\bmae\b|\bmse\b|mean (?:squared|absolute)", re.I),
+    "iqr_fences": re.compile(r"\biqr\b|interquartile|quartile|outlier", re.I),
 }
+#: The helpers a statistics task naming none gets (the tests, fits and metrics).
+_GENERAL = ("normality", "ttest", "correlation", "linear_fit", "regression_metrics")
 _UNPACKING = re.compile(r"values to unpack|cannot unpack|not iterable", re.I)
 
 
@@ -35,7 +39,7 @@ def helpers_for(task: str) -> list[str]:
     if not STATS_WORDS.search(task):
         return []
     named = [name for name, words in _CALLS_FOR.items() if words.search(task)]
-    return named or list(SIGNATURES)
+    return named or list(_GENERAL)
 
 
 def stats_help(task: str) -> str:
