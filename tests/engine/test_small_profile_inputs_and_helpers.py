@@ -12,7 +12,7 @@ from typing import Any
 
 from fleet_core.engine.rewrites import drop_helper_imports, keep_index_labels, unshadowed_helpers
 from fleet_core.engine.scripted_lm import scripted_lm
-from fleet_core.engine.statprompt import helpers_for, stats_help
+from fleet_core.engine.statprompt import helpers_for, stats_help, unpacked_by_name
 from fleet_core.engine.textinputs import line_fields, table_reader
 from tests.engine.support import dataset_session, fenced, quick_session, task_cells
 from tests.engine.support import small_turn as turn
@@ -245,7 +245,8 @@ async def test_a_helper_unpacked_into_too_few_names_is_told_its_signature(
 ) -> None:
     runtime = await open_runtime(**SMALL)
     await dataset_session(runtime, tmp_path, "ads.csv", ADS)
-    three = FIT_GOOD.replace("r_squared, p_value =", "r_squared =")
+    # names that are not all its figures: the host cannot read them by name, the model is told
+    three = FIT_GOOD.replace("r_squared, p_value =", "quality =")
     lms.root = scripted_lm([fenced(three), fenced(FIT_GOOD)])
     result, _ = await turn(runtime, FIT_TASK)
     assert result.status == "completed", result.error
@@ -445,3 +446,44 @@ def test_the_iqr_fences_helper_agrees_with_pandas_and_is_shown_for_outliers() ->
     assert helpers_for(task) == ["iqr_fences"]
     assert "q1, q3, iqr, low, high = iqr_fences(x, k=1.5)" in stats_help(task)
     assert "iqr_fences" not in stats_help("Give the p-value.")  # not among the general ones
+
+
+#: A helper's figures unpacked into three names of its four (seed-83 linear_fit: the same
+#: "too many values to unpack" three times, the hint with the signature notwithstanding).
+THREE_OF_FOUR = (
+    "df = pd.read_csv('files/ads.csv')\n"
+    "slope, intercept, r_squared = linear_fit(df['TV Spend ($k)'], df['Units Sold'])\n"
+    'print(f"@slope[{slope:.3f}] @intercept[{intercept:.3f}] @r_squared[{r_squared:.3f}]")'
+)
+
+
+def test_a_helpers_figures_unpacked_into_fewer_names_are_read_by_name() -> None:
+    error = (
+        'File "<cell-3>", line 2, in <module>\nValueError: too many values to unpack (expected 3)'
+    )
+    fixed = unpacked_by_name(error, THREE_OF_FOUR)
+    assert fixed is not None and len(fixed.splitlines()) == 3
+    assert fixed.splitlines()[1] == (
+        "_fit = linear_fit(df['TV Spend ($k)'], df['Units Sold']); "
+        "slope, intercept, r_squared = _fit.slope, _fit.intercept, _fit.r_squared"
+    )
+    other = THREE_OF_FOUR.replace("r_squared =", "fit_quality =")  # not one of its figures
+    assert unpacked_by_name(error, other) is None
+    assert unpacked_by_name("KeyError: 'x'", THREE_OF_FOUR) is None
+
+
+async def test_a_turn_reads_a_helpers_figures_by_name_without_a_model_call(
+    open_runtime, lms, tmp_path
+) -> None:
+    from scipy import stats
+
+    runtime = await open_runtime(FLEET_ENGINE_PROFILE="small")
+    await dataset_session(runtime, tmp_path, "ads.csv", ADS)
+    lms.root = scripted_lm([fenced(THREE_OF_FOUR)])  # ADS: weeks 1-5, spend 10-50
+    result, _ = await turn(
+        runtime, "Fit Units Sold on TV Spend ($k) in files/ads.csv by least squares."
+    )
+    assert result.status == "completed", result.error
+    fit = stats.linregress([10, 20, 30, 40, 50], [120, 190, 310, 390, 510])
+    assert f"@slope[{fit.slope:.3f}] @intercept[{fit.intercept:.3f}]" in result.answer
+    assert len(lms.root.engine_script.requests) == 1

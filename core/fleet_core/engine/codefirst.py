@@ -99,6 +99,7 @@ from fleet_core.engine.statprompt import (
     result_cell,
     result_hint,
     stats_help,
+    unpacked_by_name,
     unpacked_call,
     unpacking_hint,
 )
@@ -860,7 +861,8 @@ class CodeFirst:
         kind of column (``repairs.converted_accessor``), a group key read as a column after
         ``groupby`` put it in the index (``repairs.grouped_key_kept``), a group's label looked
         up in the ungrouped table (``repairs.grouped_label_read``), an attribute read of a
-        table's ``idxmax()`` (``repairs.table_label``), a grouping by month
+        table's ``idxmax()`` (``repairs.table_label``), a helper's figures unpacked into
+        another number of names (``statprompt.unpacked_by_name``), a grouping by month
         that did not name the date column (``repairs.dated_grouping``), or an input an earlier
         program read into a name this one uses without reading it (``repairs.restored_read``)."""
         error = attempt.error or ""
@@ -871,6 +873,7 @@ class CodeFirst:
             or grouped_key_kept(error, code)
             or grouped_label_read(error, code)
             or table_label(error, code)
+            or unpacked_by_name(error, code)
             or dated_grouping(error, code, self._tables)
             or restored_read(error, code, earlier)
         )

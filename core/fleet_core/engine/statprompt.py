@@ -10,6 +10,7 @@ import json
 import re
 
 from fleet_core.engine.repairs import failing_line
+from fleet_core.engine.sourceedits import called_name
 from fleet_core.engine.stathelpers import HELP_INTRO, SIGNATURES
 
 STATS_WORDS = re.compile(
@@ -139,3 +140,36 @@ def result_hint(call: str, output: str) -> str:
     if helper is not None:
         said += f" Or use the defined helper (no import): {SIGNATURES[helper]}."
     return said
+
+
+def helper_fields(name: str) -> list[str]:
+    """A helper's figures in their order, as its signature names them (``slope, intercept,
+    r_squared, p_value`` for ``linear_fit``)."""
+    left = SIGNATURES[name].split("=", 1)[0]
+    return [field.strip() for field in left.split(",")]
+
+
+def unpacked_by_name(error: str, code: str) -> str | None:
+    """For a helper's result unpacked into another number of names (``slope, intercept,
+    r_squared = linear_fit(x, y)``: "too many values to unpack") where every name is one of the
+    helper's figures: ``code`` with those figures read by name (``_fit = linear_fit(x, y);
+    slope, intercept, r_squared = _fit.slope, _fit.intercept, _fit.r_squared``), one line, the
+    line numbers kept; None otherwise."""
+    call = unpacked_call(error, code)
+    located = failing_line(error, code) if call is not None else None
+    if located is None:
+        return None
+    number, text = located
+    statement = ast.parse(text).body[0]
+    assert isinstance(statement, ast.Assign)  # unpacked_call checked it
+    target, value = statement.targets[0], statement.value
+    helper = called_name(value) if isinstance(value, ast.Call) else ""
+    names = [n.id for n in getattr(target, "elts", []) if isinstance(n, ast.Name)]
+    fields = helper_fields(helper) if helper in SIGNATURES else []
+    if not names or len(names) != len(getattr(target, "elts", [])) or not set(names) <= set(fields):
+        return None
+    lines = code.splitlines()
+    indent = lines[number - 1][: len(lines[number - 1]) - len(lines[number - 1].lstrip())]
+    read = ", ".join(f"_fit.{n}" for n in names)
+    lines[number - 1] = f"{indent}_fit = {call}; {', '.join(names)} = {read}"
+    return "\n".join(lines)
