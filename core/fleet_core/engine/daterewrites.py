@@ -16,10 +16,9 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Callable
 from typing import Literal
 
-from fleet_core.engine.sourceedits import Edit, called_name, parse, splice
+from fleet_core.engine.sourceedits import Edit, called_name, parse, receiver, splice, spliced_in
 
 End = Literal["last", "first"]
 DateOrder = tuple[str, End]  # the one date column, and the end of each key's rows kept
@@ -50,11 +49,11 @@ def _keeps(call: ast.Call, end: End) -> bool:
         keep = next((k.value for k in call.keywords if k.arg == "keep"), None)
         said = keep.value if isinstance(keep, ast.Constant) else None if keep else "first"
         return said == end
-    receiver = call.func.value if isinstance(call.func, ast.Attribute) else None
+    on = receiver(call)
     return (
         name in _GROUP_ENDS[end]
-        and isinstance(receiver, ast.Call)
-        and called_name(receiver) == "groupby"
+        and isinstance(on, ast.Call)
+        and called_name(on) == "groupby"
         and (name in ("last", "first") or _one_row(call))
     )
 
@@ -68,10 +67,10 @@ def _one_row(call: ast.Call) -> bool:
 def _table(call: ast.Call) -> ast.Name | None:
     """The table a keeping call starts from: ``df`` in ``df.drop_duplicates(...)`` and
     ``df.groupby(...).tail(1)``, when it is a plain name."""
-    receiver = call.func.value if isinstance(call.func, ast.Attribute) else None
-    if isinstance(receiver, ast.Call) and called_name(receiver) == "groupby":
-        receiver = receiver.func.value if isinstance(receiver.func, ast.Attribute) else None
-    return receiver if isinstance(receiver, ast.Name) else None
+    on = receiver(call)
+    if isinstance(on, ast.Call) and called_name(on) == "groupby":
+        on = receiver(on)
+    return on if isinstance(on, ast.Name) else None
 
 
 def _sorted_before(tree: ast.Module, table: str, line: int) -> bool:
@@ -100,10 +99,6 @@ def _is_sort(node: ast.AST) -> bool:
     return isinstance(node, ast.Call) and called_name(node) in ("sort_values", "sort_index")
 
 
-def _put(text: str) -> Callable[[bytes], bytes]:
-    return lambda _old: text.encode()
-
-
 def sorted_by_date(code: str, order: DateOrder | None) -> str:
     """``code`` with the table sorted by the date column where a call keeps the ``order`` end
     row of each key of a table not sorted before (see the module); ``code`` unchanged else."""
@@ -120,5 +115,7 @@ def sorted_by_date(code: str, order: DateOrder | None) -> str:
             continue
         name, quoted = table.id, repr(column)
         by_date = f"({name}.sort_values({quoted}, kind='stable') if {quoted} in {name} else {name})"
-        edits.append((table.lineno - 1, table.col_offset, table.end_col_offset, _put(by_date)))
+        edits.append(
+            (table.lineno - 1, table.col_offset, table.end_col_offset, spliced_in(by_date))
+        )
     return splice(code, edits) if edits else code

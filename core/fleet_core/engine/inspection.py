@@ -84,10 +84,13 @@ def _fleet_inspect(targets, shapes, inputs, head_lines, sample, cap, grouped, pe
 
     named = set(group_words)
 
+    def names_group(h):
+        # a header holding a word the task names after per/by/each
+        return bool(set(h.lower().replace("_", " ").split()) & named)
+
     def repeated_group(rows):
-        # the columns the task groups by (a header word the task names after per/by/each)
-        keys = [i for i, h in enumerate(rows[0])
-                if set(h.lower().replace("_", " ").split()) & named]
+        # the columns the task groups by
+        keys = [i for i, h in enumerate(rows[0]) if names_group(h)]
         if not keys or len(rows) < 3 or any(len(r) != len(rows[0]) for r in rows):
             return ""
         seen = {}
@@ -111,12 +114,12 @@ def _fleet_inspect(targets, shapes, inputs, head_lines, sample, cap, grouped, pe
     def narrowed(path, rows):
         # the task asks for whole rows: the columns of the input they come from that they lack
         have = {h.strip() for h in rows[0]}
-        tables = [(len(have & set(header(s))), s) for s in inputs
-                  if s.lower().endswith(".csv") and os.path.isfile(s) and header(s)]
+        headers = {s: header(s) for s in inputs if s.lower().endswith(".csv") and os.path.isfile(s)}
+        tables = [(len(have & set(h)), s) for s, h in headers.items() if h]
         if not tables:
             return ""
         source = max(tables)[1]
-        columns = header(source)
+        columns = headers[source]
         missing = [c for c in columns if c not in have]
         if not missing:
             return ""
@@ -152,8 +155,7 @@ def _fleet_inspect(targets, shapes, inputs, head_lines, sample, cap, grouped, pe
                     same = ", ".join(f"{head[j]} {r[j]}" for j in kinds if j != i)[:80]
                     both = f", both with {same}" if same else ""
                     # the other columns the task keys on ("each item in each warehouse")
-                    also = [head[j] for j in kinds if j != i
-                            and set(head[j].lower().replace("_", " ").split()) & named]
+                    also = [head[j] for j in kinds if j != i and names_group(head[j])]
                     on = ", ".join(repr(c) for c in ["key", *also])
                     return (f"wrote {path} with rows whose {head[i]} differ only in case, spaces "
                             f"or punctuation ({first.strip()!r} and {r[i].strip()!r}{both}), "

@@ -31,7 +31,7 @@ import re
 from collections.abc import Callable, Mapping
 
 from fleet_core.engine.profile import dataset_preview
-from fleet_core.engine.sourceedits import Edit, called_name, parse, splice
+from fleet_core.engine.sourceedits import Edit, called_name, parse, splice, spliced_in
 from fleet_core.outcomes import error_answer
 
 # --- replies cut by the output cap ---------------------------------------------------------------
@@ -578,11 +578,6 @@ _NOT_DATED = re.compile(r"Only valid with DatetimeIndex, TimedeltaIndex or Perio
 DATED_KEYWORDS = {"Grouper": "key", "resample": "on"}
 
 
-def _inserted(text: str) -> Callable[[bytes], bytes]:
-    """An edit's change that inserts ``text`` (at an empty span)."""
-    return lambda _empty: text.encode()
-
-
 def dated_grouping(error: str, code: str, tables: dict[str, list[tuple[str, str]]]) -> str | None:
     """For pandas' "Only valid with DatetimeIndex ..." (``pd.Grouper(freq='ME')`` or
     ``df.resample('ME')`` on a table whose dates are a column, not its index): ``code`` with
@@ -609,7 +604,7 @@ def dated_grouping(error: str, code: str, tables: dict[str, list[tuple[str, str]
         if not (node.args or node.keywords):
             continue
         end = node.end_col_offset - 1  # the closing parenthesis
-        edits.append((node.lineno - 1, end, end, _inserted(f", {keyword}={column}")))
+        edits.append((node.lineno - 1, end, end, spliced_in(f", {keyword}={column}")))
     return splice(code, edits) if edits else None
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 import json
 
-from fleet_core.engine.sourceedits import Edit, called_name, parse, splice
+from fleet_core.engine.sourceedits import Edit, called_name, parse, receiver, splice, spliced_in
 
 MARK = "@@fleet-rows "
 
@@ -95,13 +95,13 @@ def _saves(tree: ast.Module, path: str) -> list[ast.Name]:
     for node in ast.walk(tree):
         if not (isinstance(node, ast.Call) and called_name(node) == "to_csv"):
             continue
-        receiver = node.func.value if isinstance(node.func, ast.Attribute) else None
+        on = receiver(node)
         target = node.args[0] if node.args else None
         target = target or next((k.value for k in node.keywords if k.arg == "path_or_buf"), None)
         to_path = isinstance(target, ast.Constant) and target.value == path
         to_handle = isinstance(target, ast.Name) and target.id in handles
-        if isinstance(receiver, ast.Name) and (to_path or to_handle):
-            found.append(receiver)
+        if isinstance(on, ast.Name) and (to_path or to_handle):
+            found.append(on)
     return found
 
 
@@ -117,9 +117,9 @@ def rows_saved(code: str, path: str, saved: str, table: str) -> str | None:
     tree = parse(code)
     if tree is None:
         return None
-    rows = f"{table}.loc[{saved}.index]".encode()
+    rows = spliced_in(f"{table}.loc[{saved}.index]")
     edits: list[Edit] = [
-        (name.lineno - 1, name.col_offset, name.end_col_offset, lambda _old: rows)
+        (name.lineno - 1, name.col_offset, name.end_col_offset, rows)
         for name in _saves(tree, path)
         if name.id == saved and name.end_col_offset is not None
     ]

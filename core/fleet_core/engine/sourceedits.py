@@ -28,6 +28,16 @@ def parse(code: str) -> ast.Module | None:
         return None
 
 
+def spliced_in(text: str) -> Callable[[bytes], bytes]:
+    """An edit's change that puts ``text`` where its span was (an empty span: inserts it)."""
+    return lambda _old: text.encode()
+
+
+def receiver(call: ast.Call) -> ast.expr | None:
+    """What a method call is called on: ``df`` in ``df.f(x)``; None for a plain ``f(x)``."""
+    return call.func.value if isinstance(call.func, ast.Attribute) else None
+
+
 def called_name(call: ast.Call) -> str:
     """The name a call calls: ``f`` in ``f(x)`` and ``m.f(x)``; "" for anything else."""
     func = call.func
