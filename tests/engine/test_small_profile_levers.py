@@ -116,10 +116,10 @@ def test_what_looks_cut() -> None:
 def test_each_calls_budget_is_sized_from_the_context_left() -> None:
     engine = RecordingEngine([fenced("print(1)")] * 3)
     lm = dspy.LM("openai/scripted", engine=engine, cache=False)
-    profile = EngineProfile(name="small", max_tokens=300, context_tokens=1_000)
+    profile = EngineProfile(name="small", max_tokens=300, context_tokens=1_050)
     step = CodeFirst(lm=lm, control=None, interpreter=None, profile=profile)  # type: ignore[arg-type]
     step._ask([Message.user("task")], None)
-    step._ask([Message.user("x" * 2_100)], None)  # ~700 prompt tokens of 1,000
+    step._ask([Message.user("x" * 2_100)], None)  # ~700 prompt tokens of 1,050
     assert engine.configs[0].max_tokens == 300
     assert 64 <= engine.configs[1].max_tokens < 300
     # a chat that leaves too little room drops its oldest program and error, keeps the inputs

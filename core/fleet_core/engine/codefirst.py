@@ -53,6 +53,7 @@ from fleet_core.engine.inspection import (
     parse_inspection,
 )
 from fleet_core.engine.interpreter import TurnInterpreter
+from fleet_core.engine.jsonshape import is_json_input, structure_cell
 from fleet_core.engine.profile import (
     EngineProfile,
     compact_manifest,
@@ -109,8 +110,9 @@ from fleet_core.engine.textinputs import table_reader, text_block, text_inputs
 SYSTEM = """You write one complete Python 3 program for the user's task. It runs in a sandbox \
 whose working directory is the workspace: input files are under files/, and output files go \
 under artifacts/ (create it with os.makedirs("artifacts", exist_ok=True)). Use pandas for \
-tables (CSV). Read text files such as logs line by line with open(). Read JSON with \
-json.load and loop over its records in plain Python (not pandas).
+tables (CSV). Read text files such as logs line by line with open(). Read a .json file \
+with json.load and a .jsonl file with json.loads on each line, then loop over the records in \
+plain Python (not pandas).
 Start the program with comments that restate the task: for each file the task names, one \
 comment saying exactly what that file must contain, and one comment saying what to print.
 Then the program must:
@@ -339,10 +341,11 @@ def exception_line(digest: str) -> str:
     return lines[-1] if lines else ""
 
 
-def first_prompt(inputs: TurnInputs) -> str:
+def first_prompt(inputs: TurnInputs, structures: str = "") -> str:
     """The first user message: the workspace (names, sizes), the dataset's first lines, the
-    exact column names of the tables, the sandbox environment, the statistics helpers when the
-    task asks for statistics, the task and, last, its answer format."""
+    exact column names of the tables, the ``structures`` of its JSON inputs (how to read each,
+    its keys: engine/jsonshape.py), the statistics helpers when the task asks for statistics,
+    the task and, last, its answer format."""
     dataset = inputs.dataset
     parts = ["Workspace files:\n" + compact_manifest(inputs.workspace_manifest)]  # no previews
     if dataset is not None:
@@ -354,6 +357,8 @@ def first_prompt(inputs: TurnInputs) -> str:
     columns = columns_block(task_tables(inputs))
     if columns:
         parts.append(columns)
+    if structures.strip():
+        parts.append(structures.strip())
     texts = text_block(task_texts(inputs))
     if texts:
         parts.append(texts)
@@ -577,8 +582,6 @@ class CodeFirst:
         self._sources = [p for p in sources if p in inputs.task or p == dataset][:4]
         self._seen, self._help_level, self._raised, self._kept = set(), 0, False, ""
         self._started, self._calls, self._continued, self._vote = time.monotonic(), 0, 0, ""
-        prompt = Message.user(first_prompt(inputs))
-        messages: list[Any] = [prompt]
         attempts: list[Attempt] = []
         failed: set[str] = set()
         last: Attempt | None = None  # the last program that failed
@@ -586,6 +589,8 @@ class CodeFirst:
         interpreter = self.make_interpreter()
         try:
             self._host_cell(interpreter, prelude(), "(host: prelude)")
+            prompt = Message.user(first_prompt(inputs, self._structures(interpreter)))
+            messages: list[Any] = [prompt]
             before = self._inspect(interpreter)
             runs, asks = 0, 0
             checked: Attempt | None = None  # the good result the model was asked to check
@@ -754,6 +759,18 @@ class CodeFirst:
         except Exception:  # the help is optional; the repair goes on without it
             return ""
         return _tail(shown.strip(), SHAPE_CHARS)
+
+    def _structures(self, interpreter: TurnInterpreter) -> str:
+        """The JSON inputs' structures (engine/jsonshape.py), from a host cell; "" for none."""
+        paths = [p for p in self._sources if is_json_input(p)]
+        if not paths:
+            return ""
+        try:
+            return self._host_cell(interpreter, structure_cell(paths), "(host: JSON structure)")
+        except TurnStopped:
+            raise
+        except Exception:  # the help is optional; the Turn goes on without it
+            return ""
 
     def _state(self, interpreter: TurnInterpreter, digest: str) -> str:
         """What the failed program's variables held (engine/programstate.py); "" for a program

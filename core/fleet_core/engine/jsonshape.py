@@ -1,0 +1,166 @@
+"""The structure of a JSON or JSON Lines input, for the code-first first prompt (docs/engine.md).
+
+A preview shows a JSON file's first record only, and a JSON Lines file looks like one: a small
+model reads it with ``json.load`` (``Extra data``) or assumes every record has every key
+(``KeyError`` on the first record that lacks one). ``json_structures`` reads each input once
+and says how to read it, how many records it holds, and each key with its types and, where
+not every record has it, how many do; an object or a list of objects one level down is shown
+with its own keys. The code-first host runs this file's source in a host cell in the sandbox
+(where the workspace is), in a namespace of its own, so it imports only ``json`` and ``os``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+MAX_BYTES = 20_000_000  # a larger input is not read for its structure
+MAX_RECORDS = 5_000  # records read for their keys, at most
+MAX_KEYS = 24  # keys shown per level, at most
+MAX_NESTED_KEYS = 10  # keys shown of an object one level down
+MAX_CHARS = 1_200  # one input's structure, at most
+JSON_LINES = (".jsonl", ".ndjson")
+_FUTURE = "from __future__ import annotations\n"
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float, str)):
+        return type(value).__name__
+    if isinstance(value, dict):
+        return "object"
+    if isinstance(value, list):
+        return "list"
+    return type(value).__name__
+
+
+def _key_stats(records: list[dict[str, Any]]) -> dict[str, tuple[int, list[str], list[Any]]]:
+    """Each key in first-seen order: how many records have it, its kinds, its values."""
+    stats: dict[str, tuple[int, list[str], list[Any]]] = {}
+    for record in records:
+        for key, value in record.items():
+            count, kinds, values = stats.get(key, (0, [], []))
+            kind = _kind(value)
+            if kind not in kinds:
+                kinds.append(kind)
+            values.append(value)
+            stats[key] = (count + 1, kinds, values)
+    return stats
+
+
+def _nested(kinds: list[str], values: list[Any]) -> str:
+    """What an object or a list value holds, one level down ("" for a scalar)."""
+    objects = [v for v in values if isinstance(v, dict)]
+    if "object" in kinds and objects:
+        return " with " + _keys_line(objects, MAX_NESTED_KEYS, nested=False)
+    items = [item for v in values if isinstance(v, list) for item in v]
+    if "list" not in kinds or not items:
+        return ""
+    item_objects = [item for item in items if isinstance(item, dict)]
+    if item_objects:
+        return " of objects with " + _keys_line(item_objects, MAX_NESTED_KEYS, nested=False)
+    item_kinds = sorted({_kind(item) for item in items})
+    return " of " + " or ".join(item_kinds)
+
+
+def _keys_line(records: list[dict[str, Any]], limit: int, *, nested: bool) -> str:
+    """``'a': int, 'b': str or null (in 40 of 50)``; objects and lists of the first level are
+    shown with their own keys when ``nested``."""
+    total = len(records)
+    shown: list[str] = []
+    stats = _key_stats(records)
+    for key, (count, kinds, values) in list(stats.items())[:limit]:
+        text = f"{key!r}: " + " or ".join(kinds)
+        if nested:
+            text += _nested(kinds, values)
+        if count < total:
+            text += f" (in {count} of {total})"
+        shown.append(text)
+    more = f"{len(stats)} keys, the first {limit}: " if len(stats) > limit else ""
+    return more + "{" + ", ".join(shown) + "}"
+
+
+def _json_lines(path: str) -> tuple[list[Any], int]:
+    """The values of a JSON Lines file's first ``MAX_RECORDS`` lines, and how many lines of
+    those were not JSON."""
+    values: list[Any] = []
+    bad = 0
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        for line in handle:
+            if not line.strip():
+                continue
+            if len(values) + bad >= MAX_RECORDS:
+                break
+            try:
+                values.append(json.loads(line))
+            except ValueError:
+                bad += 1
+    return values, bad
+
+
+def _records(records: list[Any]) -> str:
+    """What a file's records are and their objects' keys (after the file's own description)."""
+    objects = [r for r in records if isinstance(r, dict)]
+    if not objects:
+        return " (values: " + (" or ".join(sorted({_kind(r) for r in records})) or "none") + ")"
+    others = len(records) - len(objects)
+    note = f" ({others} of them are not objects)" if others else ""
+    return f"{note}. Each object's keys: " + _keys_line(objects, MAX_KEYS, nested=True)
+
+
+def _described(path: str) -> tuple[str, str]:
+    """What ``path`` holds, and how to read it."""
+    if path.lower().endswith(JSON_LINES):
+        values, bad = _json_lines(path)
+        what = f"JSON Lines, one value a line: {len(values)} values"
+        if bad:
+            what += (
+                f" ({bad} more {'line is' if bad == 1 else 'lines are'} not JSON: skip such lines)"
+            )
+        what += _records(values)
+        return what, f"records = [json.loads(line) for line in open({path!r}) if line.strip()]"
+    with open(path, encoding="utf-8") as handle:
+        data = json.load(handle)
+    reader = f"data = json.load(open({path!r}))"
+    if isinstance(data, list):
+        return f"a JSON list of {len(data)} items" + _records(data[:MAX_RECORDS]), reader
+    if isinstance(data, dict):
+        return "a JSON object. Its keys: " + _keys_line([data], MAX_KEYS, nested=True), reader
+    return f"a single JSON {_kind(data)}", reader
+
+
+def json_structure(path: str) -> str:
+    """How to read ``path`` and what its records hold, within ``MAX_CHARS``."""
+    try:
+        size = os.path.getsize(path)
+        if size > MAX_BYTES:
+            return f"{path}: {size} bytes, too large to read for its structure"
+        what, reader = _described(path)
+    except (OSError, ValueError) as error:
+        return f"{path}: not readable as JSON ({type(error).__name__}: {str(error)[:120]})"
+    text = f"{path}: read it with {reader}\n  It is {what}"
+    return text if len(text) <= MAX_CHARS else text[: MAX_CHARS - 3] + "..."
+
+
+def json_structures(paths: list[str]) -> str:
+    """The structure of each JSON or JSON Lines input among ``paths``, one paragraph each."""
+    return "\n".join(json_structure(p) for p in paths if is_json_input(p))
+
+
+def is_json_input(path: str) -> bool:
+    return path.lower().endswith((".json", ".geojson", *JSON_LINES))
+
+
+def structure_cell(paths: list[str]) -> str:
+    """A host cell printing ``json_structures(paths)``: this file's source run in a namespace
+    of its own, so the program's names stay as they were."""
+    source = Path(__file__).read_text(encoding="utf-8").replace(_FUTURE, "")
+    return (
+        f"_fleet_json = {{}}\nexec({source!r}, _fleet_json)\n"
+        f"print(_fleet_json['json_structures']({paths!r}))\ndel _fleet_json"
+    )
