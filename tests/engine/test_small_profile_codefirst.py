@@ -141,6 +141,7 @@ async def test_code_first_gives_up_after_bounded_repairs(open_runtime, lms, tmp_
     runtime = await open_runtime(
         FLEET_ENGINE_PROFILE="small",
         FLEET_ENGINE__SMALL_REPAIRS="1",
+        FLEET_ENGINE__SMALL_EXTRA_REPAIRS="0",  # test_small_profile_extra_repairs.py
         FLEET_ENGINE__SMALL_FRESH_RETRY="false",  # test_small_profile_fresh_retry.py
     )
     await quick_session(runtime, tmp_path)
@@ -248,7 +249,11 @@ async def test_code_first_answer_carries_no_deprecation_warnings(open_runtime, l
 # --- self-check -------------------------------------------------------------------------------
 
 
-SELF_CHECK_ON = {"FLEET_ENGINE_PROFILE": "small", "FLEET_ENGINE__SMALL_SELF_CHECK": "true"}
+SELF_CHECK_ON = {
+    "FLEET_ENGINE_PROFILE": "small",
+    "FLEET_ENGINE__SMALL_SELF_CHECK": "true",
+    "FLEET_ENGINE__SMALL_EXTRA_REPAIRS": "0",  # test_small_profile_extra_repairs.py
+}
 
 
 async def test_self_check_ok_keeps_the_checked_program(open_runtime, lms, tmp_path) -> None:

@@ -23,7 +23,9 @@ from tests.engine.support import (
 )
 
 SMALL = {"FLEET_ENGINE_PROFILE": "small"}
-RETRY = {**SMALL, "FLEET_ENGINE__SMALL_FRESH_RETRY": "true"}
+#: the fresh retry follows the last repair: no extra repair here (test_small_profile_extra_repairs)
+NO_EXTRA = {**SMALL, "FLEET_ENGINE__SMALL_EXTRA_REPAIRS": "0"}
+RETRY = {**NO_EXTRA, "FLEET_ENGINE__SMALL_FRESH_RETRY": "true"}
 BROKEN_THIRD = BROKEN.replace("totals", "per_region")
 #: Three programs that fail, then a right one: the fourth is asked only by the fresh retry.
 FAILED_THRICE_THEN_RIGHT = [
@@ -50,7 +52,7 @@ async def test_after_every_program_failed_a_fresh_one_answers(open_runtime, lms,
 
 
 async def test_by_default_the_turn_fails_after_its_repairs(open_runtime, lms, tmp_path) -> None:
-    runtime = await open_runtime(**SMALL)  # the default
+    runtime = await open_runtime(**NO_EXTRA)  # the retry off, its default
     await quick_session(runtime, tmp_path)
     lms.root = recording_lm(FAILED_THRICE_THEN_RIGHT)
     result, _ = await turn(runtime, TASK)

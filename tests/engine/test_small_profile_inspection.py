@@ -138,7 +138,9 @@ async def test_code_first_fails_rather_than_answer_with_a_misshapen_artifact(
 ) -> None:
     """Seen on the embedded model: every repair left the JSON artifact without the task's keys;
     the Turn fails naming the problem instead of answering from that file."""
-    runtime = await open_runtime(FLEET_ENGINE_PROFILE="small")
+    runtime = await open_runtime(
+        FLEET_ENGINE_PROFILE="small", FLEET_ENGINE__SMALL_EXTRA_REPAIRS="0"
+    )
     await dataset_session(runtime, tmp_path, "orders.json", ORDERS)
     as_list = [TOP_ITEM.replace("RESULT", "top") + f"  # try {i}" for i in range(4)]
     lms.root = scripted_lm([fenced(program) for program in as_list])

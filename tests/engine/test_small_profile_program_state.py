@@ -109,7 +109,9 @@ def test_a_huge_text_is_shown_by_its_first_characters_each_line_bounded() -> Non
 async def test_a_failed_turn_says_the_last_exception_not_the_repairs_help(
     open_runtime, lms, tmp_path
 ) -> None:
-    runtime = await open_runtime(**SMALL, FLEET_ENGINE__SMALL_FRESH_RETRY="false")
+    runtime = await open_runtime(
+        **SMALL, FLEET_ENGINE__SMALL_FRESH_RETRY="false", FLEET_ENGINE__SMALL_EXTRA_REPAIRS="0"
+    )
     await quick_session(runtime, tmp_path)
     lms.root = scripted_lm([fenced(BROKEN), fenced(EMPTY_TABLE), fenced(BROKEN_AGAIN)])
     result, _ = await turn(runtime, TASK)

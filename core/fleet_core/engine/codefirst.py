@@ -3,7 +3,8 @@
 A small model does not drive an iterative REPL well (it re-sends the same cell and never calls
 SUBMIT: docs/benchmarks.md), but it writes a short complete program well. So the host asks for
 one program that reads the inputs, writes the artifact the task names and prints the answer;
-runs it; and on an error sends back only the error, for at most ``profile.repairs`` repairs.
+runs it; and on an error sends back only the error, for at most ``profile.repairs`` repairs
+(and ``profile.extra_repairs`` more while the Turn's time allows).
 The host recognizes completion itself: the program ran and every artifact the task names
 exists. The answer is what the program printed (or, if it printed nothing, the head of those
 artifacts), never text the model retyped.
@@ -215,6 +216,9 @@ VOTE_TEMPERATURE = 0.7
 #: ``[engine] small_fresh_retry``: a Turn whose programs all failed gets one more, sampled
 #: afresh, only if it is this young (seconds): every Turn stays well under 3 minutes.
 FRESH_RETRY_BEFORE = 100.0
+#: ``[engine] small_extra_repairs``: a repair beyond ``small_repairs`` is begun only if, at the
+#: run's pace, it would end within this many seconds: every Turn stays under 3 minutes.
+EXTRA_REPAIR_BEFORE = 150.0
 HOST_FIXES = 3  # programs run again mended by the host (engine/repairs.py), at most, per reply
 VOTE_MARGIN = 1.5  # a vote's next program is asked only if the deadline leaves this many calls
 CONTINUATIONS = 2  # steps that continue a program that ran cleanly but left work undone
@@ -597,8 +601,8 @@ class CodeFirst:
             checked_at = 0  # the run that produced it
             # a reply repeating a failed program is not run; one such re-ask is free; the
             # self-check's question and its corrected program are one more of each
-            while runs < 1 + self.profile.repairs + (checked is not None) and asks < (
-                2 + self.profile.repairs + (checked is not None)
+            while runs < 1 + self._repairs(runs) + (checked is not None) and asks < (
+                2 + self._repairs(runs) + (checked is not None)
             ):
                 self.control.check()
                 asks += 1
@@ -700,6 +704,18 @@ class CodeFirst:
         _, attempt = self._host_fix(interpreter, chat, reply.code, attempt, attempts)
         attempt = self._continue(interpreter, chat, attempt, attempts)
         return attempt if attempt.error is None else None
+
+    def _repairs(self, runs: int) -> int:
+        """The repairs allowed after ``runs`` programs: ``profile.repairs``, and each of
+        ``profile.extra_repairs`` more only while the Turn's budget allows a call and, at this
+        run's pace, it would end within ``EXTRA_REPAIR_BEFORE`` seconds."""
+        base = self.profile.repairs
+        if runs <= base or runs > base + self.profile.extra_repairs:
+            return base
+        elapsed = time.monotonic() - self._started
+        pace = elapsed / max(1, self._calls)
+        in_time = elapsed + pace <= EXTRA_REPAIR_BEFORE
+        return runs if in_time and self._affordable(1) else base
 
     def _fresh(self, runs: int, checked: Attempt | None, attempts: list[Attempt]) -> bool:
         """Whether the next program is the last one and, with ``[engine] small_fresh_last``, is

@@ -39,6 +39,7 @@ class EngineProfile:
     name: ProfileName = "default"
     max_tokens: int | None = None  # one code step's output cap (small only)
     repairs: int = 2  # code-first Flex's repairs after a failed program
+    extra_repairs: int = 0  # more, each only while the Turn's time allows (code-first)
     # the embedded llama.cpp server: llama.cpp's own sampling fields (repeat_penalty) are sent
     constrained: bool = False
     grammar: bool = False  # and the code-first reply is held to a GBNF grammar
@@ -74,6 +75,7 @@ def resolve_profile(
         name="small",
         max_tokens=settings.small_max_tokens,
         repairs=settings.small_repairs,
+        extra_repairs=settings.small_extra_repairs,
         constrained=embedded_root,
         grammar=embedded_root and settings.small_grammar,
         self_check=settings.small_self_check,
