@@ -74,7 +74,8 @@ async def test_code_first_missing_artifact_is_repaired(open_runtime, lms, tmp_pa
 async def test_code_first_checks_a_programs_artifacts_in_one_host_cell(
     open_runtime, lms, tmp_path
 ) -> None:
-    """A program that succeeds at once costs the prelude, one check before it and one after."""
+    """A program that succeeds at once costs the prelude, the inputs' structure (a CSV dataset:
+    its rows and missing values), one check before it and one after."""
     runtime = await open_runtime(FLEET_ENGINE_PROFILE="small")
     await quick_session(runtime, tmp_path)
     lms.root = scripted_lm([fenced(PROGRAM)])
@@ -84,7 +85,12 @@ async def test_code_first_checks_a_programs_artifacts_in_one_host_cell(
     host = [
         e.data.code for e in events if e.kind == "code_cell" and e.data.code.startswith("(host:")
     ]
-    assert host == ["(host: prelude)", "(host: artifact check)", "(host: artifact check)"]
+    assert host == [
+        "(host: prelude)",
+        "(host: input structure)",
+        "(host: artifact check)",
+        "(host: artifact check)",
+    ]
     assert "north,150.5" in result.answer
 
 

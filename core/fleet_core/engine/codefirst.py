@@ -44,6 +44,7 @@ from fleet_core.engine.context import TurnInputs
 from fleet_core.engine.control import TurnControl, TurnStopped
 from fleet_core.engine.daterewrites import DateOrder, date_order, sorted_by_date
 from fleet_core.engine.fitrewrites import FIT_BY_NAME_SOURCE
+from fleet_core.engine.inputshape import has_structure, structure_cell
 from fleet_core.engine.inspection import (
     ArtifactReport,
     asks_about_variants,
@@ -54,7 +55,6 @@ from fleet_core.engine.inspection import (
     parse_inspection,
 )
 from fleet_core.engine.interpreter import TurnInterpreter
-from fleet_core.engine.jsonshape import is_json_input, structure_cell
 from fleet_core.engine.profile import (
     EngineProfile,
     compact_manifest,
@@ -347,9 +347,9 @@ def exception_line(digest: str) -> str:
 
 def first_prompt(inputs: TurnInputs, structures: str = "") -> str:
     """The first user message: the workspace (names, sizes), the dataset's first lines, the
-    exact column names of the tables, the ``structures`` of its JSON inputs (how to read each,
-    its keys: engine/jsonshape.py), the statistics helpers when the task asks for statistics,
-    the task and, last, its answer format."""
+    exact column names of the tables, the inputs' ``structures`` (a JSON input's reader and
+    keys, a table's rows and missing values: engine/inputshape.py), the statistics helpers
+    when the task asks for statistics, the task and, last, its answer format."""
     dataset = inputs.dataset
     parts = ["Workspace files:\n" + compact_manifest(inputs.workspace_manifest)]  # no previews
     if dataset is not None:
@@ -777,12 +777,12 @@ class CodeFirst:
         return _tail(shown.strip(), SHAPE_CHARS)
 
     def _structures(self, interpreter: TurnInterpreter) -> str:
-        """The JSON inputs' structures (engine/jsonshape.py), from a host cell; "" for none."""
-        paths = [p for p in self._sources if is_json_input(p)]
+        """The inputs' structures (engine/inputshape.py), from a host cell; "" for none."""
+        paths = [p for p in self._sources if has_structure(p)]
         if not paths:
             return ""
         try:
-            return self._host_cell(interpreter, structure_cell(paths), "(host: JSON structure)")
+            return self._host_cell(interpreter, structure_cell(paths), "(host: input structure)")
         except TurnStopped:
             raise
         except Exception:  # the help is optional; the Turn goes on without it

@@ -1,16 +1,19 @@
-"""The structure of a JSON or JSON Lines input, for the code-first first prompt (docs/engine.md).
+"""The inputs' structure beyond their preview, for the code-first first prompt (docs/engine.md).
 
 A preview shows a JSON file's first record only, and a JSON Lines file looks like one: a small
 model reads it with ``json.load`` (``Extra data``) or assumes every record has every key
-(``KeyError`` on the first record that lacks one). ``json_structures`` reads each input once
-and says how to read it, how many records it holds, and each key with its types and, where
-not every record has it, how many do; an object or a list of objects one level down is shown
-with its own keys. The code-first host runs this file's source in a host cell in the sandbox
-(where the workspace is), in a namespace of its own, so it imports only ``json`` and ``os``.
+(``KeyError`` on the first record that lacks one). ``json_structure`` reads the file once and
+says how to read it, how many records it holds, and each key with its types and, where not
+every record has it, how many do; an object or a list of objects one level down is shown with
+its own keys. A table's preview shows its first rows only: ``table_structure`` says how many
+rows it has and which columns have missing values, as pandas reads them. The code-first host
+runs this file's source in a host cell in the sandbox (where the workspace is), in a namespace
+of its own, so it imports only ``csv``, ``json`` and ``os``.
 """
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 from pathlib import Path
@@ -22,6 +25,33 @@ MAX_KEYS = 24  # keys shown per level, at most
 MAX_NESTED_KEYS = 10  # keys shown of an object one level down
 MAX_CHARS = 1_200  # one input's structure, at most
 JSON_LINES = (".jsonl", ".ndjson")
+JSON_FILES = (".json", ".geojson", *JSON_LINES)
+TABLES = (".csv", ".tsv")
+MAX_MISSING_SHOWN = 12  # columns with missing values named, at most
+#: The cells pandas' read_csv reads as missing by default (its ``na_values``).
+PANDAS_NA = frozenset(
+    [
+        "",
+        "#N/A",
+        "#N/A N/A",
+        "#NA",
+        "-1.#IND",
+        "-1.#QNAN",
+        "-NaN",
+        "-nan",
+        "1.#IND",
+        "1.#QNAN",
+        "<NA>",
+        "N/A",
+        "NA",
+        "NULL",
+        "NaN",
+        "None",
+        "n/a",
+        "nan",
+        "null",
+    ]
+)
 _FUTURE = "from __future__ import annotations\n"
 
 
@@ -147,20 +177,68 @@ def json_structure(path: str) -> str:
     return text if len(text) <= MAX_CHARS else text[: MAX_CHARS - 3] + "..."
 
 
-def json_structures(paths: list[str]) -> str:
-    """The structure of each JSON or JSON Lines input among ``paths``, one paragraph each."""
-    return "\n".join(json_structure(p) for p in paths if is_json_input(p))
+def _delimiter(handle: Any, path: str) -> str:
+    """The table's field separator: sniffed from its start (``,``, ``;``, tab or ``|``)."""
+    sample = handle.read(4_096)
+    handle.seek(0)
+    try:
+        return str(csv.Sniffer().sniff(sample, delimiters=",;\t|").delimiter)
+    except csv.Error:
+        return "\t" if path.lower().endswith(".tsv") else ","
 
 
-def is_json_input(path: str) -> bool:
-    return path.lower().endswith((".json", ".geojson", *JSON_LINES))
+def table_structure(path: str) -> str:
+    """How many rows a CSV or TSV table has and how many cells of each column are missing."""
+    try:
+        size = os.path.getsize(path)
+        if size > MAX_BYTES:
+            return ""
+        with open(path, encoding="utf-8", errors="replace", newline="") as handle:
+            rows = csv.reader(handle, delimiter=_delimiter(handle, path))
+            header = next(rows, [])
+            missing = [0] * len(header)
+            count = 0
+            for row in rows:
+                count += 1
+                for index in range(len(header)):
+                    if index >= len(row) or row[index] in PANDAS_NA:
+                        missing[index] += 1
+    except (OSError, csv.Error):
+        return ""
+    gaps = [(name, n) for name, n in zip(header, missing, strict=True) if n]
+    if not gaps:
+        return f"{path}: {count} rows, no missing values"
+    named = ", ".join(f"{name!r} {n}" for name, n in gaps[:MAX_MISSING_SHOWN])
+    more = (
+        f" and {len(gaps) - MAX_MISSING_SHOWN} more columns"
+        if len(gaps) > MAX_MISSING_SHOWN
+        else ""
+    )
+    return f"{path}: {count} rows; missing values (as pandas reads them) in {named}{more}"
+
+
+def input_structures(paths: list[str]) -> str:
+    """The structure of each JSON, JSON Lines or table input among ``paths``, a paragraph each."""
+    found: list[str] = []
+    for path in paths:
+        lower = path.lower()
+        shown = json_structure(path) if lower.endswith(JSON_FILES) else ""
+        shown = table_structure(path) if lower.endswith(TABLES) else shown
+        if shown:
+            found.append(shown)
+    return "\n".join(found)
+
+
+def has_structure(path: str) -> bool:
+    """Whether ``input_structures`` says anything of ``path`` (by its name)."""
+    return path.lower().endswith((*JSON_FILES, *TABLES))
 
 
 def structure_cell(paths: list[str]) -> str:
-    """A host cell printing ``json_structures(paths)``: this file's source run in a namespace
+    """A host cell printing ``input_structures(paths)``: this file's source run in a namespace
     of its own, so the program's names stay as they were."""
     source = Path(__file__).read_text(encoding="utf-8").replace(_FUTURE, "")
     return (
-        f"_fleet_json = {{}}\nexec({source!r}, _fleet_json)\n"
-        f"print(_fleet_json['json_structures']({paths!r}))\ndel _fleet_json"
+        f"_fleet_shape = {{}}\nexec({source!r}, _fleet_shape)\n"
+        f"print(_fleet_shape['input_structures']({paths!r}))\ndel _fleet_shape"
     )

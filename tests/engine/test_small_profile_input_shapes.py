@@ -1,8 +1,9 @@
-"""A JSON or JSON Lines input's structure in the code-first first prompt (engine/jsonshape.py):
-how to read it (``json.loads`` per line for JSON Lines, which the system prompt once steered to
-``json.load``), how many records it holds, and every key with its types and how many records
-lack it. Turns run with the scripted model and the real local sandbox; the structure is read
-in a host cell there, and the program's names are left as they were."""
+"""The inputs' structure in the code-first first prompt (engine/inputshape.py): a JSON or JSON
+Lines input's reader (``json.loads`` per line for JSON Lines, which the system prompt once
+steered to ``json.load``), record count and every key with its types and how many records lack
+it; a table's row count and its columns' missing values as pandas reads them. Turns run with
+the scripted model and the real local sandbox; the structure is read in a host cell there, and
+the program's names are left as they were."""
 
 from __future__ import annotations
 
@@ -10,7 +11,12 @@ import json
 from pathlib import Path
 
 from fleet_core.engine.codefirst import SYSTEM
-from fleet_core.engine.jsonshape import MAX_CHARS, json_structure, json_structures
+from fleet_core.engine.inputshape import (
+    MAX_CHARS,
+    input_structures,
+    json_structure,
+    table_structure,
+)
 from fleet_core.engine.scripted_lm import scripted_lm
 from tests.engine.support import dataset_session, fenced, task_cells
 from tests.engine.support import small_turn as turn
@@ -64,12 +70,23 @@ def test_lines_that_are_not_json_are_counted_and_a_broken_file_is_said(tmp_path)
     assert "not readable as JSON (JSONDecodeError" in broken
 
 
-def test_a_wide_record_is_bounded_and_other_inputs_are_left_out(tmp_path) -> None:
+def test_a_wide_record_is_bounded_and_a_text_input_is_left_out(tmp_path) -> None:
     wide = [{f"column_{i}_{'x' * 40}": i for i in range(200)}]
     shown = json_structure(write(tmp_path, "wide.json", json.dumps(wide)))
     assert len(shown) <= MAX_CHARS and "200 keys, the first 24: {" in shown
-    table = write(tmp_path, "t.csv", "a,b\n1,2\n")
-    assert json_structures([table]) == ""
+    log = write(tmp_path, "app.log", "a b c\n")
+    assert input_structures([log]) == ""
+
+
+def test_a_tables_rows_and_missing_values_are_counted_as_pandas_reads_them(tmp_path) -> None:
+    table = "id,Price ($),note\n1,2.5,\n2,NA,ok\n3,,n/a\n4,1.0,fine\n"
+    shown = table_structure(write(tmp_path, "t.csv", table))
+    assert shown.endswith(
+        ": 4 rows; missing values (as pandas reads them) in 'Price ($)' 2, 'note' 2"
+    )
+    semicolons = table_structure(write(tmp_path, "s.csv", "a;b\n1;2\n3;4\n"))
+    assert semicolons.endswith(": 2 rows, no missing values")
+    assert "t.csv: 4 rows" in input_structures([str(tmp_path / "t.csv")])
 
 
 def test_the_system_prompt_reads_json_lines_line_by_line() -> None:
@@ -92,7 +109,7 @@ async def test_a_json_lines_inputs_structure_reaches_the_first_prompt(
     )
     assert "'ms': int (in 9 of 12)" in prompt
     assert prompt.index("'ms': int") < prompt.rindex("Task: ")
-    assert not any("_fleet_json" in cell for cell in task_cells(events))
+    assert not any("_fleet_shape" in cell for cell in task_cells(events))
 
 
 async def test_the_structure_cell_leaves_the_programs_names_alone(
@@ -102,7 +119,30 @@ async def test_the_structure_cell_leaves_the_programs_names_alone(
     the module defines (``json_structure``) finds it undefined, as it would without the cell."""
     runtime = await open_runtime(**SMALL)
     await dataset_session(runtime, tmp_path, "events.jsonl", EVENTS)
-    probe = "print(f\"@clicks[{'json_structure' in globals() or '_fleet_json' in globals()}]\")"
+    probe = "print(f\"@clicks[{'json_structure' in globals() or '_fleet_shape' in globals()}]\")"
     lms.root = scripted_lm([fenced(probe)])
     result, _ = await turn(runtime, EVENTS_TASK)
     assert result.answer.strip().startswith("@clicks[False]")
+
+
+async def test_a_tables_missing_values_reach_the_first_prompt(open_runtime, lms, tmp_path) -> None:
+    runtime = await open_runtime(**SMALL)
+    await dataset_session(runtime, tmp_path, "prices.csv", "item,price\na,2.5\nb,\nc,4.0\n")
+    program = (
+        "df = pd.read_csv('files/prices.csv')\nprint(f\"@missing[{df['price'].isna().sum()}]\")"
+    )
+    lms.root = scripted_lm([fenced(program)])
+    result, _ = await turn(runtime, "How many prices are missing in files/prices.csv? @missing[N]")
+    assert result.answer.strip() == "@missing[1]"  # what the prompt said pandas would read
+    prompt = lms.root.engine_script.requests[0]
+    shown = "files/prices.csv: 3 rows; missing values (as pandas reads them) in 'price' 1"
+    assert shown in prompt
+    assert prompt.index("Columns of files/prices.csv") < prompt.index(shown)
+
+
+def test_the_missing_cells_are_pandas_own_defaults() -> None:
+    from pandas._libs.parsers import STR_NA_VALUES
+
+    from fleet_core.engine.inputshape import PANDAS_NA
+
+    assert set(STR_NA_VALUES) == PANDAS_NA
