@@ -123,6 +123,19 @@ def table(data: bytes) -> list[list[str]]:
     return [cells for cells in ([c.strip() for c in row] for row in rows) if any(cells)]
 
 
+def check_ids(data: bytes | None, ids: Iterable[str], known: set[str], noun: str) -> str | None:
+    """The problem with a CSV artifact that must hold exactly the rows of ``ids`` (told apart
+    from the input's other rows by the ``known`` ids in any of its cells), or None."""
+    if data is None:
+        return "no artifact"
+    got = sorted(cell for row in table(data) for cell in row if cell in known)
+    want = sorted(ids)
+    if got == want:
+        return None
+    differ = sorted(set(got) ^ set(want))[:5]
+    return f"artifact: {len(got)} {noun}, expected {len(want)} (differ: {differ})"
+
+
 def labelled_rows(rows: list[list[str]], labels: Iterable[str]) -> dict[str, list[list[float]]]:
     """For each row whose cells include one of ``labels`` (compared by :func:`norm`): the
     numbers of its other cells, one list per such row, under the label as given."""

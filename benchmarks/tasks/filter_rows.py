@@ -8,7 +8,7 @@ from datetime import date, timedelta
 from typing import Any
 
 from .base import TaskFamily, TaskFile, TaskInstance, Verdict, csv_text, rng_for
-from .checking import first_problem, missing_numbers, table
+from .checking import check_ids, first_problem, missing_numbers
 
 NAME = "filter_rows"
 TOL = 0.011
@@ -51,13 +51,7 @@ def build(seed: int, rows: list[list[Any]], country: str, threshold: int) -> Tas
     all_ids = {str(r[0]) for r in rows}
 
     def check(answer: str, files: Mapping[str, bytes]) -> Verdict:
-        data = files.get(OUT)
-        problem = "no artifact" if data is None else None
-        if data is not None:
-            got = sorted(c for row in table(data) for c in row if c in all_ids)
-            if got != sorted(ids):
-                extra = sorted(set(got) ^ set(ids))[:5]
-                problem = f"artifact: {len(got)} orders, expected {len(ids)} (differ: {extra})"
+        problem = check_ids(files.get(OUT), ids, all_ids, "orders")
         missing = missing_numbers(answer, {"count": len(ids), "total": total}, TOL)
         problem = first_problem(
             problem, f"the answer lacks the {' and the '.join(missing)}" if missing else None

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .base import TaskFamily, TaskFile, TaskInstance, Verdict, csv_text, rng_for
-from .checking import check_tags, first_problem, table
+from .checking import check_ids, check_tags, first_problem
 
 NAME = "sensor_summary"
 TOL = 0.011  # "rounded to two decimals"
@@ -59,12 +59,7 @@ def build(seed: int, rows: list[list[Any]]) -> TaskInstance:
     every = {str(row[0]) for row in rows}
 
     def check(answer: str, files: Mapping[str, bytes]) -> Verdict:
-        data = files.get(OUT)
-        problem = "no artifact" if data is None else None
-        if data is not None:
-            got = sorted(cell for row in table(data) for cell in row if cell in every)
-            if got != outliers:
-                problem = f"artifact: {len(got)} parcels, expected {len(outliers)}"
+        problem = check_ids(files.get(OUT), outliers, every, "parcels")
         problem = first_problem(problem, check_tags(answer, truth, TOL))
         return Verdict(problem is None, problem or "ok")
 

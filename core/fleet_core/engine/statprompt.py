@@ -75,9 +75,9 @@ SCIPY_HELPERS = {
 RESULT_MARK = "@@fleet-result "
 
 
-def unpacked_call(error: str, code: str) -> str | None:
-    """The call whose result the failing line unpacked into the wrong number of names (its
-    source, to be evaluated again in the sandbox), or None."""
+def _unpacking(error: str, code: str) -> tuple[int, ast.Assign, ast.Call] | None:
+    """The failing line that unpacked a call's result into the wrong number of names: its
+    number, its statement and the call; None for any other failure."""
     if not _UNPACKING.search(error):
         return None
     located = failing_line(error, code)
@@ -93,7 +93,14 @@ def unpacked_call(error: str, code: str) -> str | None:
         and isinstance(statement.value, ast.Call)
     ):
         return None
-    return ast.unparse(statement.value)
+    return located[0], statement, statement.value
+
+
+def unpacked_call(error: str, code: str) -> str | None:
+    """The call whose result the failing line unpacked into the wrong number of names (its
+    source, to be evaluated again in the sandbox), or None."""
+    found = _unpacking(error, code)
+    return None if found is None else ast.unparse(found[2])
 
 
 def result_cell(call: str) -> str:
@@ -155,21 +162,18 @@ def unpacked_by_name(error: str, code: str) -> str | None:
     helper's figures: ``code`` with those figures read by name (``_fit = linear_fit(x, y);
     slope, intercept, r_squared = _fit.slope, _fit.intercept, _fit.r_squared``), one line, the
     line numbers kept; None otherwise."""
-    call = unpacked_call(error, code)
-    located = failing_line(error, code) if call is not None else None
-    if located is None:
+    found = _unpacking(error, code)
+    if found is None:
         return None
-    number, text = located
-    statement = ast.parse(text).body[0]
-    assert isinstance(statement, ast.Assign)  # unpacked_call checked it
-    target, value = statement.targets[0], statement.value
-    helper = called_name(value) if isinstance(value, ast.Call) else ""
-    names = [n.id for n in getattr(target, "elts", []) if isinstance(n, ast.Name)]
+    number, statement, call = found
+    helper = called_name(call)
+    elements = getattr(statement.targets[0], "elts", [])
+    names = [n.id for n in elements if isinstance(n, ast.Name)]
     fields = helper_fields(helper) if helper in SIGNATURES else []
-    if not names or len(names) != len(getattr(target, "elts", [])) or not set(names) <= set(fields):
+    if not names or len(names) != len(elements) or not set(names) <= set(fields):
         return None
     lines = code.splitlines()
     indent = lines[number - 1][: len(lines[number - 1]) - len(lines[number - 1].lstrip())]
     read = ", ".join(f"_fit.{n}" for n in names)
-    lines[number - 1] = f"{indent}_fit = {call}; {', '.join(names)} = {read}"
+    lines[number - 1] = f"{indent}_fit = {ast.unparse(call)}; {', '.join(names)} = {read}"
     return "\n".join(lines)
