@@ -146,3 +146,35 @@ def test_the_missing_cells_are_pandas_own_defaults() -> None:
     from fleet_core.engine.inputshape import PANDAS_NA
 
     assert set(STR_NA_VALUES) == PANDAS_NA
+
+
+def test_a_json_input_read_with_a_table_reader_is_named_with_its_reader() -> None:
+    from fleet_core.engine.textinputs import table_reader
+
+    inputs = ["files/orders.json", "files/events.jsonl", "files/sales.csv"]
+    said = table_reader("df = pd.read_csv('files/orders.json')", {}, inputs)
+    assert said is not None and "files/orders.json is JSON, not a table" in said
+    assert "data = json.load(open('files/orders.json'))" in said
+    lines = table_reader('pd.read_table("files/events.jsonl")', {}, inputs)
+    assert lines is not None and "[json.loads(line) for line in open(" in lines
+    assert table_reader("pd.read_csv('files/sales.csv')", {}, inputs) is None
+    assert table_reader("pd.read_json('files/orders.json')", {}, inputs) is None
+    assert table_reader("pd.read_csv('files/other.json')", {}, inputs) is None  # not an input
+
+
+async def test_a_program_reading_json_as_a_table_is_not_run(open_runtime, lms, tmp_path) -> None:
+    """Seed-88 ``orders_json`` (tune): after a doubt, three repairs read the orders with
+    ``pd.read_csv`` (a ParserError each time, or a dtype error); such a program is stopped
+    before it runs and the model is shown the file's reader."""
+    runtime = await open_runtime(**SMALL)
+    await dataset_session(runtime, tmp_path, "events.jsonl", EVENTS)
+    as_table = "df = pd.read_csv('files/events.jsonl')\nprint(f\"@clicks[{len(df)}]\")"
+    lms.root = scripted_lm([fenced(as_table), fenced(BY_LINES)])
+    result, events = await turn(runtime, EVENTS_TASK)
+    assert result.status == "completed", result.error
+    assert result.answer.strip() == "@clicks[6]"
+    told = lms.root.engine_script.requests[1]
+    assert (
+        "it reads files/events.jsonl with pandas.read_csv, but files/events.jsonl is JSON" in told
+    )
+    assert not any("read_csv" in cell for cell in task_cells(events))  # never run

@@ -179,7 +179,7 @@ CUT = (
     "Your program was cut off: it was longer than the {tokens} tokens a reply may hold. Write "
     "a shorter program (fewer comments, no repeated code), in one ```python block."
 )
-MISREAD = "a text file read as a table"  # the failure's key: a program stopped before it ran
+MISREAD = "a text or JSON file read as a table"  # the key of a program stopped before it ran
 CUT_RETRIES = 2  # a cut reply is asked again with more room at most this many times
 CONTEXT_MARGIN = 48  # tokens kept free of prompt and reply (chat template, estimate error)
 MIN_ROOM = 256  # older repairs are dropped from the chat when less than this would be left
@@ -620,11 +620,9 @@ class CodeFirst:
                     and approves(reply.text, checked.code)
                 ):
                     return CodeFirstResult(self._answer(checked), attempts)
-                misread = table_reader(code, self._texts)
+                misread = table_reader(code, self._texts, self._sources)
                 if misread is not None and normalized(code) not in failed:  # never run
-                    last = Attempt(
-                        code=code, error=misread, exception="a text file read as a table"
-                    )
+                    last = Attempt(code=code, error=misread, exception=MISREAD)
                     attempts.append(last)
                     failed.add(normalized(code))
                     temperature = REPAIR_TEMPERATURE

@@ -143,8 +143,16 @@ def _records(records: list[Any]) -> str:
     return f"{note}. Each object's keys: " + _keys_line(objects, MAX_KEYS, nested=True)
 
 
+def json_reader(path: str) -> str:
+    """The line that reads a JSON (``data``) or JSON Lines (``records``) file."""
+    if path.lower().endswith(JSON_LINES):
+        return f"records = [json.loads(line) for line in open({path!r}) if line.strip()]"
+    return f"data = json.load(open({path!r}))"
+
+
 def _described(path: str) -> tuple[str, str]:
     """What ``path`` holds, and how to read it."""
+    reader = json_reader(path)
     if path.lower().endswith(JSON_LINES):
         values, bad = _json_lines(path)
         what = f"JSON Lines, one value a line: {len(values)} values"
@@ -152,11 +160,9 @@ def _described(path: str) -> tuple[str, str]:
             what += (
                 f" ({bad} more {'line is' if bad == 1 else 'lines are'} not JSON: skip such lines)"
             )
-        what += _records(values)
-        return what, f"records = [json.loads(line) for line in open({path!r}) if line.strip()]"
+        return what + _records(values), reader
     with open(path, encoding="utf-8") as handle:
         data = json.load(handle)
-    reader = f"data = json.load(open({path!r}))"
     if isinstance(data, list):
         return f"a JSON list of {len(data)} items" + _records(data[:MAX_RECORDS]), reader
     if isinstance(data, dict):
@@ -227,6 +233,10 @@ def input_structures(paths: list[str]) -> str:
         if shown:
             found.append(shown)
     return "\n".join(found)
+
+
+def is_json(path: str) -> bool:
+    return path.lower().endswith(JSON_FILES)
 
 
 def has_structure(path: str) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 
+from fleet_core.engine.inputshape import is_json, json_reader
 from fleet_core.engine.loghelpers import LOG_HELPER, log_fields, log_kind
 from fleet_core.engine.profile import dataset_preview
 
@@ -26,6 +27,13 @@ NOT_A_TABLE = (
     "The program was not run: it reads {path} with pandas.{reader}, but {path} is a text file, "
     "not a table (its fields hold spaces and quotes, so a table reader splits them wrongly). "
     "Read it line by line with open() and take each line's fields as shown here:\n{fields}\n"
+    "Reply with the whole corrected program only."
+)
+
+
+JSON_NOT_A_TABLE = (
+    "The program was not run: it reads {path} with pandas.{reader}, but {path} is JSON, not "
+    "a table. Read it with {line} and loop over the records in plain Python.\n"
     "Reply with the whole corrected program only."
 )
 
@@ -95,13 +103,15 @@ def text_block(texts: dict[str, str]) -> str:
     )
 
 
-def table_reader(code: str, texts: dict[str, str]) -> str | None:
-    """The feedback for a program that reads one of the text inputs with a pandas table reader
-    (a literal path), or None."""
+def table_reader(code: str, texts: dict[str, str], inputs: list[str] | None = None) -> str | None:
+    """The feedback for a program that reads one of the text inputs, or a JSON file among
+    ``inputs``, with a pandas table reader (a literal path), or None."""
     for match in _READER.finditer(code):
         path = match.group("path")
+        reader = match.group(0).split(".", 1)[1].split("(", 1)[0].strip()
         if path in texts:
-            reader = match.group(0).split(".", 1)[1].split("(", 1)[0].strip()
             fields = line_fields(texts[path])
             return NOT_A_TABLE.format(path=path, reader=reader, fields=fields)
+        if path in (inputs or []) and is_json(path):
+            return JSON_NOT_A_TABLE.format(path=path, reader=reader, line=json_reader(path))
     return None
