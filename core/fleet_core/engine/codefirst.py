@@ -44,6 +44,7 @@ from fleet_core.engine.context import TurnInputs
 from fleet_core.engine.control import TurnControl, TurnStopped
 from fleet_core.engine.daterewrites import DateOrder, date_order, sorted_by_date
 from fleet_core.engine.fitrewrites import FIT_BY_NAME_SOURCE
+from fleet_core.engine.grouprewrites import grouped_cell, grouped_saved, parse_grouped
 from fleet_core.engine.inputshape import has_structure, structure_cell
 from fleet_core.engine.inspection import (
     ArtifactReport,
@@ -68,6 +69,7 @@ from fleet_core.engine.repairs import (
     SHAPE_CELL,
     SIMPLER,
     accessor_hint,
+    case_renamed,
     column_hint,
     columns_block,
     converted_accessor,
@@ -641,7 +643,12 @@ class CodeFirst:
                 code, attempt = self._host_fix(interpreter, messages, code, attempt, attempts)
                 if code != original:
                     failed.add(normalized(original))
-                attempt = self._continue(interpreter, messages, attempt, attempts)
+                stepped = self._continue(interpreter, messages, attempt, attempts)
+                if stepped is not attempt and stepped.advisory:  # a step's doubt, maybe mended
+                    code, stepped = self._host_fix(
+                        interpreter, messages, stepped.code, stepped, attempts
+                    )
+                attempt = stepped
                 if attempt.error is None and self.profile.self_check and checked is None:
                     checked, checked_at, temperature = attempt, runs, None
                     result = self._answer(attempt)
@@ -854,7 +861,9 @@ class CodeFirst:
         program and its attempt. See ``_mended``."""
         for _ in range(HOST_FIXES):
             fixed = (
-                self._mended(code, attempt, attempts) or self._whole_rows(interpreter, attempt)
+                self._mended(code, attempt, attempts)
+                or self._whole_rows(interpreter, attempt)
+                or self._grouped(interpreter, attempt)
                 if attempt.error
                 else None
             )
@@ -886,9 +895,31 @@ class CodeFirst:
         table = parse_rows(shown)
         return rows_saved(attempt.code, report.path, saved, table) if table else None
 
+    def _grouped(self, interpreter: TurnInterpreter, attempt: Attempt) -> str | None:
+        """The program saving the grouped table it made, where it saved the rows before
+        grouping them (``engine/grouprewrites.py``); None otherwise."""
+        report = next((r for r in attempt.reports if r.grouped_by), None)
+        saved = saved_name(attempt.code, report.path) if report is not None else None
+        if report is None or saved is None:
+            return None
+        try:
+            shown = self._host_cell(
+                interpreter, grouped_cell(saved, report.grouped_by), "(host: the grouped table)"
+            )
+        except TurnStopped:
+            raise
+        except Exception:  # the mend is optional; the doubt goes to the model
+            return None
+        found = parse_grouped(shown)
+        if found is None:
+            return None
+        table, columns = found
+        return grouped_saved(attempt.code, report.path, saved, table, columns, report.grouped_by)
+
     def _mended(self, code: str, attempt: Attempt, attempts: list[Attempt]) -> str | None:
         """``code`` mended for its failure, or None: a column it misspelled (exactly one real
-        column meant: ``repairs.respelled``), a ``.dt``/``.str`` accessor used on the other
+        column meant: ``repairs.respelled``), a name written in another case than the one it
+        bound (``repairs.case_renamed``), a ``.dt``/``.str`` accessor used on the other
         kind of column (``repairs.converted_accessor``), a group key read as a column after
         ``groupby`` put it in the index (``repairs.grouped_key_kept``), a group's label looked
         up in the ungrouped table (``repairs.grouped_label_read``), an attribute read of a
@@ -900,6 +931,7 @@ class CodeFirst:
         earlier = [a.code for a in attempts[:-1] if a.code and not a.cut]
         return (
             respelled(code, attempt.exception, self._tables)
+            or case_renamed(code, attempt.exception)
             or converted_accessor(error, code)
             or grouped_key_kept(error, code)
             or grouped_label_read(error, code)

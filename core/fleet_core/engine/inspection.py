@@ -88,7 +88,7 @@ def _fleet_inspect(targets, shapes, inputs, head_lines, sample, cap, grouped, pe
         # a header holding a word the task names after per/by/each
         return bool(set(h.lower().replace("_", " ").split()) & named)
 
-    def repeated_group(rows):
+    def repeated_group(path, rows):
         # the columns the task groups by
         keys = [i for i, h in enumerate(rows[0]) if names_group(h)]
         if not keys or len(rows) < 3 or any(len(r) != len(rows[0]) for r in rows):
@@ -100,6 +100,7 @@ def _fleet_inspect(targets, shapes, inputs, head_lines, sample, cap, grouped, pe
         label, times = max(seen.items(), key=lambda item: item[1])
         if times < 2:
             return ""
+        grouped_by[path] = [rows[0][i] for i in keys]
         names = " and ".join(rows[0][i] for i in keys)
         return (f"{len(rows) - 1} rows but {len(seen)} distinct {names} values "
                 f"({', '.join(label)[:60]} is on {times} rows): the task asks for one row per "
@@ -211,7 +212,7 @@ def _fleet_inspect(targets, shapes, inputs, head_lines, sample, cap, grouped, pe
                                 "reads the group from a field that differs on every line (a "
                                 "time, an id, a number). "
                                 f"{first_lines(source)}Check which field holds the group")
-            repeated = repeated_group(rows) if grouped else ""
+            repeated = repeated_group(path, rows) if grouped else ""
             if repeated:
                 return f"wrote {path} with {repeated}"
             if len(rows) >= 3 and all(len(r) == 1 for r in rows) and all(
@@ -223,6 +224,7 @@ def _fleet_inspect(targets, shapes, inputs, head_lines, sample, cap, grouped, pe
         return ""
 
     rows_from = {}  # an artifact that lacks its input's columns: the input
+    grouped_by = {}  # an artifact whose group columns repeat a value: those columns
     report = []
     for path in targets:
         entry = {"path": path, "sha256": None, "head": "", "problem": "", "doubt": ""}
@@ -233,6 +235,7 @@ def _fleet_inspect(targets, shapes, inputs, head_lines, sample, cap, grouped, pe
             entry["problem"] = problem(path, t)
             entry["doubt"] = "" if entry["problem"] else doubt(path, t)
             entry["rows_from"] = rows_from.get(path, "") if entry["doubt"] else ""
+            entry["grouped_by"] = grouped_by.get(path, []) if entry["doubt"] else []
         report.append(entry)
     print(MARK + json.dumps(report))
 """
@@ -248,6 +251,7 @@ class ArtifactReport:
     problem: str = ""  # must be repaired
     doubt: str = ""  # questioned until the same program is sent again
     rows_from: str = ""  # the input whose whole rows the task asks for, which this lacks columns of
+    grouped_by: tuple[str, ...] = ()  # its group columns, where they repeat a value
 
     @property
     def written(self) -> bool:
@@ -332,7 +336,10 @@ def parse_inspection(output: str, targets: list[str]) -> list[ArtifactReport]:
         if line.startswith(MARK):
             try:
                 rows = json.loads(line[len(MARK) :])
-                reports = [ArtifactReport(**row) for row in rows]
+                reports = [
+                    ArtifactReport(**{**row, "grouped_by": tuple(row.get("grouped_by", ()))})
+                    for row in rows
+                ]
             except (ValueError, TypeError):
                 break
             if [r.path for r in reports] == targets:

@@ -250,6 +250,32 @@ def respelled(code: str, error: str, tables: dict[str, list[tuple[str, str]]]) -
     return splice(code, edits) if edits else None
 
 
+_UNDEFINED = re.compile(r"^NameError: name '(?P<name>\w+)' is not defined")
+
+
+def case_renamed(code: str, error: str) -> str | None:
+    """``code`` with an undefined name written as the one name the program itself binds that
+    it differs from only in case (``Netherlands[...]`` after ``netherlands = ...``: seed-89
+    ``filter_rows``, resent unchanged three times); None otherwise."""
+    match = _UNDEFINED.match(error or "")
+    tree = parse(code)
+    if match is None or tree is None:
+        return None
+    asked = match.group("name")
+    bound = {
+        n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+    }
+    meant = [name for name in bound if name.lower() == asked.lower()]
+    if asked in bound or len(meant) != 1:
+        return None
+    edits: list[Edit] = [
+        (node.lineno - 1, node.col_offset, node.end_col_offset, spliced_in(meant[0]))
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Name) and node.id == asked and node.end_col_offset is not None
+    ]
+    return splice(code, edits) if edits else None
+
+
 # --- a repair may not hide the error ---------------------------------------------------------
 
 _HIDING = re.compile(

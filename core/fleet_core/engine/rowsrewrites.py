@@ -56,16 +56,21 @@ def rows_cell(saved: str, source: str) -> str:
     return f"{body}\n_fleet_rows({saved!r}, {source!r})\ndel _fleet_rows"
 
 
-def parse_rows(output: str) -> str | None:
-    """The table's name the cell printed, or None."""
+def marked_value(output: str, mark: str) -> object:
+    """The JSON value on a host cell's last line starting with ``mark``, or None."""
     for line in reversed(output.splitlines()):
-        if line.startswith(MARK):
+        if line.startswith(mark):
             try:
-                found = json.loads(line[len(MARK) :])
+                return json.loads(line[len(mark) :])
             except ValueError:
                 return None
-            return found if isinstance(found, str) and found.isidentifier() else None
     return None
+
+
+def parse_rows(output: str) -> str | None:
+    """The table's name the cell printed, or None."""
+    found = marked_value(output, MARK)
+    return found if isinstance(found, str) and found.isidentifier() else None
 
 
 def _opened_as(tree: ast.Module, path: str) -> set[str]:
@@ -112,15 +117,20 @@ def saved_name(code: str, path: str) -> str | None:
     return names.pop() if len(names) == 1 else None
 
 
-def rows_saved(code: str, path: str, saved: str, table: str) -> str | None:
-    """``code`` saving ``table.loc[saved.index]`` to ``path`` where it saved ``saved``."""
+def saved_instead(code: str, path: str, saved: str, expression: str) -> str | None:
+    """``code`` saving ``expression`` to ``path`` where it saved the name ``saved``."""
     tree = parse(code)
     if tree is None:
         return None
-    rows = spliced_in(f"{table}.loc[{saved}.index]")
+    value = spliced_in(expression)
     edits: list[Edit] = [
-        (name.lineno - 1, name.col_offset, name.end_col_offset, rows)
+        (name.lineno - 1, name.col_offset, name.end_col_offset, value)
         for name in _saves(tree, path)
         if name.id == saved and name.end_col_offset is not None
     ]
     return splice(code, edits) if edits else None
+
+
+def rows_saved(code: str, path: str, saved: str, table: str) -> str | None:
+    """``code`` saving ``table.loc[saved.index]`` to ``path`` where it saved ``saved``."""
+    return saved_instead(code, path, saved, f"{table}.loc[{saved}.index]")

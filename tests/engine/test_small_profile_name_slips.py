@@ -1,0 +1,38 @@
+"""A name written in another case than the one the program bound (``repairs.case_renamed``):
+mended by the host, no model call. The scripted model and the real local sandbox."""
+
+from __future__ import annotations
+
+from fleet_core.engine.repairs import case_renamed
+from fleet_core.engine.scripted_lm import scripted_lm
+from tests.engine.support import dataset_session, fenced
+from tests.engine.support import small_turn as turn
+
+SMALL = {"FLEET_ENGINE_PROFILE": "small"}
+ORDERS = "id,Country,Amount\n1,NL,500\n2,NL,100\n3,DE,700\n"
+TASK = "How many orders from NL in files/orders.csv are above 400? Print @count[N]."
+#: As the embedded model wrote it (seed-89 filter_rows, tune), resent unchanged three times.
+SLIP = (
+    "df = pd.read_csv('files/orders.csv')\n"
+    "netherlands = df[df['Country'] == 'NL']\n"
+    "big = Netherlands[netherlands['Amount'] > 400]\n"
+    'print(f"@count[{len(big)}]")'
+)
+
+
+async def test_a_name_in_the_wrong_case_is_mended_by_the_host(open_runtime, lms, tmp_path):
+    runtime = await open_runtime(**SMALL)
+    await dataset_session(runtime, tmp_path, "orders.csv", ORDERS)
+    lms.root = scripted_lm([fenced(SLIP)])
+    result, _ = await turn(runtime, TASK)
+    assert result.status == "completed", result.error
+    assert result.answer.strip() == "@count[1]"
+    assert len(lms.root.engine_script.requests) == 1
+
+
+def test_only_one_bound_name_differing_in_case_is_taken() -> None:
+    error = "NameError: name 'Total' is not defined"
+    assert case_renamed("total = 1\nprint(Total)", error) == "total = 1\nprint(total)"
+    assert case_renamed("total = 1\nTOTAL = 2\nprint(Total)", error) is None  # two meant
+    assert case_renamed("print(Total)", error) is None  # nothing bound
+    assert case_renamed("total = 1\nprint(Total)", "KeyError: 'Total'") is None
