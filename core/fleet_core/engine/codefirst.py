@@ -220,7 +220,7 @@ VOTE_TEMPERATURE = 0.7
 FRESH_RETRY_BEFORE = 100.0
 #: ``[engine] small_extra_repairs``: a repair beyond ``small_repairs`` is begun only if, at the
 #: run's pace, it would end within this many seconds: every Turn stays under 3 minutes.
-EXTRA_REPAIR_BEFORE = 150.0
+EXTRA_REPAIR_BEFORE = 120.0
 HOST_FIXES = 3  # programs run again mended by the host (engine/repairs.py), at most, per reply
 VOTE_MARGIN = 1.5  # a vote's next program is asked only if the deadline leaves this many calls
 CONTINUATIONS = 2  # steps that continue a program that ran cleanly but left work undone
