@@ -83,6 +83,7 @@ from fleet_core.engine.repairs import (
     hidden_error,
     looks_cut,
     misshapen,
+    numeric_only_added,
     own_raise_hint,
     respelled,
     restored_read,
@@ -919,7 +920,8 @@ class CodeFirst:
     def _mended(self, code: str, attempt: Attempt, attempts: list[Attempt]) -> str | None:
         """``code`` mended for its failure, or None: a column it misspelled (exactly one real
         column meant: ``repairs.respelled``), a name written in another case than the one it
-        bound (``repairs.case_renamed``), a ``.dt``/``.str`` accessor used on the other
+        bound (``repairs.case_renamed``), an aggregation over a date or text column
+        (``repairs.numeric_only_added``), a ``.dt``/``.str`` accessor used on the other
         kind of column (``repairs.converted_accessor``), a group key read as a column after
         ``groupby`` put it in the index (``repairs.grouped_key_kept``), a group's label looked
         up in the ungrouped table (``repairs.grouped_label_read``), an attribute read of a
@@ -932,6 +934,7 @@ class CodeFirst:
         return (
             respelled(code, attempt.exception, self._tables)
             or case_renamed(code, attempt.exception)
+            or numeric_only_added(error, code)
             or converted_accessor(error, code)
             or grouped_key_kept(error, code)
             or grouped_label_read(error, code)

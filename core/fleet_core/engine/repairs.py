@@ -446,6 +446,29 @@ def _line_changed(code: str, number: int, change: Callable[[str], str]) -> str |
     return "\n".join(lines)
 
 
+#: pandas 2 aggregates every column unless told ``numeric_only=True``: a date or text column
+#: beside the figures fails the whole aggregation.
+_NOT_NUMERIC = re.compile(
+    r"^TypeError: (?:(?:\w+ type|dtype '[^']+') does not support operation|agg function failed"
+    r"|Could not convert\b|can only concatenate str)",
+    re.M,
+)
+_BARE_AGGREGATE = re.compile(r"\.(?P<how>sum|mean|median|std|var|prod)\(\s*\)")
+
+
+def numeric_only_added(error: str, code: str) -> str | None:
+    """For an aggregation that failed on a date or text column (``df.groupby(month).sum()``
+    with the date column still in ``df``: seed-89 ``monthly_series``, whose repairs never found
+    it): ``code`` with the failing line's bare ``.sum()``, ``.mean()``, ``.median()``,
+    ``.std()``, ``.var()`` or ``.prod()`` told ``numeric_only=True``; None otherwise."""
+    located = failing_line(error, code) if _NOT_NUMERIC.search(error) else None
+    if located is None:
+        return None
+    return _line_changed(
+        code, located[0], lambda line: _BARE_AGGREGATE.sub(r".\g<how>(numeric_only=True)", line)
+    )
+
+
 def grouped_key_kept(error: str, code: str) -> str | None:
     """For ``KeyError: 'k'`` on a line that groups by the column ``k`` (``groupby('k')``, so
     ``k`` went into the index, and the line then reads it as a column), or that reads
