@@ -283,8 +283,9 @@ class EngineSettings(_Section):
     small_max_tokens: int = Field(300, ge=64, le=4_000)  # one code step's output, small profile
     small_repairs: int = Field(2, ge=0, le=5)  # code-first Flex: repairs after a failed program
     # code-first Flex: repairs beyond small_repairs, each begun only while the Turn's budget
-    # allows it and, at its pace, it would end within 120 s (docs/engine.md)
-    small_extra_repairs: int = Field(2, ge=0, le=5)
+    # allows it and, at its pace, it would end within 120 s (docs/engine.md). 0: measured on
+    # both halves, they rescued no Turn and lengthened the failing ones (docs/benchmarks.md, Y)
+    small_extra_repairs: int = Field(0, ge=0, le=5)
     # the embedded llama.cpp server: hold code-first replies to a fenced block (GBNF grammar);
     # off by default: measured slower and no more correct (docs/benchmarks.md)
     small_grammar: bool = False

@@ -1,4 +1,4 @@
-"""``[engine] small_extra_repairs`` (2 by default): after ``small_repairs`` failed repairs, up to
+"""``[engine] small_extra_repairs`` (0 by default; 2 here): after ``small_repairs`` failed repairs, up to
 that many more, each begun only while the Turn's budget allows a call and, at its pace, the
 repair would end within ``EXTRA_REPAIR_BEFORE`` seconds (docs/engine.md#code-first-flex). The
 scripted model and the real local sandbox."""
@@ -19,7 +19,7 @@ from tests.engine.support import (
 )
 from tests.engine.support import small_turn as turn
 
-SMALL = {"FLEET_ENGINE_PROFILE": "small"}
+SMALL = {"FLEET_ENGINE_PROFILE": "small", "FLEET_ENGINE__SMALL_EXTRA_REPAIRS": "2"}
 #: Three distinct failing programs, then a right one: the fourth is the first extra repair.
 FAILED_THRICE_THEN_RIGHT = [
     fenced(BROKEN),
@@ -64,8 +64,8 @@ async def test_no_extra_repair_is_begun_that_would_end_late(
     assert len(lms.root.engine_script.requests) == 3
 
 
-async def test_none_when_switched_off(open_runtime, lms, tmp_path) -> None:
-    runtime = await open_runtime(**SMALL, FLEET_ENGINE__SMALL_EXTRA_REPAIRS="0")
+async def test_none_by_default(open_runtime, lms, tmp_path) -> None:
+    runtime = await open_runtime(FLEET_ENGINE_PROFILE="small")
     await quick_session(runtime, tmp_path)
     lms.root = recording_lm(FAILED_THRICE_THEN_RIGHT)
     result, _ = await turn(runtime, TASK)
