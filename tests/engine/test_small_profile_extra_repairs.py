@@ -1,6 +1,6 @@
-"""``[engine] small_extra_repairs`` (0 by default; 2 here): after ``small_repairs`` failed repairs, up to
-that many more, each begun only while the Turn's budget allows a call and, at its pace, the
-repair would end within ``EXTRA_REPAIR_BEFORE`` seconds (docs/engine.md#code-first-flex). The
+"""``[engine] small_extra_repairs`` (0 by default; 2 here): after ``small_repairs`` failed
+repairs, up to that many more, each begun only while the Turn's budget allows a call and, at
+its pace, the repair would end within ``EXTRA_REPAIR_BEFORE`` seconds (docs/engine.md). The
 scripted model and the real local sandbox."""
 
 from __future__ import annotations

@@ -63,6 +63,14 @@ def test_nested_objects_and_lists_of_objects_show_their_own_keys(tmp_path) -> No
     assert "'note': str (in 1 of 2)" in shown
 
 
+def test_a_long_json_lines_file_says_how_much_of_it_was_read(tmp_path, monkeypatch) -> None:
+    from fleet_core.engine import inputshape
+
+    monkeypatch.setattr(inputshape, "MAX_RECORDS", 5)
+    shown = json_structure(write(tmp_path, "events.jsonl", EVENTS))
+    assert "JSON Lines, one value a line: its first 5 lines read" in shown
+
+
 def test_lines_that_are_not_json_are_counted_and_a_broken_file_is_said(tmp_path) -> None:
     shown = json_structure(write(tmp_path, "mixed.jsonl", EVENTS + "not json\n"))
     assert "(1 more line is not JSON: skip such lines)" in shown

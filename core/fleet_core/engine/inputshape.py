@@ -155,7 +155,9 @@ def _described(path: str) -> tuple[str, str]:
     reader = json_reader(path)
     if path.lower().endswith(JSON_LINES):
         values, bad = _json_lines(path)
-        what = f"JSON Lines, one value a line: {len(values)} values"
+        read = len(values) + bad
+        count = f"its first {read} lines read" if read >= MAX_RECORDS else f"{len(values)} values"
+        what = f"JSON Lines, one value a line: {count}"
         if bad:
             what += (
                 f" ({bad} more {'line is' if bad == 1 else 'lines are'} not JSON: skip such lines)"
