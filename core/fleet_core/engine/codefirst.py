@@ -774,11 +774,8 @@ class CodeFirst:
         if not self._sources:
             return ""
         code = f"PATHS = {self._sources!r}\n{SHAPE_CELL}"
-        try:
-            shown = self._host_cell(interpreter, code, "(host: input shape)")
-        except TurnStopped:
-            raise
-        except Exception:  # the help is optional; the repair goes on without it
+        shown = self._optional_cell(interpreter, code, "(host: input shape)")
+        if shown is None:
             return ""
         return _tail(shown.strip(), SHAPE_CHARS)
 
@@ -787,23 +784,16 @@ class CodeFirst:
         paths = [p for p in self._sources if has_structure(p)]
         if not paths:
             return ""
-        try:
-            return self._host_cell(interpreter, structure_cell(paths), "(host: input structure)")
-        except TurnStopped:
-            raise
-        except Exception:  # the help is optional; the Turn goes on without it
-            return ""
+        shown = self._optional_cell(interpreter, structure_cell(paths), "(host: input structure)")
+        return shown or ""
 
     def _state(self, interpreter: TurnInterpreter, digest: str) -> str:
         """What the failed program's variables held (engine/programstate.py); "" for a program
         that never ran (a syntax error) or when the host cell fails."""
         if _NEVER_RAN.match(exception_line(digest)):
             return ""
-        try:
-            shown = self._host_cell(interpreter, state_cell(), "(host: the program's variables)")
-        except TurnStopped:
-            raise
-        except Exception:  # the help is optional; the repair goes on without it
+        shown = self._optional_cell(interpreter, state_cell(), "(host: the program's variables)")
+        if shown is None:
             return ""
         return state_block(shown)
 
@@ -813,11 +803,8 @@ class CodeFirst:
         call = unpacked_call(error, code)
         if call is None:
             return ""
-        try:
-            shown = self._host_cell(interpreter, result_cell(call), "(host: a call's result)")
-        except TurnStopped:
-            raise
-        except Exception:  # the help is optional; the repair goes on without it
+        shown = self._optional_cell(interpreter, result_cell(call), "(host: a call's result)")
+        if shown is None:
             return ""
         return result_hint(call, shown)
 
@@ -883,17 +870,9 @@ class CodeFirst:
         saved = saved_name(attempt.code, report.path) if report is not None else None
         if report is None or saved is None:
             return None
-        try:
-            shown = self._host_cell(
-                interpreter,
-                rows_cell(saved, report.rows_from),
-                "(host: the rows a column came from)",
-            )
-        except TurnStopped:
-            raise
-        except Exception:  # the mend is optional; the doubt goes to the model
-            return None
-        table = parse_rows(shown)
+        cell = rows_cell(saved, report.rows_from)
+        shown = self._optional_cell(interpreter, cell, "(host: the rows a column came from)")
+        table = parse_rows(shown) if shown is not None else None
         return rows_saved(attempt.code, report.path, saved, table) if table else None
 
     def _grouped(self, interpreter: TurnInterpreter, attempt: Attempt) -> str | None:
@@ -903,15 +882,9 @@ class CodeFirst:
         saved = saved_name(attempt.code, report.path) if report is not None else None
         if report is None or saved is None:
             return None
-        try:
-            shown = self._host_cell(
-                interpreter, grouped_cell(saved, report.grouped_by), "(host: the grouped table)"
-            )
-        except TurnStopped:
-            raise
-        except Exception:  # the mend is optional; the doubt goes to the model
-            return None
-        found = parse_grouped(shown)
+        cell = grouped_cell(saved, report.grouped_by)
+        shown = self._optional_cell(interpreter, cell, "(host: the grouped table)")
+        found = parse_grouped(shown) if shown is not None else None
         if found is None:
             return None
         table, columns = found
@@ -1117,6 +1090,16 @@ class CodeFirst:
     def _host_cell(interpreter: TurnInterpreter, code: str, shown: str) -> str:
         result = interpreter.run_cell(code, None, bootstrap=True, shown=shown)
         return "" if result is None else str(result)
+
+    def _optional_cell(self, interpreter: TurnInterpreter, code: str, shown: str) -> str | None:
+        """A host cell whose help or mend is optional: its output, or None when it failed (the
+        Turn goes on without it); a stopped Turn still stops."""
+        try:
+            return self._host_cell(interpreter, code, shown)
+        except TurnStopped:
+            raise
+        except Exception:
+            return None
 
     def _inspect(self, interpreter: TurnInterpreter) -> list[ArtifactReport]:
         """The named artifacts as they are now (one host cell; none when the task names none)."""
