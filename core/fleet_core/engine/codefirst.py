@@ -34,6 +34,7 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -604,9 +605,7 @@ class CodeFirst:
             checked_at = 0  # the run that produced it
             # a reply repeating a failed program is not run; one such re-ask is free; the
             # self-check's question and its corrected program are one more of each
-            while runs < 1 + self._repairs(runs) + (checked is not None) and asks < (
-                2 + self._repairs(runs) + (checked is not None)
-            ):
+            while self._may_ask(runs, asks, checked is not None):
                 self.control.check()
                 asks += 1
                 fresh = self._fresh(runs, checked, attempts)
@@ -710,6 +709,13 @@ class CodeFirst:
         _, attempt = self._host_fix(interpreter, chat, reply.code, attempt, attempts)
         attempt = self._continue(interpreter, chat, attempt, attempts)
         return attempt if attempt.error is None else None
+
+    def _may_ask(self, runs: int, asks: int, checking: bool) -> bool:
+        """Whether another program may be asked for after ``runs`` programs ran and ``asks``
+        replies came: the repairs allowed, one more run and one more reply while a good result
+        is being checked, and one free re-ask of a reply that repeated a failed program."""
+        allowed = self._repairs(runs) + checking
+        return runs < 1 + allowed and asks < 2 + allowed
 
     def _repairs(self, runs: int) -> int:
         """The repairs allowed after ``runs`` programs: ``profile.repairs``, and each of
@@ -867,28 +873,46 @@ class CodeFirst:
         """The program saving the whole rows of the table it took a column of, where the task
         asks for rows with all their columns (``engine/rowsrewrites.py``); None otherwise."""
         report = next((r for r in attempt.reports if r.rows_from), None)
-        saved = saved_name(attempt.code, report.path) if report is not None else None
-        if report is None or saved is None:
+        if report is None:
             return None
-        cell = rows_cell(saved, report.rows_from)
-        shown = self._optional_cell(interpreter, cell, "(host: the rows a column came from)")
-        table = parse_rows(shown) if shown is not None else None
-        return rows_saved(attempt.code, report.path, saved, table) if table else None
+        cell = partial(rows_cell, source=report.rows_from)
+        what = "the rows a column came from"
+        found = self._saved_and_shown(interpreter, attempt, report.path, cell, what)
+        table = parse_rows(found[1]) if found is not None else None
+        if found is None or not table:
+            return None
+        return rows_saved(attempt.code, report.path, found[0], table)
 
     def _grouped(self, interpreter: TurnInterpreter, attempt: Attempt) -> str | None:
         """The program saving the grouped table it made, where it saved the rows before
         grouping them (``engine/grouprewrites.py``); None otherwise."""
         report = next((r for r in attempt.reports if r.grouped_by), None)
-        saved = saved_name(attempt.code, report.path) if report is not None else None
-        if report is None or saved is None:
+        if report is None:
             return None
-        cell = grouped_cell(saved, report.grouped_by)
-        shown = self._optional_cell(interpreter, cell, "(host: the grouped table)")
-        found = parse_grouped(shown) if shown is not None else None
-        if found is None:
+        cell = partial(grouped_cell, keys=report.grouped_by)
+        found = self._saved_and_shown(interpreter, attempt, report.path, cell, "the grouped table")
+        grouped = parse_grouped(found[1]) if found is not None else None
+        if found is None or grouped is None:
             return None
-        table, columns = found
-        return grouped_saved(attempt.code, report.path, saved, table, columns, report.grouped_by)
+        table, columns = grouped
+        return grouped_saved(attempt.code, report.path, found[0], table, columns, report.grouped_by)
+
+    def _saved_and_shown(
+        self,
+        interpreter: TurnInterpreter,
+        attempt: Attempt,
+        path: str,
+        cell: Callable[[str], str],
+        what: str,
+    ) -> tuple[str, str] | None:
+        """The name of the table the program saved as the artifact ``path`` and what the host
+        cell ``cell(name)`` printed about it; None when no saved name is found or the optional
+        cell gave nothing."""
+        saved = saved_name(attempt.code, path)
+        if saved is None:
+            return None
+        shown = self._optional_cell(interpreter, cell(saved), f"(host: {what})")
+        return (saved, shown) if shown is not None else None
 
     def _mended(self, code: str, attempt: Attempt, attempts: list[Attempt]) -> str | None:
         """``code`` mended for its failure, or None: a column it misspelled (exactly one real
