@@ -99,6 +99,7 @@ from fleet_core.engine.rewrites import (
     FRESH_NAMESPACE_SOURCE,
     KEEP_LABELS_SOURCE,
     prepare,
+    rederived,
 )
 from fleet_core.engine.rowsrewrites import parse_rows, rows_cell, rows_saved, saved_name
 from fleet_core.engine.statprompt import (
@@ -442,6 +443,27 @@ class Attempt:
 
 
 @dataclass(slots=True)
+class _Chat:
+    """One Turn's conversation with the model and what ``CodeFirst.run`` keeps across it."""
+
+    prompt: Any  # the first prompt (a fresh sample's whole chat)
+    messages: list[Any]
+    attempts: list[Attempt] = field(default_factory=list)
+    failed: set[str] = field(default_factory=set)  # the failed programs, normalized
+    last: Attempt | None = None  # the last program that failed
+    temperature: float | None = None
+    runs: int = 0  # programs run
+    asks: int = 0  # replies asked for
+    checked: Attempt | None = None  # the good result the model was asked to check
+    checked_at: int = 0  # the run that produced it
+
+    def tell(self, text: str) -> None:
+        """A failure told: the next program is a repair, sampled warmer."""
+        self.temperature = REPAIR_TEMPERATURE
+        self.messages.append(Message.user(text))
+
+
+@dataclass(slots=True)
 class CodeFirstResult:
     answer: str
     attempts: list[Attempt] = field(default_factory=list)
@@ -590,98 +612,124 @@ class CodeFirst:
         self._sources = [p for p in sources if p in inputs.task or p == dataset][:4]
         self._seen, self._help_level, self._raised, self._kept = set(), 0, False, ""
         self._started, self._calls, self._continued, self._vote = time.monotonic(), 0, 0, ""
-        attempts: list[Attempt] = []
-        failed: set[str] = set()
-        last: Attempt | None = None  # the last program that failed
-        temperature: float | None = None
         interpreter = self.make_interpreter()
         try:
             self._host_cell(interpreter, prelude(), "(host: prelude)")
             prompt = Message.user(first_prompt(inputs, self._structures(interpreter)))
-            messages: list[Any] = [prompt]
+            chat = _Chat(prompt=prompt, messages=[prompt])
             before = self._inspect(interpreter)
-            runs, asks = 0, 0
-            checked: Attempt | None = None  # the good result the model was asked to check
-            checked_at = 0  # the run that produced it
-            # a reply repeating a failed program is not run; one such re-ask is free; the
-            # self-check's question and its corrected program are one more of each
-            while self._may_ask(runs, asks, checked is not None):
-                self.control.check()
-                asks += 1
-                fresh = self._fresh(runs, checked, attempts)
-                reply = self._reply([prompt] if fresh else messages, temperature)
-                code = reply.code
-                messages.append(Message.assistant([TextPart(f"```python\n{code}\n```")]))
-                if reply.cut:  # never run, never "the same program": ask for a shorter one
-                    attempts.append(Attempt(code=code, error="cut by the output cap", cut=True))
-                    messages.append(Message.user(CUT.format(tokens=reply.budget)))
-                    continue
-                if (
-                    checked is not None
-                    and runs == checked_at
-                    and approves(reply.text, checked.code)
-                ):
-                    return CodeFirstResult(self._answer(checked), attempts)
-                misread = table_reader(code, self._texts, self._sources)
-                if misread is not None and normalized(code) not in failed:  # never run
-                    last = Attempt(code=code, error=misread, exception=MISREAD)
-                    attempts.append(last)
-                    failed.add(normalized(code))
-                    temperature = REPAIR_TEMPERATURE
-                    messages.append(Message.user(misread))
-                    continue
-                if normalized(code) in failed and last is not None:  # ask again, warmer
-                    attempts.append(Attempt(code=code, error=RESENT))
-                    temperature = REPAIR_TEMPERATURE
-                    said = REPEATED.format(error=_body(last.error or ""))
-                    messages.append(Message.user(self._feedback(said, last, interpreter, True)))
-                    continue
-                runs += 1
-                attempt = self._run(interpreter, code)
-                attempts.append(attempt)
-                original = code
-                code, attempt = self._host_fix(interpreter, messages, code, attempt, attempts)
-                if code != original:
-                    failed.add(normalized(original))
-                stepped = self._continue(interpreter, messages, attempt, attempts)
-                if stepped is not attempt and stepped.advisory:  # a step's doubt, maybe mended
-                    code, stepped = self._host_fix(
-                        interpreter, messages, stepped.code, stepped, attempts
-                    )
-                attempt = stepped
-                if attempt.error is None and self.profile.self_check and checked is None:
-                    checked, checked_at, temperature = attempt, runs, None
-                    result = self._answer(attempt)
-                    messages.append(
-                        Message.user(SELF_CHECK.format(result=result, task=inputs.task))
-                    )
-                    continue
-                if attempt.error is None:
-                    chosen = self._decide(interpreter, prompt, attempt, attempts)
-                    return CodeFirstResult(self._answer(chosen), attempts, vote=self._vote)
-                if not attempt.advisory:
-                    failed.add(normalized(code))
-                    last = attempt
-                temperature = REPAIR_TEMPERATURE
-                said = self._feedback(attempt.error, attempt, interpreter, False)
-                messages.append(Message.user(said))
-            if checked is not None:  # its correction failed: the checked program again
-                again = self._run(interpreter, checked.code)
-                if again.error is None:
-                    return CodeFirstResult(self._answer(again), attempts)
-            retried = self._retry(interpreter, prompt, attempts, failed)
-            if retried is not None:
-                return CodeFirstResult(self._answer(retried), attempts)
-            fallback = self._fallback(interpreter, attempts, before)
-            if fallback is not None:
-                why = _tail(attempts[-1].error or "", 200) if attempts else ""
-                return CodeFirstResult(
-                    fallback, attempts, fallback=f"no program fully succeeded ({why.strip()})"
-                )
+            while self._may_ask(chat.runs, chat.asks, chat.checked is not None):
+                result = self._step(interpreter, chat)
+                if result is not None:
+                    return result
+            result = self._last_resort(interpreter, chat, before)
+            if result is not None:
+                return result
+            summary = failure_summary(chat.attempts)
+            raise CodeFirstFailed(
+                f"code-first: the program failed {len(chat.attempts)} time(s); {summary}"
+            )
         finally:
             interpreter.shutdown()
-        raise CodeFirstFailed(
-            f"code-first: the program failed {len(attempts)} time(s); {failure_summary(attempts)}"
+
+    def _step(self, interpreter: TurnInterpreter, chat: _Chat) -> CodeFirstResult | None:
+        """One reply asked for and dealt with: the Turn's result when it settles the Turn,
+        else None (the chat holds what the model is told next)."""
+        self.control.check()
+        chat.asks += 1
+        fresh = self._fresh(chat.runs, chat.checked, chat.attempts)
+        reply = self._reply([chat.prompt] if fresh else chat.messages, chat.temperature)
+        code = reply.code
+        chat.messages.append(Message.assistant([TextPart(f"```python\n{code}\n```")]))
+        if reply.cut:  # never run, never "the same program": ask for a shorter one
+            chat.attempts.append(Attempt(code=code, error="cut by the output cap", cut=True))
+            chat.messages.append(Message.user(CUT.format(tokens=reply.budget)))
+            return None
+        checked = chat.checked
+        if (
+            checked is not None
+            and chat.runs == chat.checked_at
+            and approves(reply.text, checked.code)
+        ):
+            return CodeFirstResult(self._answer(checked), chat.attempts)
+        if self._not_run(interpreter, chat, code):
+            return None
+        code, attempt = self._run_mended(interpreter, chat, code)
+        return self._settle(interpreter, chat, code, attempt)
+
+    def _not_run(self, interpreter: TurnInterpreter, chat: _Chat, code: str) -> bool:
+        """Whether the reply is not run: a JSON or text input read as a table (told so), or a
+        failed program sent again (asked again, warmer: one such re-ask is free)."""
+        misread = table_reader(code, self._texts, self._sources)
+        if misread is not None and normalized(code) not in chat.failed:
+            chat.last = Attempt(code=code, error=misread, exception=MISREAD)
+            chat.attempts.append(chat.last)
+            chat.failed.add(normalized(code))
+            chat.tell(misread)
+            return True
+        if normalized(code) in chat.failed and chat.last is not None:
+            chat.attempts.append(Attempt(code=code, error=RESENT))
+            said = REPEATED.format(error=_body(chat.last.error or ""))
+            chat.tell(self._feedback(said, chat.last, interpreter, True))
+            return True
+        return False
+
+    def _run_mended(
+        self, interpreter: TurnInterpreter, chat: _Chat, code: str
+    ) -> tuple[str, Attempt]:
+        """A program run, with the host's mends and a continuation step (whose doubt may be
+        mended too): the code that ran last and its attempt."""
+        chat.runs += 1
+        attempt = self._run(interpreter, code)
+        chat.attempts.append(attempt)
+        original = code
+        code, attempt = self._host_fix(interpreter, chat.messages, code, attempt, chat.attempts)
+        if code != original:
+            chat.failed.add(normalized(original))
+        stepped = self._continue(interpreter, chat.messages, attempt, chat.attempts)
+        if stepped is not attempt and stepped.advisory:  # a step's doubt, maybe mended
+            code, stepped = self._host_fix(
+                interpreter, chat.messages, stepped.code, stepped, chat.attempts
+            )
+        return code, stepped
+
+    def _settle(
+        self, interpreter: TurnInterpreter, chat: _Chat, code: str, attempt: Attempt
+    ) -> CodeFirstResult | None:
+        """A program that ran: the self-check asked of its first good result, a good result
+        decided on (the vote), or its failure told; the Turn's result when it settles it."""
+        if attempt.error is None and self.profile.self_check and chat.checked is None:
+            chat.checked, chat.checked_at, chat.temperature = attempt, chat.runs, None
+            result = self._answer(attempt)
+            chat.messages.append(Message.user(SELF_CHECK.format(result=result, task=self._task)))
+            return None
+        if attempt.error is None:
+            chosen = self._decide(interpreter, chat.prompt, attempt, chat.attempts)
+            return CodeFirstResult(self._answer(chosen), chat.attempts, vote=self._vote)
+        if not attempt.advisory:
+            chat.failed.add(normalized(code))
+            chat.last = attempt
+        chat.tell(self._feedback(attempt.error, attempt, interpreter, False))
+        return None
+
+    def _last_resort(
+        self, interpreter: TurnInterpreter, chat: _Chat, before: list[ArtifactReport]
+    ) -> CodeFirstResult | None:
+        """When the repairs ran out: the checked program again (its correction failed), a
+        fresh program (``small_fresh_retry``), or the fallback answer; None when none holds."""
+        if chat.checked is not None:
+            again = self._run(interpreter, chat.checked.code)
+            if again.error is None:
+                return CodeFirstResult(self._answer(again), chat.attempts)
+        retried = self._retry(interpreter, chat.prompt, chat.attempts, chat.failed)
+        if retried is not None:
+            return CodeFirstResult(self._answer(retried), chat.attempts)
+        fallback = self._fallback(interpreter, chat.attempts, before)
+        if fallback is None:
+            return None
+        why = _tail(chat.attempts[-1].error or "", 200) if chat.attempts else ""
+        return CodeFirstResult(
+            fallback, chat.attempts, fallback=f"no program fully succeeded ({why.strip()})"
         )
 
     def _retry(
@@ -1044,6 +1092,8 @@ class CodeFirst:
         # use without defining them come from the steps it continues, or from the last
         # program that ran to its end (its namespace is kept)
         kept = before.code if before is not None else self._kept  # "" after a raise
+        if before is None:  # a figure it uses but no longer computes: from its own data
+            code = rederived(code, kept)
         code = sorted_by_date(yes_no_fields(prepare(code, kept), self._yes_no), self._date_order)
         if before is None and self._raised:  # a whole program: none of a half-run one's names
             self._host_cell(interpreter, f"{FRESH_NAMESPACE}()", "(host: a fresh namespace)")

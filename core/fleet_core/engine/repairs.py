@@ -31,7 +31,14 @@ import re
 from collections.abc import Callable, Mapping
 
 from fleet_core.engine.profile import dataset_preview
-from fleet_core.engine.sourceedits import Edit, called_name, parse, splice, spliced_in
+from fleet_core.engine.sourceedits import (
+    INPUT_READS,
+    Edit,
+    called_name,
+    parse,
+    splice,
+    spliced_in,
+)
 from fleet_core.outcomes import error_answer
 
 # --- replies cut by the output cap ---------------------------------------------------------------
@@ -573,10 +580,6 @@ def table_label(error: str, code: str) -> str | None:
 
 
 _UNDEFINED = re.compile(r"NameError: name '(?P<name>\w+)' is not defined")
-#: Calls that read an input file into a value (``pd.read_csv('files/a.csv')``).
-INPUT_READS = frozenset(
-    {"read_csv", "read_table", "read_json", "read_excel", "read_parquet", "read_fwf", "load"}
-)
 
 
 def _input_read(statement: ast.stmt, name: str) -> bool:

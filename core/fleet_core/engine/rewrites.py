@@ -41,7 +41,7 @@ from collections.abc import Callable
 from fleet_core.engine import loghelpers, stathelpers
 from fleet_core.engine.fitrewrites import fit_by_name, squared_r
 from fleet_core.engine.loghelpers import LOG_HELPER
-from fleet_core.engine.sourceedits import Edit, called_name, parse, splice
+from fleet_core.engine.sourceedits import INPUT_READS, Edit, called_name, parse, splice
 from fleet_core.engine.stathelpers import SIGNATURES
 
 HELPER_IMPORT_NOTE = "a helper is already defined, not imported"
@@ -73,6 +73,90 @@ def {FRESH_NAMESPACE}():
         del scope[name]
 {PRELUDE_NAMES} = frozenset([*globals(), "{PRELUDE_NAMES}"])
 '''
+
+
+def reads_inputs(code: str) -> bool:
+    """Whether ``code`` reads a file itself (a reader such as ``pd.read_csv`` or ``json.load``,
+    or ``open`` not for writing): a whole program, not a fragment continuing an earlier one."""
+    tree = parse(code)
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)] if tree is not None else []
+    return any(called_name(c) in INPUT_READS or _opens_to_read(c) for c in calls)
+
+
+def rederived(code: str, earlier: str) -> str:
+    """A whole program (``reads_inputs``) that uses a name it never binds, which the programs
+    whose names the session holds (``earlier``) bound with one top-level assignment on one
+    line (``rows_kept = len(latest)``): that assignment put before the first top-level line
+    that uses the name, when every name it reads of ``earlier``'s the program binds before that
+    line; so a figure is computed from this program's data, not printed from an earlier
+    program's. ``code`` unchanged otherwise; the line numbers stay."""
+    tree, before = parse(code), parse(earlier)
+    if tree is None or before is None or not earlier or not reads_inputs(code):
+        return code
+    definitions = {
+        s.targets[0].id: s
+        for s in before.body
+        if isinstance(s, ast.Assign)
+        and len(s.targets) == 1
+        and isinstance(s.targets[0], ast.Name)
+        and s.lineno == s.end_lineno
+    }
+    known = _bound(before)
+    lines = code.splitlines()
+    bound: set[str] = set()
+    for statement in tree.body:
+        loads = sorted(
+            (n for n in ast.walk(statement) if isinstance(n, ast.Name)),
+            key=lambda n: (n.lineno, n.col_offset),
+        )
+        used = [n.id for n in loads if n.id not in bound and n.id not in _bound(tree)]
+        inserts = []
+        for name in dict.fromkeys(used):
+            definition = definitions.get(name)
+            needs = _loaded(definition) & known if definition is not None else set()
+            if definition is None or not needs <= bound:
+                continue
+            inserts.append(ast.get_source_segment(earlier, definition))
+            bound.add(name)
+        row = statement.lineno - 1
+        if inserts and not isinstance(statement, _COMPOUND) and lines[row] == lines[row].lstrip():
+            lines[row] = "; ".join([*(i for i in inserts if i), lines[row]])
+        bound |= _bound(statement)
+    return "\n".join(lines)
+
+
+_COMPOUND = (
+    ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try, ast.Match,
+    ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
+)  # fmt: skip
+"""Statements a ``x = ...;`` cannot go before on their line."""
+
+
+def _loaded(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def _bound(node: ast.AST) -> set[str]:
+    """The names ``node`` binds anywhere in it (assigned, defined, imported, parameters)."""
+    names: set[str] = set()
+    for n in ast.walk(node):
+        if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
+            names.add(n.id)
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(n.name)
+        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in n.names}
+        elif isinstance(n, ast.arg):
+            names.add(n.arg)
+    return names
+
+
+def _opens_to_read(call: ast.Call) -> bool:
+    if called_name(call) != "open" or not isinstance(call.func, ast.Name):
+        return False
+    modes = [*call.args[1:2], *(k.value for k in call.keywords if k.arg == "mode")]
+    mode = modes[0] if modes else None
+    return not (isinstance(mode, ast.Constant) and set(str(mode.value)) & set("wax+"))
 
 
 def drop_helper_imports(code: str) -> str:

@@ -38,6 +38,12 @@ def receiver(call: ast.Call) -> ast.expr | None:
     return call.func.value if isinstance(call.func, ast.Attribute) else None
 
 
+#: Calls that read an input file into a value (``pd.read_csv('files/a.csv')``).
+INPUT_READS = frozenset(
+    {"read_csv", "read_table", "read_json", "read_excel", "read_parquet", "read_fwf", "load"}
+)
+
+
 def called_name(call: ast.Call) -> str:
     """The name a call calls: ``f`` in ``f(x)`` and ``m.f(x)``; "" for anything else."""
     func = call.func
