@@ -618,7 +618,7 @@ class CodeFirst:
             prompt = Message.user(first_prompt(inputs, self._structures(interpreter)))
             chat = _Chat(prompt=prompt, messages=[prompt])
             before = self._inspect(interpreter)
-            while self._may_ask(chat.runs, chat.asks, chat.checked is not None):
+            while self._may_ask(chat):
                 result = self._step(interpreter, chat)
                 if result is not None:
                     return result
@@ -758,12 +758,12 @@ class CodeFirst:
         attempt = self._continue(interpreter, chat, attempt, attempts)
         return attempt if attempt.error is None else None
 
-    def _may_ask(self, runs: int, asks: int, checking: bool) -> bool:
-        """Whether another program may be asked for after ``runs`` programs ran and ``asks``
-        replies came: the repairs allowed, one more run and one more reply while a good result
-        is being checked, and one free re-ask of a reply that repeated a failed program."""
-        allowed = self._repairs(runs) + checking
-        return runs < 1 + allowed and asks < 2 + allowed
+    def _may_ask(self, chat: _Chat) -> bool:
+        """Whether another program may be asked for: the repairs allowed, one more run and one
+        more reply while a good result is being checked, and one free re-ask of a reply that
+        repeated a failed program."""
+        allowed = self._repairs(chat.runs) + (chat.checked is not None)
+        return chat.runs < 1 + allowed and chat.asks < 2 + allowed
 
     def _repairs(self, runs: int) -> int:
         """The repairs allowed after ``runs`` programs: ``profile.repairs``, and each of

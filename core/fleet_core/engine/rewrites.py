@@ -79,7 +79,11 @@ def reads_inputs(code: str) -> bool:
     """Whether ``code`` reads a file itself (a reader such as ``pd.read_csv`` or ``json.load``,
     or ``open`` not for writing): a whole program, not a fragment continuing an earlier one."""
     tree = parse(code)
-    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)] if tree is not None else []
+    return tree is not None and _reads(tree)
+
+
+def _reads(tree: ast.Module) -> bool:
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
     return any(called_name(c) in INPUT_READS or _opens_to_read(c) for c in calls)
 
 
@@ -90,8 +94,9 @@ def rederived(code: str, earlier: str) -> str:
     that uses the name, when every name it reads of ``earlier``'s the program binds before that
     line; so a figure is computed from this program's data, not printed from an earlier
     program's. ``code`` unchanged otherwise; the line numbers stay."""
-    tree, before = parse(code), parse(earlier)
-    if tree is None or before is None or not earlier or not reads_inputs(code):
+    tree = parse(code) if earlier else None
+    before = parse(earlier) if tree is not None and _reads(tree) else None
+    if tree is None or before is None:
         return code
     definitions = {
         s.targets[0].id: s
@@ -101,7 +106,7 @@ def rederived(code: str, earlier: str) -> str:
         and isinstance(s.targets[0], ast.Name)
         and s.lineno == s.end_lineno
     }
-    known = _bound(before)
+    known, own = _bound(before), _bound(tree)
     lines = code.splitlines()
     bound: set[str] = set()
     for statement in tree.body:
@@ -109,7 +114,7 @@ def rederived(code: str, earlier: str) -> str:
             (n for n in ast.walk(statement) if isinstance(n, ast.Name)),
             key=lambda n: (n.lineno, n.col_offset),
         )
-        used = [n.id for n in loads if n.id not in bound and n.id not in _bound(tree)]
+        used = [n.id for n in loads if n.id not in bound and n.id not in own]
         inserts = []
         for name in dict.fromkeys(used):
             definition = definitions.get(name)
