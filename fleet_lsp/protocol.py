@@ -599,6 +599,7 @@ class SessionListResult(TypedDict):
 class TurnErrorWire(TypedDict):
     kind: str
     message: str
+    paths: NotRequired[list[str]]  # interrupted: the files it changed, maybe incomplete
 
 
 class TurnSummaryWire(TypedDict):

@@ -147,6 +147,38 @@ async def test_a_turn_left_running_by_a_dead_process_is_marked_interrupted(
         await restarted.close()
 
 
+async def test_an_interrupted_turn_names_the_files_it_changed_in_place(
+    fleet_config: EffectiveConfig,
+) -> None:
+    """Written before the Turn began: not named; written in place after (artifacts, memory):
+    named, sorted, in ``paths`` and the message; ``files/`` (read-only in a sandbox, attached
+    atomically) never."""
+    crashed = await FleetRuntime.open(fleet_config)
+    await crashed.new_session("torn")
+    await crashed.write_file("torn", "artifacts/before.csv", b"a\n1\n")
+    await asyncio.sleep(0.05)
+    claim = crashed.store.claim_turn("torn", "long task", None)
+    await asyncio.sleep(0.05)
+    root = fleet_config.state_dir / "workspaces" / "torn"
+    (root / "artifacts" / "table.csv").write_bytes(b"region,rev")  # the kill came mid-write
+    (root / "memory" / "notes.md").write_text("half a no", encoding="utf-8")
+    await crashed.write_file("torn", "files/attached.csv", b"x\n")
+    await crashed.close()
+
+    restarted = await FleetRuntime.open(fleet_config)
+    try:
+        [turn] = await restarted.history("torn")
+        assert turn.turn_id == claim.turn_id and turn.status == "failed"
+        assert turn.error is not None and turn.error.kind == "interrupted"
+        assert turn.error.paths == ["artifacts/table.csv", "memory/notes.md"]
+        assert turn.error.message == (
+            "The process running this Turn stopped before it finished; files it was changing "
+            "may be incomplete: artifacts/table.csv, memory/notes.md"
+        )
+    finally:
+        await restarted.close()
+
+
 async def test_a_running_turn_of_a_live_owner_is_left_alone_at_startup(
     fleet_config: EffectiveConfig,
 ) -> None:
@@ -369,3 +401,15 @@ async def test_session_pages_follow_the_keyset_on_both_databases(runtime: FleetR
         await runtime.sessions_page("bm90IGEgY3Vyc29y")
     with pytest.raises(InvalidInput, match="'limit' must be between 1 and 500"):
         await runtime.sessions_page(limit=501)
+
+
+def test_an_interrupted_turns_message_names_three_files_and_counts_the_rest() -> None:
+    from fleet_core.store.ownership import INTERRUPTED, interrupted_error
+
+    assert interrupted_error([], 0) == INTERRUPTED
+    paths = [f"artifacts/p{n:03}.csv" for n in range(60)]
+    error = interrupted_error(paths[:50], 60)
+    assert error.paths == paths[:50]
+    assert error.message.endswith(
+        "may be incomplete: artifacts/p000.csv, artifacts/p001.csv, artifacts/p002.csv and 57 more"
+    )

@@ -28,6 +28,15 @@ from tests.lsp.test_turns import QUICK_CODE
 REPO = Path(__file__).resolve().parents[2]
 SALES = REPO / "fleet_lsp" / "examples" / "sales.csv"
 SLOW_TASK = "SLOWCRASH: compute the regional revenue table slowly and save it as an artifact."
+# a Turn that begins rewriting the quickstart's artifact in place and is still writing it
+TORN_TASK = "TORNWRITE: rewrite the regional revenue table."
+TORN_CODE = (
+    "import time\n"
+    "handle = open('artifacts/revenue_by_region.csv', 'w')\n"
+    "handle.write('region,rev')\n"
+    "handle.flush()\n"
+    "time.sleep(120)"
+)
 
 # the quickstart cell of tests/lsp/test_turns.py, made repeatable: each rule is one reply reused
 # forever (a reply list is consumed once per server process), so the cell submits itself
@@ -57,6 +66,7 @@ SCRIPT: dict[str, Any] = {
     "root": {
         "rules": {
             "SLOWCRASH": action(SLOW_CODE + ROOT_SUBMIT),
+            "TORNWRITE": action(TORN_CODE),
             "revenue by region": action(QUICK_CODE + ROOT_SUBMIT),
         }
     },
@@ -67,6 +77,7 @@ SCRIPT: dict[str, Any] = {
             "REGION=North": _child("North", 0.0),
             "REGION=South": _child("South", 0.0),
             "SLOWCRASH": route("rlm"),
+            "TORNWRITE": route("rlm"),
             "revenue by region": route("rlm"),
         }
     },

@@ -4,8 +4,9 @@ child agents; restart it on the same state dir after each kill and check that
 
 - every Turn the client saw committed is intact: status and answer in ``fleet/session/history``,
   its artifacts in ``fleet/artifact/list`` (and ``fleet/artifact/read``) with the digests it
-  recorded; every attach that was answered still has its digest, and one in flight is either
-  whole (old or new bytes) or absent, never partial;
+  recorded (the latest answered Turn's for a path), unless a Turn interrupted while rewriting
+  one in place names it in its error as maybe incomplete; every attach that was answered still
+  has its digest, and one in flight is either whole (old or new bytes) or absent, never partial;
 - Turns in flight are marked interrupted (status ``failed``, error kind ``interrupted``);
 - nothing is left behind: no descendant of the killed server (bwrap, worker, python), no process
   naming the state dir, no sandbox cgroup of the killed pid (swept when the next server starts
@@ -40,6 +41,7 @@ from tests.reliability.support import (
     SALES,
     SCRIPT,
     SLOW_TASK,
+    TORN_TASK,
     Server,
     ServerGone,
     child_workspaces,
@@ -69,6 +71,9 @@ class Ledger:
     moments: list[dict[str, Any]] = field(default_factory=list)
     killed_pids: list[int] = field(default_factory=list)
     interrupted: set[str] = field(default_factory=set)
+    # paths an interrupted Turn named as changed in place (maybe incomplete) since the last
+    # answered Turn that wrote them
+    torn: set[str] = field(default_factory=set)
     unanswered_but_committed: set[str] = field(default_factory=set)
     zombies: int = 0
     attaches: int = 0  # answered
@@ -132,6 +137,7 @@ class Workload(threading.Thread):
         )
         assert result["status"] == "completed", result
         self.ledger.turns[result["turnId"]] = result
+        self.ledger.torn -= {a["path"] for a in result["artifacts"]}
 
 
 def _big_sources(directory: Path, seed: int) -> dict[Path, str]:
@@ -174,6 +180,8 @@ def _verify_committed(server: Server, ledger: Ledger, state: Path) -> None:
             continue
         if stored["status"] == "failed":
             assert (stored.get("error") or {}).get("kind") == "interrupted", stored
+            if turn_id not in ledger.interrupted:  # what it was writing may be incomplete
+                ledger.torn.update(stored["error"].get("paths", []))
             ledger.interrupted.add(turn_id)
         else:  # committed just before the kill, answer lost with the pipe: still whole
             assert stored["status"] == "completed", stored
@@ -183,12 +191,14 @@ def _verify_committed(server: Server, ledger: Ledger, state: Path) -> None:
         a["path"]: a
         for a in server.request("fleet/artifact/list", {"sessionId": SESSION})["artifacts"]
     }
-    for result in ledger.turns.values():
-        for artifact in result["artifacts"]:
-            entry = listed.get(artifact["path"])
-            assert entry is not None, f"artifact {artifact['path']} lost"
-            assert entry["sha256"] == artifact["sha256"], (artifact, entry)
-            assert entry["sizeBytes"] == artifact["sizeBytes"], (artifact, entry)
+    latest = {a["path"]: a for result in ledger.turns.values() for a in result["artifacts"]}
+    for path, artifact in latest.items():
+        entry = listed.get(path)
+        assert entry is not None, f"artifact {path} lost"
+        if path in ledger.torn:  # named by the interrupted Turn that was rewriting it
+            continue
+        assert entry["sha256"] == artifact["sha256"], (artifact, entry)
+        assert entry["sizeBytes"] == artifact["sizeBytes"], (artifact, entry)
     for path in {"artifacts/revenue_by_region.csv"} & set(listed):  # read back through the face
         text = server.request("fleet/artifact/read", {"uri": listed[path]["uri"]})["text"]
         assert hashlib.sha256(text.encode()).hexdigest() == listed[path]["sha256"]
@@ -419,6 +429,54 @@ def test_a_kill_while_children_run_leaves_no_child_workspace_process_or_cgroup(
             f"{sandbox_cgroups(killed.pid)}"
         )
         assert sandbox_cgroups(killed.pid) == []
+    finally:
+        server.shutdown()
+    _check_store(env, state)
+
+
+def test_a_kill_while_a_turn_rewrites_an_artifact_names_it_in_the_interrupted_turn(
+    tmp_path: Path,
+) -> None:
+    """A Turn's code writes the workspace in place, so a kill mid-write leaves the committed
+    artifact it was rewriting incomplete. The restarted server cannot bring the old bytes back
+    (the workspace is the store), so the interrupted Turn says which files it changed: the
+    error's ``paths`` and its message name the artifact, and its listing shows what is there."""
+    state = tmp_path / "state"
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps(SCRIPT), encoding="utf-8")
+    env = server_env(
+        state, script, FLEET_MLFLOW_DESTINATION="off", FLEET_RUNTIME__HISTORY_TURNS="0"
+    )
+    server = _start(env, tmp_path, 0)
+    server.request("fleet/session/new", {"sessionId": SESSION})
+    server.request("fleet/context/attach", {"sessionId": SESSION, "uri": SALES.as_uri()})
+    done = server.request("fleet/turn/run", {"sessionId": SESSION, "task": QUICKSTART})
+    assert done["status"] == "completed", done
+    artifact = _workspace(state) / "artifacts" / "revenue_by_region.csv"
+    committed = sha256_file(artifact)
+    pending = server.send("fleet/turn/run", {"sessionId": SESSION, "task": TORN_TASK})
+    assert wait_until(lambda: artifact.stat().st_size == len("region,rev"), 60, 0.005)
+    server.kill()
+    with contextlib.suppress(Exception):
+        pending.result(5)
+    server = _start(env, tmp_path, 1)
+    try:
+        server.request("fleet/session/load", {"sessionId": SESSION})
+        first, torn = server.request("fleet/session/history", {"sessionId": SESSION})["turns"]
+        assert first["status"] == "completed" and "error" not in first, first
+        assert torn["status"] == "failed" and torn["error"]["kind"] == "interrupted", torn
+        assert torn["error"]["paths"] == ["artifacts/revenue_by_region.csv"], torn
+        assert "artifacts/revenue_by_region.csv" in torn["error"]["message"], torn
+        assert "incomplete" in torn["error"]["message"], torn
+        (listed,) = [
+            a
+            for a in server.request("fleet/artifact/list", {"sessionId": SESSION})["artifacts"]
+            if a["path"] == "artifacts/revenue_by_region.csv"
+        ]
+        assert listed["sha256"] == sha256_file(artifact) != committed
+        again = server.request("fleet/turn/run", {"sessionId": SESSION, "task": QUICKSTART})
+        assert again["status"] == "completed", again
+        assert sha256_file(artifact) == committed  # a new Turn writes it whole again
     finally:
         server.shutdown()
     _check_store(env, state)

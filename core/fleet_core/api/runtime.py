@@ -40,6 +40,7 @@ from fleet_core.models import (
     SessionInfo,
     SessionModels,
     SessionPage,
+    TurnError,
     TurnSummary,
     WorkspaceFile,
     WorkspacePage,
@@ -70,6 +71,9 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 MAX_DESCRIPTION_CHARS = 2_000
+# a file's mtime comes from the kernel's coarse clock, up to a tick behind the one a Turn's
+# start was read from
+_MTIME_SLACK_NS = 20_000_000
 TraceExportMode = Literal["background", "deferred", "inline"]
 
 
@@ -250,17 +254,35 @@ class FleetRuntime:
         for session_id in await self._run(self.store.running_sessions):
             if self.store.locks.owned(session_id):
                 continue
+            running = await self._run(self.store.running_turns, session_id)
             try:
                 await self._run(self.store.locks.acquire, session_id)
             except SessionOwned:
                 continue  # a live process owns it: its Turns are still running
             try:
-                await self._run(self.store.mark_interrupted, session_id)
+                errors = await self._run(self._interrupted_errors, session_id, running)
+                await self._run(self.store.mark_interrupted, session_id, errors)
                 # the dead process's child-agent workspaces (a Turn removes its own as it ends)
                 agents = self.config.state_dir / "agents" / session_id
                 await self._run(shutil.rmtree, agents, ignore_errors=True)
             finally:
                 await self._run(self.store.locks.release, session_id)
+
+    def _interrupted_errors(
+        self, session_id: str, running: dict[str, datetime]
+    ) -> dict[str, TurnError]:
+        """Blocking: each interrupted Turn's error, naming the files this host's workspace
+        changed since it began. A Turn's code writes in place and the workspace is the store,
+        so what it was writing when its process stopped may be incomplete: the user is told."""
+        from fleet_core.store.ownership import INTERRUPTED_PATHS_KEPT, interrupted_error
+
+        errors: dict[str, TurnError] = {}
+        workspace = self.workspace(session_id)
+        for turn_id, began in running.items():
+            since = int(began.timestamp() * 1e9) - _MTIME_SLACK_NS
+            paths, total = workspace.modified_since(since, limit=INTERRUPTED_PATHS_KEPT)
+            errors[turn_id] = interrupted_error(paths, total)
+        return errors
 
     # Sessions -------------------------------------------------------------------------------
 

@@ -8,7 +8,7 @@ import hashlib
 import re
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -62,6 +62,7 @@ from fleet_core.store.ownership import (
     AdvisorySessionLocks,
     FileSessionLocks,
     SessionLocks,
+    failed_values,
     ownership_lost,
 )
 
@@ -733,23 +734,40 @@ class Store:
         with self.engine.connect() as conn:
             return sorted({row[0] for row in conn.execute(query)})
 
+    @_read
+    def running_turns(self, session_id: str) -> dict[str, datetime]:
+        """The Session's Turns still marked running, with when each began."""
+        turns = schema.turns
+        query = select(turns.c.turn_id, turns.c.created_at).where(
+            turns.c.session_id == session_id, turns.c.status == "running"
+        )
+        with self.engine.connect() as conn:
+            return {row[0]: _utc(row[1]) for row in conn.execute(query)}
+
     @_write
-    def mark_interrupted(self, session_id: str) -> int:
-        """Fail every Turn of the Session still marked running; the caller owns the Session."""
+    def mark_interrupted(
+        self, session_id: str, errors: Mapping[str, TurnError] | None = None
+    ) -> int:
+        """Fail every Turn of the Session still marked running; the caller owns the Session.
+        ``errors``: the error of a Turn that was running (read before the caller took the
+        Session, whose take may have failed it already) when it says more than the usual one."""
+        turns = schema.turns
         with self.engine.begin() as conn:
             changed = conn.execute(
-                update(schema.turns)
-                .where(
-                    schema.turns.c.session_id == session_id,
-                    schema.turns.c.status == "running",
-                )
-                .values(
-                    status="failed",
-                    error=INTERRUPTED.model_dump(),
-                    result={"status": "failed", "error": INTERRUPTED.model_dump()},
-                    updated_at=now(),
-                )
+                update(turns)
+                .where(turns.c.session_id == session_id, turns.c.status == "running")
+                .values(failed_values(INTERRUPTED, now()))
             )
+            for turn_id, error in (errors or {}).items():
+                conn.execute(
+                    update(turns)
+                    .where(
+                        turns.c.session_id == session_id,
+                        turns.c.turn_id == turn_id,
+                        turns.c.status == "failed",
+                    )
+                    .values(failed_values(error, now()))
+                )
         return int(changed.rowcount)
 
     # Memories -------------------------------------------------------------------------------

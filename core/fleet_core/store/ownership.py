@@ -41,6 +41,40 @@ DEFAULT_CHECK_SECONDS = 2.0
 INTERRUPTED = TurnError(
     kind="interrupted", message="The process running this Turn stopped before it finished"
 )
+
+INTERRUPTED_PATHS_KEPT = 50  # the paths an interrupted Turn's error lists
+INTERRUPTED_PATHS_SHOWN = 3  # the paths its message names
+
+
+def interrupted_error(paths: list[str], total: int) -> TurnError:
+    """The error of a Turn whose process stopped after it changed ``paths`` (the first of
+    ``total``, sorted) in place: they may be incomplete."""
+    if not paths:
+        return INTERRUPTED
+    named = ", ".join(paths[:INTERRUPTED_PATHS_SHOWN])
+    more = total - min(len(paths), INTERRUPTED_PATHS_SHOWN)
+    if more:
+        named += f" and {more} more"
+    return INTERRUPTED.model_copy(
+        update={
+            "message": f"{INTERRUPTED.message}; files it was changing may be incomplete: {named}",
+            "paths": paths[:INTERRUPTED_PATHS_KEPT],
+        }
+    )
+
+
+def failed_values(error: TurnError, stamp: datetime) -> dict[str, object]:
+    """The columns of a Turn failed with ``error`` where nothing else is known of it (its
+    process is gone)."""
+    stored = error.model_dump(exclude_none=True)
+    return {
+        "status": "failed",
+        "error": stored,
+        "result": {"status": "failed", "error": stored},
+        "updated_at": stamp,
+    }
+
+
 #: Told ``(session_id, message)`` when this process loses a Session (from the monitor thread).
 LostListener = Callable[[str, str], None]
 
@@ -203,12 +237,7 @@ class AdvisorySessionLocks:
         conn.execute(
             update(turns)
             .where(turns.c.session_id == session_id, turns.c.status == "running")
-            .values(
-                status="failed",
-                error=INTERRUPTED.model_dump(),
-                result={"status": "failed", "error": INTERRUPTED.model_dump()},
-                updated_at=stamp,
-            )
+            .values(failed_values(INTERRUPTED, stamp))
         )
 
     # --- ownership ---------------------------------------------------------------------------

@@ -681,11 +681,13 @@ export interface TurnEndedPayload {
 export interface TurnError {
   kind: string;
   message: string;
+  paths?: string[] | null;
 }
 
 export interface TurnErrorWire {
   kind: string;
   message: string;
+  paths?: string[];
 }
 
 /** A TurnEvent (version 1) as sent in fleet/turn/didEmit; generated from fleet_core.event_payloads (python -m fleet_core.event_payloads). */
