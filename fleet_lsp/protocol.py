@@ -600,6 +600,7 @@ class TurnErrorWire(TypedDict):
     kind: str
     message: str
     paths: NotRequired[list[str]]  # interrupted: the files it changed, maybe incomplete
+    restored: NotRequired[list[str]]  # interrupted: those put back to their committed bytes
 
 
 class TurnSummaryWire(TypedDict):

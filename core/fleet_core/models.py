@@ -76,9 +76,12 @@ TURN_CANCELLED = "TurnCancelled"
 class TurnError(Record):
     kind: str
     message: str
-    # an interrupted Turn: the workspace files it changed before the process stopped (written
-    # in place, so possibly incomplete), sorted, at most ``store.ownership.INTERRUPTED_PATHS_KEPT``
+    # an interrupted Turn: the workspace files it changed in place before its process stopped
+    # and that may be incomplete (``paths``), and those a shared blob store held, put back to
+    # their committed bytes (``restored``); each sorted, at most
+    # ``store.ownership.INTERRUPTED_PATHS_KEPT``
     paths: list[str] | None = None
+    restored: list[str] | None = None
     # the engine's traceback of an unexpected failure: for the trace only (redacted, bounded),
     # never on the wire or in the store
     traceback: SkipJsonSchema[str | None] = Field(default=None, exclude=True)

@@ -345,22 +345,18 @@ class Workspace:
                 found[path] = FileStamp(key, cached[1] if cached and cached[0] == key else None)
         return found
 
-    def modified_since(self, when_ns: int, *, limit: int) -> tuple[list[str], int]:
+    def modified_since(self, when_ns: int) -> list[str]:
         """The files a sandbox can write (outside ``READONLY_ROOTS``) modified at or after
-        ``when_ns`` (epoch nanoseconds): the first ``limit`` paths, sorted, and how many in
-        all; inode stamps only, no file is read."""
+        ``when_ns`` (epoch nanoseconds), sorted; inode stamps only, no file is read."""
         found: list[str] = []
-        total = 0
         for root in ROOTS:
             if root in READONLY_ROOTS:
                 continue
             for path, dir_fd, name in self.ordered(root):
                 key = _stat_key(dir_fd, name)
                 if key is not None and key[2] >= when_ns:
-                    total += 1
-                    if len(found) < limit:
-                        found.append(path)
-        return found, total
+                    found.append(path)
+        return found
 
     def mark(self, baseline: Baseline) -> None:
         """Fill ``baseline`` with what its root holds now (see ``Baseline``)."""

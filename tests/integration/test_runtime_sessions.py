@@ -148,33 +148,52 @@ async def test_a_turn_left_running_by_a_dead_process_is_marked_interrupted(
 
 
 async def test_an_interrupted_turn_names_the_files_it_changed_in_place(
-    fleet_config: EffectiveConfig,
+    fleet_environ: dict[str, str], fleet_config: EffectiveConfig
 ) -> None:
-    """Written before the Turn began: not named; written in place after (artifacts, memory):
-    named, sorted, in ``paths`` and the message; ``files/`` (read-only in a sandbox, attached
-    atomically) never."""
+    """Written before the Turn began and left alone: not named. Written in place after it began:
+    a committed file is put back from the shared blob store (PostgreSQL) or named as maybe
+    incomplete (SQLite: the workspace is the store); new files are named. ``files/`` (read-only
+    in a sandbox, attached atomically) never is."""
     crashed = await FleetRuntime.open(fleet_config)
     await crashed.new_session("torn")
     await crashed.write_file("torn", "artifacts/before.csv", b"a\n1\n")
+    await crashed.write_file("torn", "artifacts/kept.csv", b"k\n")
     await asyncio.sleep(0.05)
     claim = crashed.store.claim_turn("torn", "long task", None)
     await asyncio.sleep(0.05)
+    await crashed.write_file("torn", "files/attached.csv", b"x\n")  # attached meanwhile
     root = fleet_config.state_dir / "workspaces" / "torn"
-    (root / "artifacts" / "table.csv").write_bytes(b"region,rev")  # the kill came mid-write
+    (root / "artifacts" / "before.csv").write_bytes(b"a\n")  # the kill came mid-write
+    (root / "artifacts" / "table.csv").write_bytes(b"region,rev")
     (root / "memory" / "notes.md").write_text("half a no", encoding="utf-8")
-    await crashed.write_file("torn", "files/attached.csv", b"x\n")
     await crashed.close()
 
     restarted = await FleetRuntime.open(fleet_config)
     try:
         [turn] = await restarted.history("torn")
         assert turn.turn_id == claim.turn_id and turn.status == "failed"
-        assert turn.error is not None and turn.error.kind == "interrupted"
-        assert turn.error.paths == ["artifacts/table.csv", "memory/notes.md"]
-        assert turn.error.message == (
-            "The process running this Turn stopped before it finished; files it was changing "
-            "may be incomplete: artifacts/table.csv, memory/notes.md"
-        )
+        error = turn.error
+        assert error is not None and error.kind == "interrupted"
+        stopped = "The process running this Turn stopped before it finished"
+        if "FLEET_DATABASE_URL" in fleet_environ:  # blob_backend auto: postgresql
+            assert error.restored == ["artifacts/before.csv"]
+            assert error.paths == ["artifacts/table.csv", "memory/notes.md"]
+            assert error.message == (
+                f"{stopped}; files it was changing were restored to their last commit: "
+                "artifacts/before.csv; files it was changing may be incomplete: "
+                "artifacts/table.csv, memory/notes.md"
+            )
+            assert (root / "artifacts" / "before.csv").read_bytes() == b"a\n1\n"
+        else:
+            assert error.restored is None
+            assert error.paths == ["artifacts/before.csv", "artifacts/table.csv", "memory/notes.md"]
+            assert error.message == (
+                f"{stopped}; files it was changing may be incomplete: "
+                "artifacts/before.csv, artifacts/table.csv, memory/notes.md"
+            )
+            assert (root / "artifacts" / "before.csv").read_bytes() == b"a\n"
+        listed = {a.path: a for a in await restarted.list_artifacts("torn")}
+        assert listed["artifacts/kept.csv"].size_bytes == 2
     finally:
         await restarted.close()
 
@@ -406,10 +425,10 @@ async def test_session_pages_follow_the_keyset_on_both_databases(runtime: FleetR
 def test_an_interrupted_turns_message_names_three_files_and_counts_the_rest() -> None:
     from fleet_core.store.ownership import INTERRUPTED, interrupted_error
 
-    assert interrupted_error([], 0) == INTERRUPTED
+    assert interrupted_error([]) == INTERRUPTED
     paths = [f"artifacts/p{n:03}.csv" for n in range(60)]
-    error = interrupted_error(paths[:50], 60)
-    assert error.paths == paths[:50]
+    error = interrupted_error(paths)
+    assert error.paths == paths[:50] and error.restored is None
     assert error.message.endswith(
         "may be incomplete: artifacts/p000.csv, artifacts/p001.csv, artifacts/p002.csv and 57 more"
     )

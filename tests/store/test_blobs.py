@@ -240,6 +240,45 @@ def test_a_missing_blob_is_a_clear_error_naming_the_file(store: Store, tmp_path:
     assert f"the {store.blobs.kind} blob store" in message
 
 
+def test_restore_puts_back_committed_bytes_a_turn_was_rewriting_and_nothing_else(
+    store: Store, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Crash recovery's restore (a Turn interrupted mid-write): a published file rewritten in
+    place gets its committed bytes back; one left alone, one the store never held (the Turn's
+    new file) and one whose blob is gone are left as they are, the last one logged."""
+    _session(store, "s1")
+    workspace = Workspace(tmp_path / "ws", max_file_bytes=1 << 20, max_read_bytes=1 << 20)
+    workspace.ensure_layout()
+    sync = SessionContent(store, tmp_path, max_bytes=1 << 20)
+    for name, data in (("torn", b"region,total\nNorth,1\n"), ("same", b"s"), ("lost", b"l\n")):
+        workspace.write(f"artifacts/{name}.csv", data)
+    plan = sync.plan("s1", workspace)
+    sync.published(plan, store.publish_content("s1", plan.delta))
+    assert store.blobs is not None
+    with store.engine.begin() as conn:  # the bytes vanish behind the store's back
+        store.blobs.delete(conn, [hashlib.sha256(b"l\n").hexdigest()])
+    root = workspace.root / "artifacts"
+    (root / "torn.csv").write_bytes(b"region,to")
+    (root / "lost.csv").write_bytes(b"")
+    (root / "new.csv").write_bytes(b"half")
+    changed = [
+        "artifacts/lost.csv",
+        "artifacts/new.csv",
+        "artifacts/same.csv",
+        "artifacts/torn.csv",
+    ]
+    assert sync.restore("s1", workspace, changed) == ["artifacts/torn.csv"]
+    assert (root / "torn.csv").read_bytes() == b"region,total\nNorth,1\n"
+    assert (root / "same.csv").read_bytes() == b"s"
+    assert (root / "new.csv").read_bytes() == b"half"
+    assert (root / "lost.csv").read_bytes() == b""
+    assert "artifacts/lost.csv not restored" in caplog.text
+    # the host's record holds the restored file: the next publish has nothing of it to send
+    assert "artifacts/torn.csv" not in [
+        p.entry.path for p in sync.plan("s1", workspace).delta.upserts
+    ]
+
+
 def test_damaged_bytes_are_refused_as_corrupt(store: Store, tmp_path: Path) -> None:
     _session(store, "s1")
     pending = _file(tmp_path, "data.csv", b"region,total\nNorth,1\n")

@@ -272,16 +272,20 @@ class FleetRuntime:
         self, session_id: str, running: dict[str, datetime]
     ) -> dict[str, TurnError]:
         """Blocking: each interrupted Turn's error, naming the files this host's workspace
-        changed since it began. A Turn's code writes in place and the workspace is the store,
-        so what it was writing when its process stopped may be incomplete: the user is told."""
-        from fleet_core.store.ownership import INTERRUPTED_PATHS_KEPT, interrupted_error
+        changed since it began. A Turn's code writes in place, so what it was writing when its
+        process stopped may be incomplete: with a shared blob store the committed bytes are put
+        back; with the local one (the workspace is the store) the user is told."""
+        from fleet_core.store.ownership import interrupted_error
 
         errors: dict[str, TurnError] = {}
         workspace = self.workspace(session_id)
         for turn_id, began in running.items():
-            since = int(began.timestamp() * 1e9) - _MTIME_SLACK_NS
-            paths, total = workspace.modified_since(since, limit=INTERRUPTED_PATHS_KEPT)
-            errors[turn_id] = interrupted_error(paths, total)
+            changed = workspace.modified_since(int(began.timestamp() * 1e9) - _MTIME_SLACK_NS)
+            restored = (
+                self._content.restore(session_id, workspace, changed) if self._content else []
+            )
+            left = sorted(set(changed) - set(restored))
+            errors[turn_id] = interrupted_error(left, restored)
         return errors
 
     # Sessions -------------------------------------------------------------------------------

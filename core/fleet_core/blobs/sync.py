@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Protocol
 
 from fleet_core.blobs.base import ContentDelta, ContentEntry, PendingFile
-from fleet_core.errors import WorkspaceFileNotFound, WorkspacePathError
+from fleet_core.errors import FleetError, WorkspaceFileNotFound, WorkspacePathError
 from fleet_core.workspace import FileStamp, Workspace
 
 log = logging.getLogger(__name__)
@@ -103,6 +103,35 @@ class SessionContent:
             version, manifest = self.store.content_manifest(session_id)
             self._materialize(session_id, workspace, record, version, manifest)
             return False
+
+    def restore(self, session_id: str, workspace: Workspace, paths: list[str]) -> list[str]:
+        """Put back the published bytes of those ``paths`` the store holds and this host's copy
+        no longer matches (a Turn interrupted while it wrote them in place); returns the paths
+        restored. A path the store does not hold (the Turn's new file) is left as it is, and so
+        is one whose blob cannot be read (logged)."""
+        chosen = set(paths)
+        with self._lock(session_id):
+            if not chosen or self.store.content_head(session_id) is None:
+                return []
+            record = self._record(session_id)
+            version, manifest = self.store.content_manifest(session_id)
+            restored: list[str] = []
+            for entry in sorted((e for e in manifest if e.path in chosen), key=lambda e: e.path):
+                key = workspace.stamp_key(entry.path)
+                if key is not None and self._holds(workspace, record, entry, FileStamp(key)):
+                    continue
+                try:
+                    info = workspace.write_chunks(entry.path, self.store.read_blob(entry))
+                except FleetError as exc:
+                    log.warning("Session %s: %s not restored: %s", session_id, entry.path, exc)
+                    continue
+                key = workspace.stamp_key(entry.path)
+                if key is not None and version == record.version:
+                    record.files[entry.path] = (info.sha256, info.size_bytes, key)
+                restored.append(entry.path)
+            if restored:
+                self._save(session_id, record)
+            return restored
 
     def _materialize(
         self,

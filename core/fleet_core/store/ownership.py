@@ -46,21 +46,31 @@ INTERRUPTED_PATHS_KEPT = 50  # the paths an interrupted Turn's error lists
 INTERRUPTED_PATHS_SHOWN = 3  # the paths its message names
 
 
-def interrupted_error(paths: list[str], total: int) -> TurnError:
-    """The error of a Turn whose process stopped after it changed ``paths`` (the first of
-    ``total``, sorted) in place: they may be incomplete."""
-    if not paths:
+def interrupted_error(paths: list[str], restored: list[str] | None = None) -> TurnError:
+    """The error of a Turn whose process stopped after it changed files in place: ``paths``
+    may be incomplete, ``restored`` were put back to their committed bytes (both sorted)."""
+    restored = restored or []
+    if not paths and not restored:
         return INTERRUPTED
-    named = ", ".join(paths[:INTERRUPTED_PATHS_SHOWN])
-    more = total - min(len(paths), INTERRUPTED_PATHS_SHOWN)
-    if more:
-        named += f" and {more} more"
+    message = INTERRUPTED.message
+    if restored:
+        message += f"; files it was changing were restored to their last commit: {_named(restored)}"
+    if paths:
+        message += f"; files it was changing may be incomplete: {_named(paths)}"
     return INTERRUPTED.model_copy(
         update={
-            "message": f"{INTERRUPTED.message}; files it was changing may be incomplete: {named}",
-            "paths": paths[:INTERRUPTED_PATHS_KEPT],
+            "message": message,
+            "paths": paths[:INTERRUPTED_PATHS_KEPT] or None,
+            "restored": restored[:INTERRUPTED_PATHS_KEPT] or None,
         }
     )
+
+
+def _named(paths: list[str]) -> str:
+    """The first ``INTERRUPTED_PATHS_SHOWN`` paths and how many more."""
+    named = ", ".join(paths[:INTERRUPTED_PATHS_SHOWN])
+    more = len(paths) - INTERRUPTED_PATHS_SHOWN
+    return f"{named} and {more} more" if more > 0 else named
 
 
 def failed_values(error: TurnError, stamp: datetime) -> dict[str, object]:

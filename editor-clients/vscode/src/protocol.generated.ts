@@ -682,12 +682,14 @@ export interface TurnError {
   kind: string;
   message: string;
   paths?: string[] | null;
+  restored?: string[] | null;
 }
 
 export interface TurnErrorWire {
   kind: string;
   message: string;
   paths?: string[];
+  restored?: string[];
 }
 
 /** A TurnEvent (version 1) as sent in fleet/turn/didEmit; generated from fleet_core.event_payloads (python -m fleet_core.event_payloads). */
