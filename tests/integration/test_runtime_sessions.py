@@ -24,6 +24,7 @@ from fleet_core.errors import (
     WorkspaceFileNotFound,
     WorkspacePathError,
 )
+from fleet_core.models import TurnError
 from fleet_core.store import TurnOutcome
 from fleet_core.workspace import STAGING_DIR, TEMP_PREFIX
 
@@ -196,6 +197,45 @@ async def test_an_interrupted_turn_names_the_files_it_changed_in_place(
         assert listed["artifacts/kept.csv"].size_bytes == 2
     finally:
         await restarted.close()
+
+
+async def test_a_process_taking_over_a_dead_owners_session_fails_its_turn_as_interrupted(
+    fleet_environ: dict[str, str], fleet_config: EffectiveConfig
+) -> None:
+    """A server that was already running when the owner died never ran startup recovery for
+    it: taking the Session (load or a mutation) fails the Turn left running as interrupted,
+    with the same account of the files it changed in place; a Turn that failed otherwise
+    keeps its error."""
+    survivor = await FleetRuntime.open(fleet_config)
+    dead = await FleetRuntime.open(fleet_config)
+    try:
+        await dead.new_session("taken")
+        await dead.write_file("taken", "artifacts/table.csv", b"region,total\nNorth,1\n")
+        earlier = dead.store.claim_turn("taken", "an earlier task", None)
+        failed = TurnError(kind="SandboxError", message="worker died")
+        dead.store.finish_turn(
+            earlier.turn_id, TurnOutcome(status="failed", result={}, error=failed)
+        )
+        await asyncio.sleep(0.05)
+        claim = dead.store.claim_turn("taken", "long task", None)
+        await asyncio.sleep(0.05)
+        table = fleet_config.state_dir / "workspaces" / "taken" / "artifacts" / "table.csv"
+        table.write_bytes(b"region,to")  # the kill came mid-write
+    finally:
+        await dead.close()
+    try:
+        await survivor.load_session("taken")
+        first, turn = await survivor.history("taken")
+        assert first.error == failed
+        assert turn.turn_id == claim.turn_id and turn.status == "failed"
+        assert turn.error is not None and turn.error.kind == "interrupted"
+        if "FLEET_DATABASE_URL" in fleet_environ:  # blob_backend auto: postgresql
+            assert turn.error.restored == ["artifacts/table.csv"] and turn.error.paths is None
+            assert table.read_bytes() == b"region,total\nNorth,1\n"
+        else:
+            assert turn.error.paths == ["artifacts/table.csv"] and turn.error.restored is None
+    finally:
+        await survivor.close()
 
 
 async def test_a_running_turn_of_a_live_owner_is_left_alone_at_startup(

@@ -260,13 +260,16 @@ class FleetRuntime:
             except SessionOwned:
                 continue  # a live process owns it: its Turns are still running
             try:
-                errors = await self._run(self._interrupted_errors, session_id, running)
-                await self._run(self.store.mark_interrupted, session_id, errors)
-                # the dead process's child-agent workspaces (a Turn removes its own as it ends)
-                agents = self.config.state_dir / "agents" / session_id
-                await self._run(shutil.rmtree, agents, ignore_errors=True)
+                await self._run(self._fail_interrupted, session_id, running)
             finally:
                 await self._run(self.store.locks.release, session_id)
+
+    def _fail_interrupted(self, session_id: str, running: dict[str, datetime]) -> None:
+        """Blocking, as the Session's new owner: fail the Turns a dead owner left ``running``
+        as interrupted, and remove its child-agent workspaces (a Turn removes its own as it
+        ends)."""
+        self.store.mark_interrupted(session_id, self._interrupted_errors(session_id, running))
+        shutil.rmtree(self.config.state_dir / "agents" / session_id, ignore_errors=True)
 
     def _interrupted_errors(
         self, session_id: str, running: dict[str, datetime]
@@ -289,6 +292,15 @@ class FleetRuntime:
         return errors
 
     # Sessions -------------------------------------------------------------------------------
+
+    def _take_over(self, session_id: str, reload: bool = False) -> None:
+        """``_take`` a stored Session; when this process did not own it, the Turns a dead owner
+        left running are failed as interrupted here (``_fail_interrupted``): a process that
+        started before that owner died never saw them."""
+        running = {} if self.store.locks.owned(session_id) else self.store.running_turns(session_id)
+        self._take(session_id, reload)
+        if running:
+            self._fail_interrupted(session_id, running)
 
     def _take(self, session_id: str, reload: bool = False) -> None:
         """Own the Session, within ``runtime.max_active_sessions`` (a Session this process
@@ -326,7 +338,7 @@ class FleetRuntime:
     async def load_session(self, session_id: str) -> SessionInfo:
         """Take ownership of a stored Session for this process (again, after it was lost)."""
         info = await self.describe_session(session_id)
-        await self._run(self._take, session_id, reload=True)
+        await self._run(self._take_over, session_id, reload=True)
         await self._run(self.store.record_owner, session_id, self.owner)
         info = info.model_copy(update={"owner_host": self.owner[0], "owner_user": self.owner[1]})
         await self._run(self.workspace(session_id).ensure_layout)
@@ -453,7 +465,7 @@ class FleetRuntime:
     async def own_session(self, session_id: str) -> None:
         """Take ownership of a stored Session for this process (no layout work)."""
         await self.describe_session(session_id)
-        await self._run(self._take, session_id)
+        await self._run(self._take_over, session_id)
         await self._sync(session_id, owned=True)
 
     # Workspace content shared through the blob store (fleet_core.blobs; docs/storage.md) -----

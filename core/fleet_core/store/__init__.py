@@ -748,27 +748,28 @@ class Store:
     def mark_interrupted(
         self, session_id: str, errors: Mapping[str, TurnError] | None = None
     ) -> int:
-        """Fail every Turn of the Session still marked running; the caller owns the Session.
-        ``errors``: the error of a Turn that was running (read before the caller took the
-        Session, whose take may have failed it already) when it says more than the usual one."""
+        """Fail every Turn of the Session still marked running (returns how many); the caller
+        owns the Session. ``errors``: the error of a Turn read as running before the caller
+        took the Session (whose take may have failed it as interrupted already), when it says
+        more; a Turn that ended otherwise meanwhile is left alone."""
         turns = schema.turns
+        failed = 0
         with self.engine.begin() as conn:
+            for turn_id, error in (errors or {}).items():
+                status = _interrupted_status(conn, session_id, turn_id)
+                if status is not None:
+                    failed += status == "running"
+                    conn.execute(
+                        update(turns)
+                        .where(turns.c.turn_id == turn_id)
+                        .values(failed_values(error, now()))
+                    )
             changed = conn.execute(
                 update(turns)
                 .where(turns.c.session_id == session_id, turns.c.status == "running")
                 .values(failed_values(INTERRUPTED, now()))
             )
-            for turn_id, error in (errors or {}).items():
-                conn.execute(
-                    update(turns)
-                    .where(
-                        turns.c.session_id == session_id,
-                        turns.c.turn_id == turn_id,
-                        turns.c.status == "failed",
-                    )
-                    .values(failed_values(error, now()))
-                )
-        return int(changed.rowcount)
+        return failed + int(changed.rowcount)
 
     # Memories -------------------------------------------------------------------------------
     # A memory is proposed unreviewed (a Turn's learned note, the user); only a person's review
@@ -1229,6 +1230,25 @@ def _replay_claim(prior: RowMapping, digest: str) -> TurnClaim:
             f"The Turn with this idempotency key is {prior['status']}; use a new key to run again"
         )
     return TurnClaim(turn_id=prior["turn_id"], seq=prior["seq"], replayed=dict(prior["result"]))
+
+
+def _interrupted_status(conn: Connection, session_id: str, turn_id: str) -> str | None:
+    """The Turn's status when it is running or failed as interrupted, else None."""
+    turns = schema.turns
+    row = conn.execute(
+        select(turns.c.status, turns.c.error).where(
+            turns.c.session_id == session_id, turns.c.turn_id == turn_id
+        )
+    ).first()
+    if row is None:
+        return None
+    kind = (row.error or {}).get("kind")
+    running = row.status == "running"
+    return (
+        str(row.status)
+        if running or (row.status == "failed" and kind == INTERRUPTED.kind)
+        else None
+    )
 
 
 def _utc(value: datetime) -> datetime:
