@@ -387,12 +387,9 @@ def test_kill_9_at_20_moments_on_postgresql(tmp_path: Path, postgres_database: s
     )
 
 
-def test_a_kill_while_children_run_leaves_no_child_workspace_process_or_cgroup(
-    tmp_path: Path,
-) -> None:
-    """The moment the random kills hit least: children's workspaces exist, their sandboxes run.
-    The restarted server marks the Turn interrupted and removes ``<state>/agents/<s>/``; its
-    first sandbox sweeps the killed server's cgroups."""
+def _scripted_session(tmp_path: Path) -> tuple[Path, dict[str, str], Server]:
+    """A server on the scripted models with the Session made and the sales file attached:
+    its state directory, environment and the server."""
     state = tmp_path / "state"
     script = tmp_path / "script.json"
     script.write_text(json.dumps(SCRIPT), encoding="utf-8")
@@ -402,6 +399,16 @@ def test_a_kill_while_children_run_leaves_no_child_workspace_process_or_cgroup(
     server = _start(env, tmp_path, 0)
     server.request("fleet/session/new", {"sessionId": SESSION})
     server.request("fleet/context/attach", {"sessionId": SESSION, "uri": SALES.as_uri()})
+    return state, env, server
+
+
+def test_a_kill_while_children_run_leaves_no_child_workspace_process_or_cgroup(
+    tmp_path: Path,
+) -> None:
+    """The moment the random kills hit least: children's workspaces exist, their sandboxes run.
+    The restarted server marks the Turn interrupted and removes ``<state>/agents/<s>/``; its
+    first sandbox sweeps the killed server's cgroups."""
+    state, env, server = _scripted_session(tmp_path)
     pending = server.send("fleet/turn/run", {"sessionId": SESSION, "task": SLOW_TASK})
     assert wait_until(lambda: len(list(state.glob("agents/*/*/agent-*"))) == 2, 60, 0.005)
     time.sleep(0.2)  # the children's sandboxes are starting or running their cells
@@ -441,15 +448,7 @@ def test_a_kill_while_a_turn_rewrites_an_artifact_names_it_in_the_interrupted_tu
     artifact it was rewriting incomplete. The restarted server cannot bring the old bytes back
     (the workspace is the store), so the interrupted Turn says which files it changed: the
     error's ``paths`` and its message name the artifact, and its listing shows what is there."""
-    state = tmp_path / "state"
-    script = tmp_path / "script.json"
-    script.write_text(json.dumps(SCRIPT), encoding="utf-8")
-    env = server_env(
-        state, script, FLEET_MLFLOW_DESTINATION="off", FLEET_RUNTIME__HISTORY_TURNS="0"
-    )
-    server = _start(env, tmp_path, 0)
-    server.request("fleet/session/new", {"sessionId": SESSION})
-    server.request("fleet/context/attach", {"sessionId": SESSION, "uri": SALES.as_uri()})
+    state, env, server = _scripted_session(tmp_path)
     done = server.request("fleet/turn/run", {"sessionId": SESSION, "task": QUICKSTART})
     assert done["status"] == "completed", done
     artifact = _workspace(state) / "artifacts" / "revenue_by_region.csv"
