@@ -348,15 +348,9 @@ class Workspace:
     def modified_since(self, when_ns: int) -> list[str]:
         """The files a sandbox can write (outside ``READONLY_ROOTS``) modified at or after
         ``when_ns`` (epoch nanoseconds), sorted; inode stamps only, no file is read."""
-        found: list[str] = []
-        for root in ROOTS:
-            if root in READONLY_ROOTS:
-                continue
-            for path, dir_fd, name in self.ordered(root):
-                key = _stat_key(dir_fd, name)
-                if key is not None and key[2] >= when_ns:
-                    found.append(path)
-        return found
+        writable = (root for root in ROOTS if root not in READONLY_ROOTS)
+        stamps = (self.stamps(root).items() for root in writable)
+        return sorted(path for found in stamps for path, stamp in found if stamp.key[2] >= when_ns)
 
     def mark(self, baseline: Baseline) -> None:
         """Fill ``baseline`` with what its root holds now (see ``Baseline``)."""

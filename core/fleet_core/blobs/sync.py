@@ -121,13 +121,12 @@ class SessionContent:
                 if key is not None and self._holds(workspace, record, entry, FileStamp(key)):
                     continue
                 try:
-                    info = workspace.write_chunks(entry.path, self.store.read_blob(entry))
+                    known = self._fetch(workspace, entry)
                 except FleetError as exc:
                     log.warning("Session %s: %s not restored: %s", session_id, entry.path, exc)
                     continue
-                key = workspace.stamp_key(entry.path)
-                if key is not None and version == record.version:
-                    record.files[entry.path] = (info.sha256, info.size_bytes, key)
+                if known is not None and version == record.version:
+                    record.files[entry.path] = known
                 restored.append(entry.path)
             if restored:
                 self._save(session_id, record)
@@ -155,10 +154,9 @@ class SessionContent:
             if stamp is not None and self._holds(workspace, record, entry, stamp):
                 files[entry.path] = (entry.sha256, entry.size_bytes, stamp.key)
                 continue
-            info = workspace.write_chunks(entry.path, self.store.read_blob(entry))
-            key = workspace.stamp_key(entry.path)
-            if key is not None:
-                files[entry.path] = (info.sha256, info.size_bytes, key)
+            known = self._fetch(workspace, entry)
+            if known is not None:
+                files[entry.path] = known
             fetched += 1
         record.version, record.files = version, files
         self._save(session_id, record)
@@ -170,6 +168,13 @@ class SessionContent:
                 fetched,
                 removed,
             )
+
+    def _fetch(self, workspace: Workspace, entry: ContentEntry) -> Known | None:
+        """Write the entry's published bytes over this host's file (verified, whole or not at
+        all): what the record keeps of it (None: its stamp could not be read back)."""
+        info = workspace.write_chunks(entry.path, self.store.read_blob(entry))
+        key = workspace.stamp_key(entry.path)
+        return None if key is None else (info.sha256, info.size_bytes, key)
 
     @staticmethod
     def _holds(
