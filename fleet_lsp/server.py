@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import faulthandler
 import logging
 import re
 import sys
@@ -584,6 +585,9 @@ def create_server() -> FleetServer:
 
 
 def configure_logging(level: int = logging.WARNING) -> None:
+    # a native crash (SIGSEGV, SIGBUS, SIGFPE, SIGABRT, SIGILL in an extension) leaves every
+    # thread's Python stack on stderr, the editor's log: file, line and function names only
+    faulthandler.enable()
     handler = logging.StreamHandler()  # stderr: stdout is the protocol stream
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     handler.addFilter(_QuietExpectedErrors())

@@ -27,6 +27,7 @@ import hashlib
 import json
 import os
 import random
+import signal
 import threading
 import time
 from dataclasses import dataclass, field
@@ -509,3 +510,16 @@ def test_a_kill_during_a_large_attach_leaves_no_temp_file(tmp_path: Path) -> Non
         assert temp_files(state) == [], temp_files(state)
     finally:
         server.shutdown()
+
+
+def test_a_native_crash_of_the_server_leaves_its_python_stacks_in_its_log(
+    tmp_path: Path,
+) -> None:
+    """A SIGSEGV (a GEPA run in a CI gate ended so, with nothing in the log to say where):
+    the server's fault handler writes every thread's stack to stderr before it dies."""
+    _state, _env, server = _scripted_session(tmp_path)
+    os.kill(server.pid, signal.SIGSEGV)
+    assert wait_until(lambda: server.proc.poll() is not None, 10), "the server did not die"
+    log = server.log.read_text(encoding="utf-8", errors="replace")
+    assert "Fatal Python error: Segmentation fault" in log, log[-2000:]
+    assert "File " in log and "fleet_lsp" in log, log[-2000:]
